@@ -1,1 +1,59 @@
-fn main() {}
+//! The `toolwarden` binary: parses the command line, opens the runtime on the configured data
+//! directory and workspace, and runs one command. Errors that are Toolwarden's own (bad config,
+//! unusable data directory) exit with code 10 and a one-line message; tool calls exit with the code
+//! of their status.
+
+mod audit;
+mod call;
+mod cli;
+mod setup;
+mod table;
+mod tools;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+/// Exit code for problems with Toolwarden itself rather than with a tool call.
+pub const EXIT_INTERNAL: u8 = 10;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    setup::init_tracing(cli.global.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_INTERNAL);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_INTERNAL)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<u8> {
+    let ctx = setup::Context::load(&cli.global)?;
+    if let Command::Config = cli.command {
+        return ctx.show();
+    }
+    let rt = ctx.open_runtime().await?;
+    for w in rt.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let result = match cli.command {
+        Command::Tools(cmd) => tools::run(&rt, &ctx, cmd).await,
+        Command::Call(args) => call::call(&rt, &ctx, args).await,
+        Command::Batch(args) => call::batch(&rt, &ctx, args).await,
+        Command::Audit(cmd) => audit::run(&rt, cmd).await,
+        Command::Config => Ok(0),
+    };
+    rt.close().await;
+    result
+}

@@ -1,1 +1,23 @@
-//! placeholder
+//! tw-runtime wires the pure domain (tw-core), the sandbox (tw-sandbox) and the audit store
+//! (tw-store) into the governed pipeline every tool call goes through, and ships the built-in tools.
+//!
+//! Architecture invariant: this is the only place a tool runs. Transports (CLI, MCP, the desktop
+//! app) build a `ToolCall`, hand it to `Runtime::execute` and relay the `ToolResult`; none of them
+//! looks at policy, schemas or the audit log on its own.
+
+pub mod batch;
+pub mod builtins;
+pub mod clock;
+pub mod config;
+mod custom;
+pub mod error;
+pub mod events;
+pub mod paths;
+pub mod runtime;
+
+pub use batch::BatchMode;
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use config::{Config, ConfigError, ToolOverride};
+pub use error::{Result, RuntimeError};
+pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
+pub use runtime::{DATABASE_FILE, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id};

@@ -1,0 +1,175 @@
+//! `toolwarden audit ...`: page through, inspect, export and summarize the audit log.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, anyhow, bail};
+use tokio::io::AsyncWriteExt;
+use tw_runtime::Runtime;
+use tw_store::{AuditExportFormat, AuditQuery, AuditRow, UsageRow};
+
+use crate::cli::{AuditCommand, AuditFilter, ExportFormat};
+use crate::table::Table;
+
+pub async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
+    let store = rt.store();
+    match cmd {
+        AuditCommand::List {
+            filter,
+            limit,
+            cursor,
+            json,
+        } => {
+            let mut q = query(&filter)?;
+            q.limit = limit;
+            q.cursor = cursor;
+            let page = store.query(&q).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&page)?);
+                return Ok(0);
+            }
+            let mut t = Table::new(&["ID", "STARTED", "TOOL", "STATUS", "CALLER", "DURATION", "EXECUTION", "ERROR"]);
+            for r in &page.rows {
+                t.row(vec![
+                    r.id.to_string(),
+                    time(r.started_at),
+                    r.tool.clone(),
+                    r.status.to_string(),
+                    r.agent_id.clone(),
+                    duration(r.duration_us),
+                    r.execution_id.clone(),
+                    r.error_message.clone().unwrap_or_default(),
+                ]);
+            }
+            print!("{}", t.render());
+            if let Some(c) = page.next_cursor {
+                println!("more: toolwarden audit list --cursor {c}");
+            }
+            Ok(0)
+        }
+        AuditCommand::Show { execution_id } => {
+            let Some(row) = store.get(&execution_id).await? else {
+                bail!("no audit record with execution id {execution_id:?}");
+            };
+            print_row(&row)?;
+            Ok(0)
+        }
+        AuditCommand::Export {
+            filter,
+            format,
+            output,
+        } => {
+            let q = query(&filter)?;
+            let format = match format {
+                ExportFormat::Jsonl => AuditExportFormat::Jsonl,
+                ExportFormat::Csv => AuditExportFormat::Csv,
+            };
+            let n = match output {
+                Some(path) => {
+                    let mut f = tokio::fs::File::create(&path)
+                        .await
+                        .with_context(|| format!("cannot create {}", path.display()))?;
+                    let n = store.export(&q, format, &mut f).await?;
+                    f.flush().await?;
+                    n
+                }
+                None => {
+                    let mut out = tokio::io::stdout();
+                    let n = store.export(&q, format, &mut out).await?;
+                    out.flush().await?;
+                    n
+                }
+            };
+            eprintln!("exported {n} records");
+            Ok(0)
+        }
+        AuditCommand::Report { filter, json } => {
+            let report = store.usage_report(&query(&filter)?).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(0);
+            }
+            println!("by tool");
+            print!("{}", usage_table("TOOL", &report.by_tool));
+            println!();
+            println!("by caller");
+            print!("{}", usage_table("CALLER", &report.by_caller));
+            Ok(0)
+        }
+    }
+}
+
+fn usage_table(key: &str, rows: &[UsageRow]) -> String {
+    let mut t = Table::new(&[key, "CALLS", "OK", "FAILED", "DENIED", "INVALID", "ASKED", "AVG", "TOOLS", "LAST"]);
+    for r in rows {
+        t.row(vec![
+            r.key.clone(),
+            r.calls.to_string(),
+            r.success.to_string(),
+            r.failed.to_string(),
+            r.denied.to_string(),
+            r.invalid.to_string(),
+            r.awaiting_confirmation.to_string(),
+            duration(i64::try_from(r.avg_duration_us).unwrap_or(i64::MAX)),
+            r.distinct_tools.to_string(),
+            time(r.last_at),
+        ]);
+    }
+    t.render()
+}
+
+fn print_row(r: &AuditRow) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(r)?);
+    Ok(())
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// RFC 3339, or a duration meaning that long ago.
+fn parse_time(s: &str) -> anyhow::Result<i64> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(s) {
+        let d = t
+            .duration_since(UNIX_EPOCH)
+            .map_err(|_| anyhow!("{s:?} is before 1970"))?;
+        return Ok(i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+    }
+    match humantime::parse_duration(s) {
+        Ok(d) => Ok(now_us() - i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
+        Err(_) => bail!("{s:?} is neither an RFC 3339 time (2026-11-22T10:00:00Z) nor a duration (90m, 2h, 7d)"),
+    }
+}
+
+fn query(f: &AuditFilter) -> anyhow::Result<AuditQuery> {
+    Ok(AuditQuery {
+        tool: f.tool.clone(),
+        status: f
+            .status
+            .as_deref()
+            .map(|s| s.parse().map_err(|e: String| anyhow!(e)))
+            .transpose()?,
+        agent_id: f.caller.clone(),
+        skill: f.skill.clone(),
+        since: f.since.as_deref().map(parse_time).transpose()?,
+        until: f.until.as_deref().map(parse_time).transpose()?,
+        text: f.text.clone(),
+        ..AuditQuery::default()
+    })
+}
+
+fn time(us: i64) -> String {
+    let t = UNIX_EPOCH + std::time::Duration::from_micros(u64::try_from(us).unwrap_or(0));
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn duration(us: i64) -> String {
+    if us < 1_000 {
+        format!("{us}µs")
+    } else if us < 1_000_000 {
+        format!("{:.1}ms", us as f64 / 1_000.0)
+    } else {
+        format!("{:.2}s", us as f64 / 1_000_000.0)
+    }
+}

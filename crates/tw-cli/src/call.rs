@@ -1,0 +1,182 @@
+//! `toolwarden call` and `toolwarden batch`: build calls, run them through the runtime, print results
+//! as JSON and exit with the status's code.
+//!
+//! Ctrl-C (SIGINT) or SIGTERM cancels what is running instead of killing the process, so the tool's
+//! process is stopped and the cancelled call still gets its audit record. A batch prints each result
+//! as one line as soon as it is recorded, so a consumer (or a crash) never sees a result whose
+//! audit record is not yet committed.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tw_core::{ToolCall, ToolResult, ToolStatus, TraceId};
+use tw_runtime::{BatchMode, Runtime, new_execution_id, new_trace_id};
+
+use crate::cli::{BatchArgs, CallArgs};
+use crate::setup::Context;
+
+/// The exit code for a call's status.
+pub fn exit_code(status: ToolStatus) -> u8 {
+    match status {
+        ToolStatus::Success => 0,
+        ToolStatus::Failed => 1,
+        ToolStatus::Timeout => 3,
+        ToolStatus::Cancelled => 4,
+        ToolStatus::RequiresConfirmation => 5,
+        ToolStatus::SandboxError => 6,
+        ToolStatus::PermissionDenied => 7,
+        ToolStatus::ValidationError => 8,
+        ToolStatus::NotFound => 9,
+    }
+}
+
+/// A token that fires on SIGINT or SIGTERM.
+fn cancel_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGTERM");
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("toolwarden: cancelling (the cancelled calls are still recorded)");
+        t.cancel();
+    });
+    token
+}
+
+fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
+    if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).context("cannot read stdin")?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    }
+}
+
+fn parse_trace(t: Option<&str>) -> anyhow::Result<TraceId> {
+    Ok(match t {
+        Some(t) => TraceId::new(t)?,
+        None => new_trace_id(),
+    })
+}
+
+pub async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Result<u8> {
+    let text = match &a.args_file {
+        Some(f) => read_input(f)?,
+        None => a.args.clone(),
+    };
+    let arguments: Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "--args is not valid JSON (line {}, column {}): {e}",
+            e.line(),
+            e.column()
+        )
+    })?;
+    let call = ToolCall {
+        tool: a.tool,
+        arguments,
+        caller: ctx.caller.clone(),
+        execution_id: new_execution_id(),
+        trace_id: parse_trace(a.trace_id.as_deref())?,
+        timeout: a.timeout.map(Duration::from_millis),
+    };
+    let result = rt.execute_with_cancel(call, cancel_on_signal()).await;
+    println!("{}", serde_json::to_string_pretty(&result)?);
+    Ok(exit_code(result.status))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchEntry {
+    tool: String,
+    #[serde(default = "empty_object")]
+    arguments: Value,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+fn parse_batch(text: &str, file: &str) -> anyhow::Result<Vec<BatchEntry>> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str(text).map_err(|e| anyhow!("{file}:{}:{}: {e}", e.line(), e.column()));
+    }
+    let mut entries = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e = serde_json::from_str(line).map_err(|e| anyhow!("{file}:{}:{}: {e}", i + 1, e.column()))?;
+        entries.push(e);
+    }
+    if entries.is_empty() {
+        bail!("{file}: no calls in the batch");
+    }
+    Ok(entries)
+}
+
+pub async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::Result<u8> {
+    let shown = a.file.display().to_string();
+    let entries = parse_batch(&read_input(&a.file)?, &shown)?;
+    let trace = parse_trace(a.trace_id.as_deref())?;
+    let cancel = cancel_on_signal();
+    let calls: Vec<ToolCall> = entries
+        .into_iter()
+        .map(|e| ToolCall {
+            tool: e.tool,
+            arguments: e.arguments,
+            caller: ctx.caller.clone(),
+            execution_id: new_execution_id(),
+            trace_id: trace.clone(),
+            timeout: e.timeout_ms.map(Duration::from_millis),
+        })
+        .collect();
+    let mode = match a.parallel {
+        Some(n) => BatchMode::Parallel { concurrency: n.max(1) },
+        None => BatchMode::Sequential {
+            stop_on_error: a.stop_on_error,
+        },
+    };
+    let mut first_failure: Option<ToolStatus> = None;
+    let mut write_error: Option<std::io::Error> = None;
+    let results = rt
+        .execute_batch_cancellable(calls, mode, cancel, |_, r: &ToolResult| {
+            if r.status != ToolStatus::Success && first_failure.is_none() {
+                first_failure = Some(r.status);
+            }
+            if write_error.is_some() {
+                return;
+            }
+            let line = serde_json::to_string(r).unwrap_or_default();
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+                write_error = Some(e);
+            }
+        })
+        .await;
+    if let Some(e) = write_error {
+        // A closed stdout (e.g. `| head`) is not a reason to report the batch as failed; every
+        // call still ran and was recorded.
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e).context("cannot write results");
+        }
+    }
+    tracing::info!(calls = results.len(), "batch finished");
+    Ok(first_failure.map_or(0, exit_code))
+}

@@ -1,0 +1,247 @@
+//! The command-line surface: every subcommand and flag, in one place, so `--help` and the README stay
+//! in step with what the binary accepts.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Toolwarden: the governed runtime between AI agents and the tools they run.
+///
+/// Every call goes through policy, schema validation, limits and the audit log.
+///
+/// Exit codes of `call` and `batch`: 0 success, 1 failed, 3 timeout, 4 cancelled, 5 requires
+/// confirmation, 6 sandbox error, 7 permission denied, 8 validation error, 9 tool not found;
+/// 2 is a usage error and 10 a problem with Toolwarden itself (config, data directory).
+#[derive(Debug, Parser)]
+#[command(name = "toolwarden", version, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Data directory (audit log, custom tools). Default: the platform data dir, e.g.
+    /// ~/.local/share/toolwarden.
+    #[arg(long, global = true, env = "TOOLWARDEN_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// A workspace root the file tools may use; repeat for several. Default: the config's
+    /// `workspace`, else the current directory.
+    #[arg(long = "workspace", global = true, value_name = "DIR")]
+    pub workspace: Vec<PathBuf>,
+    /// Config file (TOML). Default: ~/.config/toolwarden/config.toml when it exists.
+    #[arg(long, global = true, env = "TOOLWARDEN_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Agent id recorded as the caller.
+    #[arg(long, global = true, env = "TOOLWARDEN_AGENT", default_value = "cli")]
+    pub agent: String,
+    /// Skill the calls are made under.
+    #[arg(long, global = true)]
+    pub skill: Option<String>,
+    /// Log pipeline activity to stderr (RUST_LOG overrides the level).
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List, inspect, export, add and remove tools.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+    /// Call one tool and print its result as JSON.
+    Call(CallArgs),
+    /// Run a batch of calls from a JSON array or JSON-lines file and print one result per line.
+    Batch(BatchArgs),
+    /// Read the audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Show the resolved configuration: files, directories, workspace and policy.
+    Config,
+}
+
+/// `toolwarden tools ...`
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// List tools with their group, risk and what policy decides for them.
+    List(ListArgs),
+    /// Show one tool: description, constraints, policy explanation and parameter schema.
+    Show {
+        /// Tool name.
+        name: String,
+        /// Print the definition as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export the callable tools as function schemas.
+    Export {
+        /// Dialect.
+        #[arg(long, value_enum)]
+        format: Format,
+        /// Include tools that policy denies.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Add (or replace) custom tools from a JSON, TOML or YAML file.
+    Add {
+        /// The definition file.
+        file: PathBuf,
+    },
+    /// Remove a custom tool.
+    Remove {
+        /// Tool name.
+        name: String,
+    },
+}
+
+/// Export dialects.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    /// OpenAI function tools.
+    Openai,
+    /// Anthropic tools.
+    Anthropic,
+    /// MCP tools/list.
+    Mcp,
+}
+
+/// Filters for `tools list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this category (e.g. file_system, network).
+    #[arg(long)]
+    pub category: Option<String>,
+    /// Only this group (e.g. fs, custom).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Only tools available in this license tier.
+    #[arg(long)]
+    pub tier: Option<String>,
+    /// Only tools allowed in this operational mode.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Only tools whose name or description contains these words.
+    #[arg(long)]
+    pub search: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `toolwarden call`
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// Tool name.
+    pub tool: String,
+    /// Arguments as a JSON object.
+    #[arg(long, default_value = "{}", conflicts_with = "args_file")]
+    pub args: String,
+    /// Read the arguments from a JSON file ("-" for stdin).
+    #[arg(long, value_name = "FILE")]
+    pub args_file: Option<PathBuf>,
+    /// Time limit in milliseconds (the tool's own limit still applies).
+    #[arg(long, value_name = "MS")]
+    pub timeout: Option<u64>,
+    /// Trace id joining this call to others.
+    #[arg(long)]
+    pub trace_id: Option<String>,
+}
+
+/// `toolwarden batch`
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// File of calls: a JSON array or JSON lines of {"tool": ..., "arguments": {...}, "timeout_ms": N}
+    /// ("-" for stdin).
+    pub file: PathBuf,
+    /// Run up to N calls at once (results are still printed in input order).
+    #[arg(long, value_name = "N", conflicts_with = "stop_on_error")]
+    pub parallel: Option<usize>,
+    /// Skip the remaining calls once one does not succeed.
+    #[arg(long)]
+    pub stop_on_error: bool,
+    /// Trace id shared by every call of the batch (default: a new one).
+    #[arg(long)]
+    pub trace_id: Option<String>,
+}
+
+/// Audit filters shared by list, export and report.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AuditFilter {
+    /// Only this tool.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Only this status (success, failed, timeout, cancelled, requires_confirmation, sandbox_error,
+    /// permission_denied, validation_error, not_found).
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Only this caller (agent id).
+    #[arg(long)]
+    pub caller: Option<String>,
+    /// Only this skill.
+    #[arg(long)]
+    pub skill: Option<String>,
+    /// From this time: RFC 3339 (2026-11-22T10:00:00Z) or a duration ago (90m, 2h, 7d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Until this time (same forms as --since).
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Text in the tool name, arguments, error or output.
+    #[arg(long)]
+    pub text: Option<String>,
+}
+
+/// `toolwarden audit ...`
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// List records, newest first, a page at a time.
+    List {
+        #[command(flatten)]
+        filter: AuditFilter,
+        /// Records per page (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Continue after this cursor (printed at the end of the previous page).
+        #[arg(long)]
+        cursor: Option<i64>,
+        /// Print the page as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one record in full.
+    Show {
+        /// Execution id.
+        execution_id: String,
+    },
+    /// Export the filtered records.
+    Export {
+        #[command(flatten)]
+        filter: AuditFilter,
+        /// File format.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
+        /// Write here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Usage per tool and per caller.
+    Report {
+        #[command(flatten)]
+        filter: AuditFilter,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Audit export formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExportFormat {
+    /// One JSON record per line.
+    Jsonl,
+    /// Comma-separated values with a header row.
+    Csv,
+}

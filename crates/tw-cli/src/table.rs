@@ -1,0 +1,66 @@
+//! Plain-text tables for terminal output: left-aligned columns sized to their widest cell, with
+//! over-long cells cut so one verbose description cannot wrap the whole table.
+
+/// A table under construction.
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    max_width: usize,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Self {
+        Self {
+            header: header.iter().map(|h| (*h).to_owned()).collect(),
+            rows: Vec::new(),
+            max_width: 60,
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| {
+                    let c = c.replace(['\n', '\r', '\t'], " ");
+                    if c.chars().count() > self.max_width {
+                        let cut: String = c.chars().take(self.max_width - 1).collect();
+                        format!("{cut}…")
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
+        );
+    }
+
+    pub fn render(&self) -> String {
+        let cols = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(cols) {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate().take(cols) {
+                if i + 1 == cols {
+                    s.push_str(c);
+                } else {
+                    let pad = widths[i] - c.chars().count();
+                    s.push_str(c);
+                    s.push_str(&" ".repeat(pad + 2));
+                }
+            }
+            s.trim_end().to_owned()
+        };
+        let mut out = line(&self.header);
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+            out.push('\n');
+        }
+        out
+    }
+}

@@ -1,0 +1,187 @@
+//! `toolwarden tools ...`: discovery, inspection with the policy explanation, export for agents, and
+//! managing custom tools.
+
+use anyhow::{Context as _, anyhow, bail};
+use serde_json::json;
+use tw_core::export::{ExportFormat, export_tools};
+use tw_core::{Decision, DefinitionFormat, ToolFilter, load_tool_specs};
+use tw_runtime::Runtime;
+
+use crate::cli::{Format, ListArgs, ToolsCommand};
+use crate::setup::Context;
+use crate::table::Table;
+
+pub async fn run(rt: &Runtime, _ctx: &Context, cmd: ToolsCommand) -> anyhow::Result<u8> {
+    match cmd {
+        ToolsCommand::List(args) => list(rt, args),
+        ToolsCommand::Show { name, json } => show(rt, &name, json),
+        ToolsCommand::Export { format, all } => export(rt, format, all),
+        ToolsCommand::Add { file } => add(rt, &file).await,
+        ToolsCommand::Remove { name } => {
+            rt.remove_custom_tool(&name).await?;
+            println!("removed custom tool {name}");
+            Ok(0)
+        }
+    }
+}
+
+fn parse<T: std::str::FromStr<Err = String>>(v: Option<String>) -> anyhow::Result<Option<T>> {
+    v.map(|s| s.parse::<T>().map_err(|e| anyhow!(e))).transpose()
+}
+
+fn list(rt: &Runtime, a: ListArgs) -> anyhow::Result<u8> {
+    let filter = ToolFilter {
+        category: parse(a.category)?,
+        group: a.group.map(|g| tw_core::ToolGroup::new(&g)).transpose()?,
+        tier: parse(a.tier)?,
+        mode: parse(a.mode)?,
+        text: a.search,
+    };
+    let tools = rt.registry().find(&filter);
+    if a.json {
+        let list: Vec<_> = tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.definition.name,
+                    "kind": t.kind.label(),
+                    "group": t.definition.group,
+                    "category": t.definition.category,
+                    "risk_level": t.definition.risk_level,
+                    "license_tier": t.definition.license_tier,
+                    "requires_confirmation": t.definition.requires_confirmation,
+                    "policy": rt.explain(t.definition.name.as_str()).map(|d| d.decision),
+                    "description": t.definition.description,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(0);
+    }
+    let mut table = Table::new(&["NAME", "KIND", "GROUP", "CATEGORY", "RISK", "TIER", "POLICY", "DESCRIPTION"]);
+    for t in &tools {
+        let d = &t.definition;
+        let policy = rt
+            .explain(d.name.as_str())
+            .map_or("?".to_owned(), |p| p.decision.to_string());
+        table.row(vec![
+            d.name.to_string(),
+            t.kind.label().to_owned(),
+            d.group.to_string(),
+            d.category.to_string(),
+            d.risk_level.to_string(),
+            d.license_tier.to_string(),
+            policy,
+            d.description.clone(),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(0)
+}
+
+fn show(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {
+    let Some(tool) = rt.registry().get(name) else {
+        bail!("no tool named {name:?} is registered (see `toolwarden tools list`)");
+    };
+    let d = &tool.definition;
+    let explanation = rt.explain(name);
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "kind": tool.kind.label(),
+                "definition": d,
+                "command": match &tool.kind {
+                    tw_runtime::ToolKind::Custom(c) => serde_json::to_value(c)?,
+                    tw_runtime::ToolKind::Builtin(_) => serde_json::Value::Null,
+                },
+                "policy": explanation,
+            }))?
+        );
+        return Ok(0);
+    }
+    let c = &d.constraints;
+    println!("{} ({}, group {}, category {})", d.name, tool.kind.label(), d.group, d.category);
+    println!("  {}", d.description);
+    println!(
+        "  risk: {}   tier: {}   side effects: {}   confirmation: {}   isolation: {}",
+        d.risk_level,
+        d.license_tier,
+        if c.side_effects { "yes" } else { "no" },
+        if d.requires_confirmation { "required" } else { "no" },
+        c.isolation
+    );
+    println!(
+        "  limits: {} ms, {} bytes of output   version: {}",
+        c.max_execution_time_ms, c.max_output_bytes, d.version
+    );
+    if let tw_runtime::ToolKind::Custom(cmd) = &tool.kind {
+        println!("  command: {}", cmd.argv().collect::<Vec<_>>().join(" "));
+    }
+    if let Some(p) = explanation {
+        println!("policy: {}", p.decision);
+        for v in &p.trace {
+            let rule = v
+                .rule
+                .as_ref()
+                .map_or(String::new(), |r| format!(" [{} @ {}]", r.rule, r.source));
+            println!("  {:<13} {:<5} {}{}", format!("{:?}", v.layer).to_lowercase(), v.decision, v.reason, rule);
+        }
+    }
+    println!("parameters:");
+    println!("{}", serde_json::to_string_pretty(&d.parameters)?);
+    if let Some(out) = &d.output_schema {
+        println!("output schema:");
+        println!("{}", serde_json::to_string_pretty(out)?);
+    }
+    Ok(0)
+}
+
+fn export(rt: &Runtime, format: Format, all: bool) -> anyhow::Result<u8> {
+    let tools = rt.registry().list();
+    let defs = tools.iter().filter_map(|t| {
+        let callable = all
+            || rt
+                .explain(t.definition.name.as_str())
+                .is_some_and(|p| p.decision != Decision::Deny);
+        callable.then_some(&t.definition)
+    });
+    let format = match format {
+        Format::Openai => ExportFormat::OpenAi,
+        Format::Anthropic => ExportFormat::Anthropic,
+        Format::Mcp => ExportFormat::Mcp,
+    };
+    println!("{}", serde_json::to_string_pretty(&export_tools(defs, format))?);
+    Ok(0)
+}
+
+async fn add(rt: &Runtime, file: &std::path::Path) -> anyhow::Result<u8> {
+    let shown = file.display().to_string();
+    let format = DefinitionFormat::from_path(&shown)
+        .ok_or_else(|| anyhow!("{shown}: unknown file type; use .json, .toml, .yaml or .yml"))?;
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {shown}"))?;
+    // Every spec in the file is checked before any is added, so a bad file changes nothing.
+    let specs = load_tool_specs(&text, &shown, format)?;
+    for spec in &specs {
+        if spec.command.is_none() {
+            bail!(
+                "{shown}: tool {} has no `command` section; a custom tool needs one, e.g. [command] argv = [\"wc\", \"-w\", \"{{path}}\"]",
+                spec.definition.name
+            );
+        }
+        if rt
+            .registry()
+            .get(spec.definition.name.as_str())
+            .is_some_and(|t| matches!(t.kind, tw_runtime::ToolKind::Builtin(_)))
+        {
+            bail!("{shown}: tool {} is built in; choose another name", spec.definition.name);
+        }
+    }
+    let now = tw_runtime::Clock::now_us(&tw_runtime::SystemClock);
+    for spec in specs {
+        let name = spec.definition.name.to_string();
+        let added = rt.add_custom_tool(spec, now).await?;
+        println!("{} custom tool {name}", if added { "added" } else { "updated" });
+    }
+    Ok(0)
+}

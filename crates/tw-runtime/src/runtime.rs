@@ -1,0 +1,852 @@
+//! The governed pipeline. `Runtime::execute` is the one door every tool call goes through:
+//!
+//! 1. look up the tool, 2. tool policy (allow/deny by name, glob, group; disabled tools), 3. license
+//! tier and operational mode, 4. argument validation (every violation), 5. confirmation, 6. run with
+//! time limit and cancellation, 7. output-schema validation, 8. output cap, 9. audit record,
+//! 10. events.
+//!
+//! Validation runs before the confirmation stage (the issue lists it after): a person should never be
+//! asked to approve a call that would be refused as invalid anyway, and the arguments they are shown
+//! are then known to be well formed. Likewise the output schema is checked before the cap, on the
+//! whole output, because a truncated document cannot be validated.
+//!
+//! Architecture invariant: exactly one audit record per call, committed before the result is
+//! returned. The pipeline runs in its own task, so a caller that stops waiting (a dropped future, a
+//! disconnected client) cancels the tool but cannot stop the record being written. When the record
+//! cannot be written, the result is withheld and the call reported as failed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use tw_core::policy::{self, Decision, LayerVerdict, PolicyDecision};
+use tw_core::{
+    Caller, CommandTemplate, ErrorCode, ExecutionId, RegisteredTool, ToolCall, ToolDefinition,
+    ToolError, ToolPolicy, ToolRegistry, ToolResult, ToolSpec, ToolStatus, TraceId, ValidatorCache,
+    Violation,
+};
+use tw_sandbox::{Sandbox, Workspace};
+use tw_store::{AuditRecord, Store, StoreOptions};
+
+use crate::builtins::{self, BuiltinTool, ToolContext};
+use crate::clock::{Clock, SystemClock};
+use crate::config::{Config, ToolOverride};
+use crate::custom;
+use crate::error::{Result, RuntimeError};
+use crate::events::{EventBus, EventKind, ExecutionEvent};
+
+/// How a registered tool runs.
+#[derive(Clone)]
+pub enum ToolKind {
+    /// Implemented in Rust, in-process.
+    Builtin(Arc<dyn BuiltinTool>),
+    /// A command run as a sandboxed child process.
+    Custom(CommandTemplate),
+}
+
+impl ToolKind {
+    /// `builtin` or `custom`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ToolKind::Builtin(_) => "builtin",
+            ToolKind::Custom(_) => "custom",
+        }
+    }
+}
+
+impl std::fmt::Debug for ToolKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// A registered tool as the runtime holds it.
+pub type Entry = RegisteredTool<ToolKind>;
+
+/// What the runtime needs to start.
+pub struct RuntimeOptions {
+    /// Where the audit database lives.
+    pub data_dir: std::path::PathBuf,
+    /// Workspace roots (at least one).
+    pub workspace: Vec<std::path::PathBuf>,
+    /// Parsed configuration.
+    pub config: Config,
+    /// Time source for timestamps.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl RuntimeOptions {
+    /// Options with the system clock.
+    pub fn new(data_dir: impl Into<std::path::PathBuf>, workspace: Vec<std::path::PathBuf>, config: Config) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            workspace,
+            config,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// The state policy is judged against; replaced as a whole when it changes.
+struct PolicyState {
+    tools: ToolPolicy,
+    overrides: std::collections::BTreeMap<String, ToolOverride>,
+    tier: tw_core::LicenseTier,
+    mode: tw_core::OperationalMode,
+}
+
+struct Inner {
+    registry: ToolRegistry<ToolKind>,
+    validators: ValidatorCache,
+    policy: RwLock<Arc<PolicyState>>,
+    store: Store,
+    events: EventBus,
+    workspace: Arc<Workspace>,
+    sandbox: Sandbox,
+    clock: Arc<dyn Clock>,
+    running: Mutex<HashMap<ExecutionId, CancellationToken>>,
+    warnings: Vec<String>,
+}
+
+/// The governed tool runtime. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+/// The file name of the audit database inside the data directory.
+pub const DATABASE_FILE: &str = "toolwarden.db";
+
+/// How a call ended before producing a result: the stage that stopped it says why.
+struct Outcome {
+    status: ToolStatus,
+    output: Option<Value>,
+    error: Option<ToolError>,
+    output_bytes: u64,
+    truncated: bool,
+    execution: Map<String, Value>,
+}
+
+impl Outcome {
+    fn stop(status: ToolStatus, code: &str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            output: None,
+            error: Some(ToolError::new(code, message)),
+            output_bytes: 0,
+            truncated: false,
+            execution: Map::new(),
+        }
+    }
+}
+
+type Stage<T> = std::result::Result<T, Outcome>;
+
+/// What an executor produced.
+pub(crate) struct Produced {
+    pub(crate) output: Value,
+    pub(crate) execution: Map<String, Value>,
+    /// Whether the executor already cut the output (a child's stdout is capped as it is read).
+    pub(crate) truncated: bool,
+}
+
+/// An executor's failure: its status, error and whatever it learned about the execution.
+pub(crate) struct ExecFailure {
+    pub(crate) status: ToolStatus,
+    pub(crate) error: ToolError,
+    pub(crate) output: Option<Value>,
+    pub(crate) execution: Map<String, Value>,
+}
+
+/// A fresh execution id (UUID v7: unique and time-ordered).
+pub fn new_execution_id() -> ExecutionId {
+    let id = uuid::Uuid::now_v7().hyphenated().to_string();
+    ExecutionId::new(&id).unwrap_or_else(|_| unreachable!("a UUID is a valid execution id"))
+}
+
+/// A fresh trace id (32 lowercase hex digits, the W3C trace-context shape).
+pub fn new_trace_id() -> TraceId {
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    TraceId::new(&id).unwrap_or_else(|_| unreachable!("a UUID is a valid trace id"))
+}
+
+impl Runtime {
+    /// Opens the audit store, registers the built-in tools and the persisted custom tools.
+    pub async fn open(options: RuntimeOptions) -> Result<Self> {
+        let RuntimeOptions {
+            data_dir,
+            workspace,
+            config,
+            clock,
+        } = options;
+        if workspace.is_empty() {
+            return Err(RuntimeError::NoWorkspace);
+        }
+        let workspace = Arc::new(Workspace::open(&workspace)?);
+        let tools = ToolPolicy::new(
+            config.policy.allow.clone(),
+            config.policy.deny.clone(),
+            config.policy.default_deny,
+            config.policy.default_source.clone(),
+        )?;
+        let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
+        store_options.synchronous = config.audit_synchronous;
+        let store = Store::open(store_options).await?;
+
+        let registry = ToolRegistry::new();
+        for tool in builtins::all() {
+            let def = tool.definition()?;
+            registry.register(def, ToolKind::Builtin(tool))?;
+        }
+        let mut warnings = Vec::new();
+        for stored in store.custom_tools().await? {
+            match stored.spec {
+                Ok(spec) => {
+                    if let Err(e) = register_custom(&registry, spec) {
+                        warnings.push(format!("custom tool {}: {e}", stored.name));
+                    }
+                }
+                Err(e) => warnings.push(e),
+            }
+        }
+        for w in &warnings {
+            tracing::warn!(warning = %w, "a stored custom tool was not loaded");
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                registry,
+                validators: ValidatorCache::new(config.schema_cache_capacity),
+                policy: RwLock::new(Arc::new(PolicyState {
+                    tools,
+                    overrides: config.tools.clone(),
+                    tier: config.license_tier,
+                    mode: config.mode,
+                })),
+                store,
+                events: EventBus::new(),
+                workspace,
+                sandbox: Sandbox::new(),
+                clock,
+                running: Mutex::new(HashMap::new()),
+                warnings,
+            }),
+        })
+    }
+
+    /// The tool registry.
+    pub fn registry(&self) -> &ToolRegistry<ToolKind> {
+        &self.inner.registry
+    }
+
+    /// The audit store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The event bus.
+    pub fn events(&self) -> &EventBus {
+        &self.inner.events
+    }
+
+    /// The workspace roots.
+    pub fn workspace(&self) -> &Workspace {
+        &self.inner.workspace
+    }
+
+    /// Problems found at start-up that did not stop it (e.g. a stored custom tool that no longer
+    /// loads).
+    pub fn warnings(&self) -> &[String] {
+        &self.inner.warnings
+    }
+
+    /// Flushes and closes the audit store.
+    pub async fn close(&self) {
+        self.inner.store.close().await;
+    }
+
+    /// Builds a call with fresh ids.
+    pub fn call(&self, tool: &str, arguments: Value, caller: Caller) -> ToolCall {
+        ToolCall {
+            tool: tool.to_owned(),
+            arguments,
+            caller,
+            execution_id: new_execution_id(),
+            trace_id: new_trace_id(),
+            timeout: None,
+        }
+    }
+
+    /// Cancels a running execution. Returns whether it was running.
+    pub fn cancel(&self, id: &ExecutionId) -> bool {
+        let running = self.inner.running.lock().unwrap_or_else(PoisonError::into_inner);
+        match running.get(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ids of the executions currently running.
+    pub fn running(&self) -> Vec<ExecutionId> {
+        let running = self.inner.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running.keys().cloned().collect()
+    }
+
+    /// Registers (or replaces) a custom tool and persists it. Built-in names cannot be taken.
+    pub async fn add_custom_tool(&self, spec: ToolSpec, now_us: i64) -> Result<bool> {
+        if spec.command.is_none() {
+            return Err(RuntimeError::NotCustom(spec.definition.name.to_string()));
+        }
+        if let Some(existing) = self.inner.registry.get(spec.definition.name.as_str()) {
+            if matches!(existing.kind, ToolKind::Builtin(_)) {
+                return Err(RuntimeError::BuiltinName(spec.definition.name.to_string()));
+            }
+        }
+        self.inner.store.save_custom_tool(&spec, now_us).await?;
+        register_custom(&self.inner.registry, spec)
+    }
+
+    /// Removes a custom tool from the registry and the store.
+    pub async fn remove_custom_tool(&self, name: &str) -> Result<()> {
+        match self.inner.registry.get(name) {
+            Some(e) if matches!(e.kind, ToolKind::Builtin(_)) => {
+                return Err(RuntimeError::BuiltinName(name.to_owned()));
+            }
+            None => return Err(tw_core::CoreError::UnknownTool(name.to_owned()).into()),
+            Some(_) => {}
+        }
+        self.inner.store.delete_custom_tool(name).await?;
+        self.inner.registry.unregister(name)?;
+        Ok(())
+    }
+
+    /// Explains how policy would judge a call to `tool` now, without running anything.
+    pub fn explain(&self, tool: &str) -> Option<PolicyDecision> {
+        let entry = self.inner.registry.get(tool)?;
+        let state = self.policy_state();
+        let mut trace = Vec::new();
+        let _ = stage_tool_policy(&state, &entry.definition, &mut trace);
+        let _ = stage_license_and_mode(&state, &entry.definition, &mut trace);
+        let _ = stage_confirmation(&state, &entry.definition, &mut trace);
+        Some(PolicyDecision::from_verdicts(trace))
+    }
+
+    fn policy_state(&self) -> Arc<PolicyState> {
+        Arc::clone(&self.inner.policy.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Runs one call through the governed pipeline and returns its result once its audit record is
+    /// committed. Dropping the returned future cancels the tool; the record is still written.
+    pub async fn execute(&self, call: ToolCall) -> ToolResult {
+        let cancel = CancellationToken::new();
+        self.execute_with_cancel(call, cancel).await
+    }
+
+    /// Like [`Runtime::execute`], with a cancellation token the caller controls.
+    pub async fn execute_with_cancel(&self, call: ToolCall, cancel: CancellationToken) -> ToolResult {
+        let ids = (call.execution_id.clone(), call.trace_id.clone(), call.tool.clone());
+        let stop_on_drop = cancel.clone().drop_guard();
+        let this = self.clone();
+        let joined = tokio::spawn(async move { this.pipeline(call, cancel).await }).await;
+        stop_on_drop.disarm();
+        joined.unwrap_or_else(|e| {
+            tracing::error!(execution_id = %ids.0, error = %e, "pipeline task failed");
+            ToolResult {
+                execution_id: ids.0,
+                trace_id: ids.1,
+                tool: ids.2,
+                status: ToolStatus::Failed,
+                output: None,
+                error: Some(ToolError::new(ErrorCode::EXECUTION_FAILED, format!("internal error: {e}"))),
+                decision: None,
+                metadata: Default::default(),
+            }
+        })
+    }
+
+    async fn pipeline(&self, call: ToolCall, cancel: CancellationToken) -> ToolResult {
+        let started_at = self.inner.clock.now_us();
+        let clock = Instant::now();
+        let _running = Running::track(self, &call.execution_id, &cancel);
+        let span = tracing::info_span!(
+            "tool_call",
+            trace_id = %call.trace_id,
+            execution_id = %call.execution_id,
+            tool = %call.tool,
+            agent = %call.caller.agent_id,
+        );
+        let caller = call.caller.sanitized();
+        let mut trace = Vec::new();
+        let outcome = match self.stages(&call, &cancel, &mut trace).instrument(span.clone()).await {
+            Ok(o) | Err(o) => o,
+        };
+        let duration_us = i64::try_from(clock.elapsed().as_micros()).unwrap_or(i64::MAX);
+        let decision = (!trace.is_empty()).then(|| PolicyDecision::from_verdicts(trace));
+        let result = ToolResult {
+            execution_id: call.execution_id,
+            trace_id: call.trace_id,
+            tool: call.tool,
+            status: outcome.status,
+            output: outcome.output,
+            error: outcome.error,
+            decision,
+            metadata: tw_core::ResultMetadata {
+                started_at,
+                completed_at: started_at.saturating_add(duration_us),
+                duration_us,
+                output_bytes: outcome.output_bytes,
+                truncated: outcome.truncated,
+                execution: outcome.execution,
+            },
+        };
+        self.finish(&caller, call.arguments, result, &span).await
+    }
+
+    /// Records a call that will not run (e.g. one a stopped batch never reached): Cancelled with
+    /// code `skipped`, audited and announced like any other.
+    pub(crate) async fn skip(&self, call: ToolCall, message: String) -> ToolResult {
+        let now = self.inner.clock.now_us();
+        let span = tracing::info_span!("tool_call", trace_id = %call.trace_id, execution_id = %call.execution_id, tool = %call.tool);
+        let caller = call.caller.sanitized();
+        let result = ToolResult {
+            execution_id: call.execution_id,
+            trace_id: call.trace_id,
+            tool: call.tool,
+            status: ToolStatus::Cancelled,
+            output: None,
+            error: Some(ToolError::new(ErrorCode::SKIPPED, message)),
+            decision: None,
+            metadata: tw_core::ResultMetadata {
+                started_at: now,
+                completed_at: now,
+                ..Default::default()
+            },
+        };
+        self.finish(&caller, call.arguments, result, &span).await
+    }
+
+    /// Stages 9 and 10: the audit record (the result is withheld if it cannot be written), then the
+    /// events.
+    async fn finish(&self, caller: &Caller, arguments: Value, mut result: ToolResult, span: &tracing::Span) -> ToolResult {
+        if let Err(e) = self.audit(caller, arguments, &result).await {
+            let _enter = span.enter();
+            tracing::error!(error = %e, "audit record could not be written; result withheld");
+            self.emit(&result, EventKind::Warning {
+                message: format!("audit record could not be written: {e}"),
+            });
+            result.status = ToolStatus::Failed;
+            result.output = None;
+            result.metadata.output_bytes = 0;
+            result.error = Some(ToolError::new(
+                ErrorCode::AUDIT_UNAVAILABLE,
+                format!("the audit record could not be written, so the result is withheld: {e}"),
+            ));
+        }
+        self.announce(&result, span);
+        result
+    }
+
+    async fn stages(&self, call: &ToolCall, cancel: &CancellationToken, trace: &mut Vec<LayerVerdict>) -> Stage<Outcome> {
+        let entry = self.stage_lookup(&call.tool)?;
+        let def = &entry.definition;
+        let state = self.policy_state();
+        stage_tool_policy(&state, def, trace)?;
+        stage_license_and_mode(&state, def, trace)?;
+        self.stage_validate_arguments(def, &call.arguments)?;
+        stage_confirmation(&state, def, trace)?;
+        if !self.inner.store.is_healthy() {
+            return Err(Outcome::stop(
+                ToolStatus::Failed,
+                ErrorCode::AUDIT_UNAVAILABLE,
+                "the audit store is unavailable, so no tool may run",
+            ));
+        }
+        if cancel.is_cancelled() {
+            return Err(Outcome::stop(
+                ToolStatus::Cancelled,
+                ErrorCode::CANCELLED,
+                "the call was cancelled before it started",
+            ));
+        }
+        let produced = self.stage_execute(&entry, call, cancel).await?;
+        self.stage_validate_output(def, &produced)?;
+        Ok(stage_cap(def, produced))
+    }
+
+    fn stage_lookup(&self, name: &str) -> Stage<Arc<Entry>> {
+        self.inner.registry.get(name).ok_or_else(|| {
+            let shown: String = name.chars().take(80).collect();
+            Outcome::stop(
+                ToolStatus::NotFound,
+                ErrorCode::TOOL_NOT_FOUND,
+                format!("no tool named {shown:?} is registered"),
+            )
+        })
+    }
+
+    fn stage_validate_arguments(&self, def: &ToolDefinition, arguments: &Value) -> Stage<()> {
+        match self.inner.validators.validate(&def.parameters, arguments) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(violations)) => Err(invalid(
+                ToolStatus::ValidationError,
+                ErrorCode::INVALID_ARGUMENTS,
+                "arguments",
+                violations,
+            )),
+            Err(e) => Err(Outcome::stop(
+                ToolStatus::Failed,
+                ErrorCode::SCHEMA_ERROR,
+                format!("tool {}'s parameter schema cannot be used: {e}", def.name),
+            )),
+        }
+    }
+
+    async fn stage_execute(&self, entry: &Entry, call: &ToolCall, cancel: &CancellationToken) -> Stage<Produced> {
+        let def = &entry.definition;
+        let limit = call
+            .timeout
+            .map_or(def.constraints.max_execution_time(), |t| t.min(def.constraints.max_execution_time()));
+        self.emit_for(call, EventKind::Started);
+        tracing::info!(name: "tool_call_started", trace_id = %call.trace_id, tool = %call.tool, "tool call started");
+        let run = match &entry.kind {
+            ToolKind::Builtin(tool) => self.run_builtin(tool.as_ref(), def, call, limit, cancel).await,
+            ToolKind::Custom(template) => {
+                custom::run(
+                    custom::CustomRun {
+                        sandbox: &self.inner.sandbox,
+                        workspace: &self.inner.workspace,
+                        events: &self.inner.events,
+                        clock: self.inner.clock.as_ref(),
+                        call,
+                        definition: def,
+                        template,
+                        limit,
+                    },
+                    cancel,
+                )
+                .await
+            }
+        };
+        run.map_err(|f| Outcome {
+            status: f.status,
+            output: f.output,
+            error: Some(f.error),
+            output_bytes: 0,
+            truncated: false,
+            execution: f.execution,
+        })
+    }
+
+    async fn run_builtin(
+        &self,
+        tool: &dyn BuiltinTool,
+        def: &ToolDefinition,
+        call: &ToolCall,
+        limit: Duration,
+        cancel: &CancellationToken,
+    ) -> std::result::Result<Produced, ExecFailure> {
+        let ctx = ToolContext {
+            workspace: Arc::clone(&self.inner.workspace),
+            cancel: cancel.child_token(),
+            max_output_bytes: def.constraints.max_output_bytes,
+        };
+        let fail = |status, code: &str, message: String| ExecFailure {
+            status,
+            error: ToolError::new(code, message),
+            output: None,
+            execution: Map::new(),
+        };
+        let ran = tokio::select! {
+            biased;
+            r = tool.call(&ctx, &call.arguments) => r,
+            () = tokio::time::sleep(limit) => {
+                ctx.cancel.cancel();
+                return Err(fail(ToolStatus::Timeout, ErrorCode::TIMEOUT, format!("tool {} did not finish within {} ms", def.name, limit.as_millis())));
+            }
+            () = cancel.cancelled() => {
+                return Err(fail(ToolStatus::Cancelled, ErrorCode::CANCELLED, "the call was cancelled".to_owned()));
+            }
+        };
+        ran.map(|output| Produced {
+            output,
+            execution: Map::new(),
+            truncated: false,
+        })
+        .map_err(|f| fail(f.status, &f.code, f.message))
+    }
+
+    fn stage_validate_output(&self, def: &ToolDefinition, produced: &Produced) -> Stage<()> {
+        let Some(schema) = &def.output_schema else {
+            return Ok(());
+        };
+        match self.inner.validators.validate(schema, &produced.output) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(violations)) => {
+                let mut o = invalid(ToolStatus::Failed, ErrorCode::INVALID_OUTPUT, "output", violations);
+                o.execution = produced.execution.clone();
+                Err(o)
+            }
+            Err(e) => Err(Outcome::stop(
+                ToolStatus::Failed,
+                ErrorCode::SCHEMA_ERROR,
+                format!("tool {}'s output schema cannot be used: {e}", def.name),
+            )),
+        }
+    }
+
+    async fn audit(&self, caller: &Caller, arguments: Value, result: &ToolResult) -> tw_store::Result<i64> {
+        let arguments = if tw_core::redact::needs_redaction(&arguments) {
+            tw_core::redact::redact(&arguments)
+        } else {
+            arguments
+        };
+        let record = AuditRecord {
+            execution_id: result.execution_id.to_string(),
+            trace_id: result.trace_id.to_string(),
+            tool: result.tool.clone(),
+            agent_id: caller.agent_id.clone(),
+            skill: caller.skill.clone(),
+            user_id: caller.user.clone(),
+            arguments,
+            decision: result.decision.as_ref().map(|d| d.decision.to_string()),
+            explanation: result
+                .decision
+                .as_ref()
+                .map(|d| serde_json::to_value(&d.trace).unwrap_or(Value::Null)),
+            status: result.status,
+            error_code: result.error.as_ref().map(|e| e.code.clone()),
+            error_message: result.error.as_ref().map(|e| e.message.clone()),
+            // JSON outputs get the same key-based redaction: a tool that echoes or returns
+            // credentials must not copy them into a log that gets exported and shared.
+            output: result.output.as_ref().map(|o| {
+                if tw_core::redact::needs_redaction(o) {
+                    tw_core::redact::redact(o)
+                } else {
+                    o.clone()
+                }
+            }),
+            output_bytes: result.metadata.output_bytes,
+            truncated: result.metadata.truncated,
+            started_at: result.metadata.started_at,
+            completed_at: result.metadata.completed_at,
+            duration_us: result.metadata.duration_us,
+            metadata: audit_metadata(result),
+        };
+        self.inner.store.append(record).await
+    }
+
+    /// Publishes the final event and the matching tracing event.
+    fn announce(&self, result: &ToolResult, span: &tracing::Span) {
+        let _enter = span.enter();
+        let message = result.error.as_ref().map_or("", |e| e.message.as_str());
+        match result.status {
+            ToolStatus::Success => {
+                tracing::info!(name: "tool_call_completed", trace_id = %result.trace_id, status = %result.status, duration_us = result.metadata.duration_us, "tool call completed");
+            }
+            _ => {
+                tracing::warn!(name: "tool_call_failed", trace_id = %result.trace_id, status = %result.status, error = message, duration_us = result.metadata.duration_us, "tool call did not succeed");
+            }
+        }
+        if !self.inner.events.has_subscribers() {
+            return;
+        }
+        let kind = match result.status {
+            ToolStatus::Success => EventKind::Completed {
+                status: result.status,
+                duration_us: result.metadata.duration_us,
+            },
+            ToolStatus::Timeout => EventKind::Timeout {
+                duration_us: result.metadata.duration_us,
+            },
+            ToolStatus::Failed | ToolStatus::Cancelled | ToolStatus::SandboxError => EventKind::Failed {
+                status: result.status,
+                code: result.error.as_ref().map(|e| e.code.clone()).unwrap_or_default(),
+                message: message.to_owned(),
+            },
+            ToolStatus::RequiresConfirmation
+            | ToolStatus::PermissionDenied
+            | ToolStatus::ValidationError
+            | ToolStatus::NotFound => EventKind::Denied {
+                status: result.status,
+                reason: message.to_owned(),
+            },
+        };
+        self.emit(result, kind);
+    }
+
+    fn emit(&self, result: &ToolResult, kind: EventKind) {
+        if self.inner.events.has_subscribers() {
+            self.inner.events.publish(ExecutionEvent {
+                execution_id: result.execution_id.clone(),
+                trace_id: result.trace_id.clone(),
+                tool: result.tool.clone(),
+                at: self.inner.clock.now_us(),
+                kind,
+            });
+        }
+    }
+
+    fn emit_for(&self, call: &ToolCall, kind: EventKind) {
+        if self.inner.events.has_subscribers() {
+            self.inner.events.publish(ExecutionEvent {
+                execution_id: call.execution_id.clone(),
+                trace_id: call.trace_id.clone(),
+                tool: call.tool.clone(),
+                at: self.inner.clock.now_us(),
+                kind,
+            });
+        }
+    }
+}
+
+fn register_custom(registry: &ToolRegistry<ToolKind>, spec: ToolSpec) -> Result<bool> {
+    let Some(command) = spec.command else {
+        return Err(RuntimeError::NotCustom(spec.definition.name.to_string()));
+    };
+    let kind = ToolKind::Custom(command);
+    if registry.get(spec.definition.name.as_str()).is_some() {
+        registry.update(spec.definition, kind)?;
+        Ok(false)
+    } else {
+        registry.register(spec.definition, kind)?;
+        Ok(true)
+    }
+}
+
+fn audit_metadata(result: &ToolResult) -> Value {
+    if result.metadata.execution.is_empty() {
+        json!({})
+    } else {
+        Value::Object(result.metadata.execution.clone())
+    }
+}
+
+fn invalid(status: ToolStatus, code: &str, what: &str, violations: Vec<Violation>) -> Outcome {
+    let n = violations.len();
+    let message = format!(
+        "{what} do not match the schema ({n} violation{}): {}",
+        if n == 1 { "" } else { "s" },
+        tw_core::schema::join_violations(&violations)
+    );
+    let mut o = Outcome::stop(status, code, message);
+    if let Some(e) = o.error.as_mut() {
+        e.violations = violations;
+    }
+    o
+}
+
+/// Stage 2: the tool policy (allow/deny lists) and administrator overrides that disable a tool.
+fn stage_tool_policy(state: &PolicyState, def: &ToolDefinition, trace: &mut Vec<LayerVerdict>) -> Stage<()> {
+    if state
+        .overrides
+        .get(def.name.as_str())
+        .is_some_and(|o| o.enabled == Some(false))
+    {
+        trace.push(LayerVerdict {
+            layer: policy::Layer::Tools,
+            decision: Decision::Deny,
+            rule: Some(policy::RuleRef {
+                rule: format!("[tools.{}] enabled = false", def.name),
+                source: "configuration".to_owned(),
+            }),
+            reason: format!("tool {} is disabled", def.name),
+        });
+        return Err(Outcome::stop(
+            ToolStatus::PermissionDenied,
+            ErrorCode::TOOL_DISABLED,
+            format!("tool {} is disabled by the administrator", def.name),
+        ));
+    }
+    let verdict = state.tools.evaluate(def);
+    let denied = verdict.decision == Decision::Deny;
+    let reason = verdict.reason.clone();
+    trace.push(verdict);
+    if denied {
+        return Err(Outcome::stop(ToolStatus::PermissionDenied, ErrorCode::POLICY_DENIED, reason));
+    }
+    Ok(())
+}
+
+/// Stage 3: is the tool in this installation's license tier, and may it run in the current mode?
+fn stage_license_and_mode(state: &PolicyState, def: &ToolDefinition, trace: &mut Vec<LayerVerdict>) -> Stage<()> {
+    let license = policy::license_layer(def, state.tier);
+    let denied = license.decision == Decision::Deny;
+    let reason = license.reason.clone();
+    trace.push(license);
+    if denied {
+        return Err(Outcome::stop(ToolStatus::PermissionDenied, ErrorCode::TIER_UNAVAILABLE, reason));
+    }
+    let mode = policy::mode_layer(def, state.mode);
+    let denied = mode.decision == Decision::Deny;
+    let reason = mode.reason.clone();
+    trace.push(mode);
+    if denied {
+        return Err(Outcome::stop(ToolStatus::PermissionDenied, ErrorCode::MODE_FORBIDDEN, reason));
+    }
+    Ok(())
+}
+
+/// Stage 5: a tool (or an override) that asks for a person's approval stops here with
+/// RequiresConfirmation; the confirmation broker of the policy work will wait here instead.
+fn stage_confirmation(state: &PolicyState, def: &ToolDefinition, trace: &mut Vec<LayerVerdict>) -> Stage<()> {
+    let requires = state
+        .overrides
+        .get(def.name.as_str())
+        .and_then(|o| o.requires_confirmation)
+        .unwrap_or(def.requires_confirmation);
+    let verdict = policy::confirmation_layer(def, requires);
+    let ask = verdict.decision == Decision::Ask;
+    let reason = verdict.reason.clone();
+    trace.push(verdict);
+    if ask {
+        return Err(Outcome::stop(ToolStatus::RequiresConfirmation, ErrorCode::CONFIRMATION_REQUIRED, reason));
+    }
+    Ok(())
+}
+
+/// Stage 8: the output cap.
+fn stage_cap(def: &ToolDefinition, produced: Produced) -> Outcome {
+    let max = usize::try_from(def.constraints.max_output_bytes).unwrap_or(usize::MAX);
+    let (output, bytes, truncated) = tw_core::output::cap_output(produced.output, max);
+    Outcome {
+        status: ToolStatus::Success,
+        output: Some(output),
+        error: None,
+        output_bytes: bytes as u64,
+        truncated: truncated || produced.truncated,
+        execution: produced.execution,
+    }
+}
+
+/// Keeps an execution cancellable by id while it runs.
+struct Running<'a> {
+    rt: &'a Runtime,
+    id: ExecutionId,
+}
+
+impl<'a> Running<'a> {
+    fn track(rt: &'a Runtime, id: &ExecutionId, token: &CancellationToken) -> Self {
+        rt.inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), token.clone());
+        Self { rt, id: id.clone() }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.rt
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}

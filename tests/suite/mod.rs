@@ -1,0 +1,9 @@
+//! Integration suites, one module per capability.
+
+mod architecture;
+mod audit;
+mod batch;
+mod custom_tools;
+mod escapes;
+mod statuses;
+mod support;

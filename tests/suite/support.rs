@@ -1,0 +1,202 @@
+//! Test harness: a throwaway Toolwarden installation (data dir, workspace, an "outside" directory
+//! holding a secret) and a `TestCommand` that runs the real `toolwarden` binary against it.
+//!
+//! The binary is found next to this test executable (`target/<profile>/toolwarden`), or at
+//! `$TOOLWARDEN_BIN`. `scripts/test` builds it before running the tests.
+#![allow(clippy::disallowed_methods)] // the harness spawns the binary under test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The text of the secret file outside the workspace; no escape attempt may ever print it.
+pub const SECRET: &str = "TOP-SECRET-6d1f0c";
+
+pub fn binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("TOOLWARDEN_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let bin = dir.join("toolwarden");
+    assert!(
+        bin.is_file(),
+        "{} does not exist: build it first with `cargo build -p tw-cli` (scripts/test does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A fresh installation.
+pub struct Env {
+    pub root: tempfile::TempDir,
+    pub data: PathBuf,
+    pub ws: PathBuf,
+    pub outside: PathBuf,
+    pub config: Option<PathBuf>,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let data = root.path().join("data");
+        let ws = root.path().join("ws");
+        let outside = root.path().join("outside");
+        for d in [&ws, &outside] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(outside.join("secret.txt"), SECRET).expect("write secret");
+        Self {
+            root,
+            data,
+            ws,
+            outside,
+            config: None,
+        }
+    }
+
+    /// Writes a config file and uses it for every later command.
+    pub fn with_config(mut self, text: &str) -> Self {
+        let path = self.root.path().join("config.toml");
+        std::fs::write(&path, text).expect("write config");
+        self.config = Some(path);
+        self
+    }
+
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.ws.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, content).expect("write");
+        p
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.data.join("toolwarden.db")
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> TestCommand {
+        let mut c = Command::new(binary());
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root.path())
+            .env("USER", "tester")
+            .arg("--data-dir")
+            .arg(&self.data)
+            .arg("--workspace")
+            .arg(&self.ws);
+        if let Some(cfg) = &self.config {
+            c.arg("--config").arg(cfg);
+        }
+        c.args(args);
+        TestCommand { cmd: c }
+    }
+
+    /// Runs `call TOOL --args ARGS` and returns the parsed result.
+    pub fn call(&self, tool: &str, args: Value) -> Run {
+        self.cmd(&["call", tool, "--args", &args.to_string()]).run()
+    }
+
+    /// Every audit row, oldest first, read straight from the SQLite file.
+    pub fn audit_rows(&self) -> Vec<tw_store::AuditRow> {
+        let db = self.db();
+        block_on(async move {
+            let store = tw_store::Store::open(tw_store::StoreOptions::new(db))
+                .await
+                .expect("open audit store");
+            let mut rows = Vec::new();
+            let mut q = tw_store::AuditQuery {
+                limit: 1000,
+                ..Default::default()
+            };
+            loop {
+                let page = store.query(&q).await.expect("query");
+                rows.extend(page.rows);
+                match page.next_cursor {
+                    Some(c) => q.cursor = Some(c),
+                    None => break,
+                }
+            }
+            store.close().await;
+            rows.reverse();
+            rows
+        })
+    }
+
+    pub fn secret_path(&self) -> String {
+        self.outside.join("secret.txt").display().to_string()
+    }
+}
+
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+pub struct TestCommand {
+    pub cmd: Command,
+}
+
+impl TestCommand {
+    pub fn stdin_null(mut self) -> Self {
+        self.cmd.stdin(Stdio::null());
+        self
+    }
+
+    pub fn run(mut self) -> Run {
+        let out = self.cmd.stdin(Stdio::null()).output().expect("run toolwarden");
+        Run::from(out)
+    }
+
+    pub fn spawn(mut self) -> std::process::Child {
+        self.cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn toolwarden")
+    }
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Self {
+        Self {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
+    }
+
+    pub fn status(&self) -> String {
+        self.json()["status"].as_str().unwrap_or("").to_owned()
+    }
+
+    pub fn ok(self) -> Self {
+        assert_eq!(self.code, 0, "stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+}

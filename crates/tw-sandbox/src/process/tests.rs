@@ -1,0 +1,532 @@
+//! Process runner tests with real children: what they see, what comes back, and that nothing they
+//! start survives the call.
+
+use std::time::Instant as StdInstant;
+
+use pretty_assertions::assert_eq;
+use tempfile::TempDir;
+
+use super::*;
+
+/// What a test expects of a run, in a form that compares as one object.
+#[derive(Debug, PartialEq, Eq)]
+struct Summary {
+    outcome: &'static str,
+    code: Option<i32>,
+    signal: Option<i32>,
+    stdout: String,
+    stderr: String,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+}
+
+impl Summary {
+    fn exited(code: i32, stdout: &str, stderr: &str) -> Self {
+        Self {
+            outcome: "exited",
+            code: Some(code),
+            signal: None,
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+        }
+    }
+
+    fn of(outcome: &RunOutcome) -> Self {
+        let (name, o) = match outcome {
+            RunOutcome::Exited(o) => ("exited", o),
+            RunOutcome::TimedOut(o) => ("timed_out", o),
+            RunOutcome::Cancelled(o) => ("cancelled", o),
+        };
+        Self {
+            outcome: name,
+            code: o.exit.code,
+            signal: o.exit.signal,
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            stdout_truncated: o.stdout_truncated,
+            stderr_truncated: o.stderr_truncated,
+        }
+    }
+}
+
+fn spec(dir: &TempDir, program: &str, args: &[&str]) -> ProcessSpec {
+    ProcessSpec {
+        program: program.to_owned(),
+        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        env: BTreeMap::new(),
+        cwd: dir.path().to_owned(),
+        isolation: IsolationLevel::Standard,
+        timeout: Duration::from_secs(20),
+        max_output_bytes: 1024 * 1024,
+        limits: ResourceLimits::default(),
+    }
+}
+
+fn sh(dir: &TempDir, script: &str) -> ProcessSpec {
+    spec(dir, "sh", &["-c", script])
+}
+
+async fn run(spec: ProcessSpec) -> RunOutcome {
+    Sandbox::new()
+        .run(spec, CancellationToken::new(), None)
+        .await
+        .unwrap()
+}
+
+/// Runs `spec` and compares the whole outcome with `expect`.
+async fn check(spec: ProcessSpec, expect: Summary) -> RunOutcome {
+    let outcome = run(spec).await;
+    assert_eq!(Summary::of(&outcome), expect);
+    outcome
+}
+
+/// Whether `pid` is a live process (zombies waiting for a reaper count as dead).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next());
+            !matches!(state, Some('Z' | 'X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Whether `pid` is dead within a few seconds: SIGKILL is delivered asynchronously, so a
+/// process signalled a moment ago may not have run its exit path yet on a busy machine.
+fn dies(pid: u32) -> bool {
+    let deadline = StdInstant::now() + Duration::from_secs(5);
+    while alive(pid) {
+        if StdInstant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+fn read_pid(dir: &TempDir, name: &str) -> u32 {
+    let deadline = StdInstant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(dir.path().join(name))
+            && let Ok(pid) = s.trim().parse()
+        {
+            return pid;
+        }
+        assert!(StdInstant::now() < deadline, "{name} was never written");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test]
+async fn exit_code_and_streams_are_captured_separately() {
+    let dir = TempDir::new().unwrap();
+    check(
+        sh(&dir, "echo out; echo err >&2; exit 3"),
+        Summary::exited(3, "out\n", "err\n"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn death_by_signal_is_reported() {
+    let dir = TempDir::new().unwrap();
+    check(
+        sh(&dir, "echo before; kill -9 $$"),
+        Summary {
+            code: None,
+            signal: Some(9),
+            ..Summary::exited(0, "before\n", "")
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn environment_is_scrubbed_to_the_base_and_the_spec() {
+    let dir = TempDir::new().unwrap();
+    let mut s = spec(&dir, "env", &[]);
+    s.env.insert("TOOL_SETTING".into(), "on".into());
+    let outcome = run(s).await;
+    let mut lines: Vec<String> = String::from_utf8_lossy(&outcome.output().stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec![
+            format!("HOME={}", dir.path().display()),
+            "LANG=C.UTF-8".to_owned(),
+            "PATH=/usr/local/bin:/usr/bin:/bin".to_owned(),
+            "TOOL_SETTING=on".to_owned(),
+        ]
+    );
+    // The test process itself has a richer environment (cargo sets several variables), so the
+    // comparison above could not pass if the parent's environment leaked through.
+    assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+}
+
+#[tokio::test]
+async fn spec_env_may_override_the_base_path() {
+    let dir = TempDir::new().unwrap();
+    let mut s = sh(&dir, "echo \"$PATH\"; pwd");
+    s.env.insert("PATH".into(), "/bin:/usr/bin".into());
+    check(
+        s,
+        Summary::exited(0, &format!("/bin:/usr/bin\n{}\n", dir.path().display()), ""),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn output_beyond_the_cap_is_drained_and_dropped() {
+    let dir = TempDir::new().unwrap();
+    let mut s = sh(
+        &dir,
+        "head -c 10000000 /dev/zero | tr '\\0' x; echo done >&2",
+    );
+    s.max_output_bytes = 1000;
+    s.timeout = Duration::from_secs(30);
+    let outcome = check(
+        s,
+        Summary {
+            stdout_truncated: true,
+            ..Summary::exited(0, &"x".repeat(1000), "done\n")
+        },
+    )
+    .await;
+    assert_eq!(outcome.output().stdout.len(), 1000);
+}
+
+#[tokio::test]
+async fn non_utf8_output_is_kept_byte_for_byte() {
+    let dir = TempDir::new().unwrap();
+    let outcome = run(sh(&dir, "printf '\\377\\376ok\\200'")).await;
+    assert_eq!(outcome.output().stdout, vec![0xff, 0xfe, b'o', b'k', 0x80]);
+}
+
+#[tokio::test]
+async fn timeout_kills_the_child_and_its_grandchildren_quickly() {
+    let dir = TempDir::new().unwrap();
+    let mut s = sh(
+        &dir,
+        "sleep 30 & echo $! > grandchild; echo started; sleep 30",
+    );
+    s.timeout = Duration::from_millis(500);
+    let t = StdInstant::now();
+    let outcome = check(
+        s,
+        Summary {
+            outcome: "timed_out",
+            code: None,
+            signal: Some(15),
+            ..Summary::exited(0, "started\n", "")
+        },
+    )
+    .await;
+    let elapsed = t.elapsed();
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    let grandchild = read_pid(&dir, "grandchild");
+    assert!(dies(grandchild), "grandchild {grandchild} survived");
+    assert!(dies(outcome.output().pid));
+}
+
+#[tokio::test]
+async fn a_child_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let dir = TempDir::new().unwrap();
+    let mut s = sh(
+        &dir,
+        "trap '' TERM; echo $$ > me; while :; do sleep 0.05; done",
+    );
+    s.timeout = Duration::from_millis(300);
+    let t = StdInstant::now();
+    let outcome = run(s).await;
+    assert_eq!(
+        (Summary::of(&outcome).outcome, outcome.output().exit.signal),
+        ("timed_out", Some(9))
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(dies(read_pid(&dir, "me")));
+}
+
+#[tokio::test]
+async fn cancellation_stops_the_whole_group_and_keeps_partial_output() {
+    let dir = TempDir::new().unwrap();
+    let s = sh(
+        &dir,
+        "sleep 30 & echo $! > grandchild; echo partial; sleep 30",
+    );
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let t = StdInstant::now();
+    let outcome = Sandbox::new().run(s, cancel, None).await.unwrap();
+    assert_eq!(
+        Summary::of(&outcome),
+        Summary {
+            outcome: "cancelled",
+            code: None,
+            signal: Some(15),
+            ..Summary::exited(0, "partial\n", "")
+        }
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(dies(read_pid(&dir, "grandchild")));
+}
+
+#[tokio::test]
+async fn an_already_cancelled_run_starts_nothing() {
+    let dir = TempDir::new().unwrap();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let outcome = Sandbox::new()
+        .run(sh(&dir, "touch started"), cancel, None)
+        .await
+        .unwrap();
+    assert_eq!(Summary::of(&outcome).outcome, "cancelled");
+    assert_eq!(outcome.output().pid, 0);
+    assert!(!dir.path().join("started").exists());
+}
+
+#[tokio::test]
+async fn a_background_grandchild_holding_stdout_does_not_delay_a_normal_exit() {
+    let dir = TempDir::new().unwrap();
+    let t = StdInstant::now();
+    check(
+        sh(&dir, "sleep 30 & echo $! > grandchild; echo done"),
+        Summary::exited(0, "done\n", ""),
+    )
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(dies(read_pid(&dir, "grandchild")));
+}
+
+#[tokio::test]
+async fn a_grandchild_that_left_the_group_only_costs_the_drain_deadline() {
+    let dir = TempDir::new().unwrap();
+    let t = StdInstant::now();
+    check(
+        sh(&dir, "setsid sleep 30 & echo $! > escaped; echo done"),
+        Summary::exited(0, "done\n", ""),
+    )
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // It escaped the group on purpose; clean it up so it does not outlive the test.
+    let pid = read_pid(&dir, "escaped");
+    if let Some(pid) = Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, Signal::KILL);
+    }
+}
+
+#[tokio::test]
+async fn memory_limit_stops_a_large_allocation() {
+    let dir = TempDir::new().unwrap();
+    // The pause lets prlimit land first: limits are applied just after spawn (see the module
+    // docs), and on a busy machine a child can get ahead of that.
+    let script =
+        "import time; time.sleep(0.2); x = bytearray(512 * 1024 * 1024); print('allocated')";
+    let mut limited = spec(&dir, "python3", &["-c", script]);
+    limited.limits.memory_bytes = Some(128 * 1024 * 1024);
+    let outcome = run(limited.clone()).await;
+    let summary = Summary::of(&outcome);
+    assert_eq!((summary.outcome, summary.stdout.as_str()), ("exited", ""));
+    assert_ne!(summary.code, Some(0), "{summary:?}");
+    assert!(summary.stderr.contains("MemoryError"), "{summary:?}");
+
+    // The same program succeeds without the limit, so the failure above is the limit's doing.
+    limited.limits.memory_bytes = None;
+    check(limited, Summary::exited(0, "allocated\n", "")).await;
+}
+
+#[tokio::test]
+async fn default_limits_are_applied_to_the_child() {
+    let dir = TempDir::new().unwrap();
+    // dash reports -v in KiB and -f in 512-byte blocks. The pause lets prlimit land first (see
+    // the module docs on the window right after spawn).
+    check(
+        sh(
+            &dir,
+            "sleep 0.2; ulimit -n; ulimit -v; ulimit -t; ulimit -f",
+        ),
+        Summary::exited(0, "256\n262144\n300\n2097152\n", ""),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn cpu_limit_kills_a_busy_loop() {
+    let dir = TempDir::new().unwrap();
+    let mut s = sh(&dir, "while :; do :; done");
+    s.limits.cpu_seconds = Some(1);
+    let outcome = run(s).await;
+    let summary = Summary::of(&outcome);
+    assert_eq!(
+        (summary.outcome, summary.code),
+        ("exited", None),
+        "{summary:?}"
+    );
+    assert!(matches!(summary.signal, Some(9 | 24)), "{summary:?}");
+}
+
+#[tokio::test]
+async fn levels_this_build_cannot_give_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    assert!(sandbox.check(IsolationLevel::Standard).is_ok());
+    for level in [
+        IsolationLevel::None,
+        IsolationLevel::Strict,
+        IsolationLevel::Restricted,
+    ] {
+        let e = sandbox.check(level).unwrap_err();
+        assert!(
+            matches!(e, SandboxError::Unsupported { level: l, .. } if l == level),
+            "{e:?}"
+        );
+        let mut s = sh(&dir, "touch ran");
+        s.isolation = level;
+        let e = sandbox
+            .run(s, CancellationToken::new(), None)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("isolation level {level} is not available: ")),
+            "{e}"
+        );
+        assert!(!dir.path().join("ran").exists(), "{level} tool ran");
+    }
+    let strict = sandbox
+        .check(IsolationLevel::Strict)
+        .unwrap_err()
+        .to_string();
+    assert!(strict.contains("helper"), "{strict}");
+    assert!(
+        strict.contains("Lower the tool's isolation to standard only if you trust it"),
+        "{strict}"
+    );
+}
+
+#[tokio::test]
+async fn spawn_failures_name_the_program() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    let missing = sandbox
+        .run(
+            spec(&dir, "no-such-program-tw", &[]),
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        "could not start program \"no-such-program-tw\": not found in PATH /usr/local/bin:/usr/bin:/bin"
+    );
+    assert!(
+        matches!(&missing, SandboxError::Spawn { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    );
+
+    let script = dir.path().join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    let not_exec = sandbox
+        .run(
+            spec(&dir, script.to_str().unwrap(), &[]),
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&not_exec, SandboxError::Spawn { source, .. } if source.kind() == io::ErrorKind::PermissionDenied),
+        "{not_exec:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_relative_program_path_is_taken_from_the_working_directory() {
+    let dir = TempDir::new().unwrap();
+    let script = dir.path().join("tool.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"tool $1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    check(
+        spec(&dir, "./tool.sh", &["a b"]),
+        Summary::exited(0, "tool a b\n", ""),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn unusable_working_directories_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    for (cwd, reason) in [
+        (dir.path().join("missing"), "cannot be used: "),
+        (file, "is not a directory"),
+        (PathBuf::from("relative"), "must be an absolute path"),
+    ] {
+        let mut s = sh(&dir, "true");
+        s.cwd = cwd;
+        let e = sandbox
+            .run(s, CancellationToken::new(), None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, SandboxError::WorkingDirectory { reason: r, .. } if r.starts_with(reason)),
+            "{e:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn progress_chunks_arrive_per_stream() {
+    let dir = TempDir::new().unwrap();
+    let (tx, mut rx) = mpsc::channel(64);
+    let outcome = Sandbox::new()
+        .run(
+            sh(&dir, "echo one; echo two >&2; echo three"),
+            CancellationToken::new(),
+            Some(tx),
+        )
+        .await
+        .unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    while let Some(chunk) = rx.recv().await {
+        match chunk {
+            OutputChunk::Stdout(b) => out.extend(b),
+            OutputChunk::Stderr(b) => err.extend(b),
+        }
+    }
+    assert_eq!(
+        (
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap()
+        ),
+        ("one\nthree\n".to_owned(), "two\n".to_owned())
+    );
+    assert_eq!(
+        Summary::of(&outcome),
+        Summary::exited(0, "one\nthree\n", "two\n")
+    );
+}
+
+#[tokio::test]
+async fn invalid_environment_names_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let mut s = sh(&dir, "true");
+    s.env.insert("A=B".into(), "x".into());
+    let e = Sandbox::new()
+        .run(s, CancellationToken::new(), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, SandboxError::InvalidSpec(_)), "{e:?}");
+}

@@ -12,7 +12,10 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("tw-sandbox", &["tw-core"][..]),
         ("tw-runtime", &["tw-core", "tw-store", "tw-sandbox"][..]),
         ("tw-cli", &["tw-core", "tw-runtime", "tw-store"][..]),
-        ("tw-tests", &["tw-core", "tw-store", "tw-runtime", "tw-sandbox"][..]),
+        (
+            "tw-tests",
+            &["tw-core", "tw-store", "tw-runtime", "tw-sandbox"][..],
+        ),
     ])
 }
 
@@ -48,7 +51,9 @@ fn crate_dependencies_follow_architecture_md() {
         seen.push(name.clone());
         for d in deps {
             if !ok.contains(&d.as_str()) {
-                violations.push(format!("{name} depends on {d}, which ARCHITECTURE.md does not allow"));
+                violations.push(format!(
+                    "{name} depends on {d}, which ARCHITECTURE.md does not allow"
+                ));
             }
         }
     }

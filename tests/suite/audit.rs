@@ -11,7 +11,10 @@ fn one_record_per_call_including_refusals_with_secrets_redacted() {
     let env = Env::new().with_config("[policy]\nallow = [\"echo\", \"read_file\"]\n");
     env.write("f.txt", "data");
     let calls = [
-        ("echo", json!({"password": "hunter2", "nested": {"api_key": "k-123"}, "max_tokens": 5})),
+        (
+            "echo",
+            json!({"password": "hunter2", "nested": {"api_key": "k-123"}, "max_tokens": 5}),
+        ),
         ("read_file", json!({"path": "f.txt"})),
         ("read_file", json!({"path": 1})),
         ("write_file", json!({"path": "x", "content": "y"})),
@@ -19,13 +22,31 @@ fn one_record_per_call_including_refusals_with_secrets_redacted() {
     ];
     let mut ids = Vec::new();
     for (tool, args) in &calls {
-        ids.push(env.call(tool, args.clone()).json()["execution_id"].as_str().unwrap().to_owned());
+        ids.push(
+            env.call(tool, args.clone()).json()["execution_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
     }
     let rows = env.audit_rows();
-    assert_eq!(rows.iter().map(|r| r.execution_id.clone()).collect::<Vec<_>>(), ids);
     assert_eq!(
-        rows.iter().map(|r| r.status.to_string()).collect::<Vec<_>>(),
-        ["success", "success", "validation_error", "permission_denied", "not_found"]
+        rows.iter()
+            .map(|r| r.execution_id.clone())
+            .collect::<Vec<_>>(),
+        ids
+    );
+    assert_eq!(
+        rows.iter()
+            .map(|r| r.status.to_string())
+            .collect::<Vec<_>>(),
+        [
+            "success",
+            "success",
+            "validation_error",
+            "permission_denied",
+            "not_found"
+        ]
     );
     let echo = &rows[0];
     assert_eq!(
@@ -33,14 +54,29 @@ fn one_record_per_call_including_refusals_with_secrets_redacted() {
         json!({"password": "[REDACTED]", "nested": {"api_key": "[REDACTED]"}, "max_tokens": 5})
     );
     let stored = serde_json::to_string(&rows).unwrap();
-    assert!(!stored.contains("hunter2") && !stored.contains("k-123"), "a secret reached the audit log");
+    assert!(
+        !stored.contains("hunter2") && !stored.contains("k-123"),
+        "a secret reached the audit log"
+    );
     // Output hashes are over the stored output.
     let read = &rows[1];
-    assert_eq!(read.output_bytes as usize, serde_json::to_string(read.output.as_ref().unwrap()).unwrap().len());
+    assert_eq!(
+        read.output_bytes as usize,
+        serde_json::to_string(read.output.as_ref().unwrap())
+            .unwrap()
+            .len()
+    );
     assert_eq!(read.output_sha256.as_ref().map(String::len), Some(64));
     // The explanation is stored with the decision.
     assert_eq!(rows[3].decision.as_deref(), Some("deny"));
-    assert!(rows[3].explanation.as_ref().unwrap().to_string().contains("no allow or deny rule names tool write_file"));
+    assert!(
+        rows[3]
+            .explanation
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("no allow or deny rule names tool write_file")
+    );
 }
 
 #[test]
@@ -50,39 +86,85 @@ fn list_show_export_and_report() {
         env.call("echo", json!({"i": i})).ok();
     }
     env.call("read_file", json!({"path": "nope.txt"}));
-    env.cmd(&["--agent", "other-agent", "call", "echo", "--args", "{}"]).run().ok();
+    env.cmd(&["--agent", "other-agent", "call", "echo", "--args", "{}"])
+        .run()
+        .ok();
 
-    let page = env.cmd(&["audit", "list", "--limit", "4", "--json"]).run().ok().json();
+    let page = env
+        .cmd(&["audit", "list", "--limit", "4", "--json"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(page["rows"].as_array().unwrap().len(), 4);
     let cursor = page["next_cursor"].as_i64().unwrap();
     let page2 = env
-        .cmd(&["audit", "list", "--limit", "10", "--cursor", &cursor.to_string(), "--json"])
+        .cmd(&[
+            "audit",
+            "list",
+            "--limit",
+            "10",
+            "--cursor",
+            &cursor.to_string(),
+            "--json",
+        ])
         .run()
         .ok()
         .json();
     assert_eq!(page2["rows"].as_array().unwrap().len(), 5);
     assert!(page2["next_cursor"].is_null());
 
-    let failed = env.cmd(&["audit", "list", "--status", "failed", "--json"]).run().ok().json();
+    let failed = env
+        .cmd(&["audit", "list", "--status", "failed", "--json"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(failed["rows"].as_array().unwrap().len(), 1);
-    let by_caller = env.cmd(&["audit", "list", "--caller", "other-agent", "--json"]).run().ok().json();
+    let by_caller = env
+        .cmd(&["audit", "list", "--caller", "other-agent", "--json"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(by_caller["rows"].as_array().unwrap().len(), 1);
-    let text = env.cmd(&["audit", "list", "--text", "nope.txt", "--json"]).run().ok().json();
+    let text = env
+        .cmd(&["audit", "list", "--text", "nope.txt", "--json"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(text["rows"].as_array().unwrap().len(), 1);
-    let recent = env.cmd(&["audit", "list", "--since", "1h", "--json"]).run().ok().json();
+    let recent = env
+        .cmd(&["audit", "list", "--since", "1h", "--json"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(recent["rows"].as_array().unwrap().len(), 9);
-    let future = env.cmd(&["audit", "list", "--since", "2100-01-01T00:00:00Z", "--json"]).run().ok().json();
+    let future = env
+        .cmd(&["audit", "list", "--since", "2100-01-01T00:00:00Z", "--json"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(future["rows"].as_array().unwrap().len(), 0);
 
     let id = failed["rows"][0]["execution_id"].as_str().unwrap();
     let shown = env.cmd(&["audit", "show", id]).run().ok().json();
     assert_eq!(shown["error_code"], "not_found");
 
-    let csv = env.cmd(&["audit", "export", "--format", "csv"]).run().ok().stdout;
+    let csv = env
+        .cmd(&["audit", "export", "--format", "csv"])
+        .run()
+        .ok()
+        .stdout;
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 10, "{csv}");
-    assert!(lines[0].starts_with("id,execution_id,trace_id,started_at"), "{}", lines[0]);
-    let jsonl = env.cmd(&["audit", "export", "--tool", "echo"]).run().ok().stdout;
+    assert!(
+        lines[0].starts_with("id,execution_id,trace_id,started_at"),
+        "{}",
+        lines[0]
+    );
+    let jsonl = env
+        .cmd(&["audit", "export", "--tool", "echo"])
+        .run()
+        .ok()
+        .stdout;
     assert_eq!(jsonl.lines().count(), 8);
     for l in jsonl.lines() {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
@@ -90,23 +172,50 @@ fn list_show_export_and_report() {
     }
 
     let report = env.cmd(&["audit", "report", "--json"]).run().ok().json();
-    let echo = report["by_tool"].as_array().unwrap().iter().find(|r| r["key"] == "echo").unwrap();
-    assert_eq!((echo["calls"].as_u64(), echo["success"].as_u64()), (Some(8), Some(8)));
-    let read = report["by_tool"].as_array().unwrap().iter().find(|r| r["key"] == "read_file").unwrap();
-    assert_eq!((read["calls"].as_u64(), read["failed"].as_u64()), (Some(1), Some(1)));
-    let cli = report["by_caller"].as_array().unwrap().iter().find(|r| r["key"] == "cli").unwrap();
-    assert_eq!((cli["calls"].as_u64(), cli["distinct_tools"].as_u64()), (Some(8), Some(2)));
+    let echo = report["by_tool"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "echo")
+        .unwrap();
+    assert_eq!(
+        (echo["calls"].as_u64(), echo["success"].as_u64()),
+        (Some(8), Some(8))
+    );
+    let read = report["by_tool"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "read_file")
+        .unwrap();
+    assert_eq!(
+        (read["calls"].as_u64(), read["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let cli = report["by_caller"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "cli")
+        .unwrap();
+    assert_eq!(
+        (cli["calls"].as_u64(), cli["distinct_tools"].as_u64()),
+        (Some(8), Some(2))
+    );
 }
 
 #[test]
 fn an_invalid_config_refuses_to_start_with_its_location() {
-    let env = Env::new().with_config("license_tier = \"pro\"\n[policy]\nallow = [\"fine\", \"Not A Name\"]\n");
+    let env = Env::new()
+        .with_config("license_tier = \"pro\"\n[policy]\nallow = [\"fine\", \"Not A Name\"]\n");
     let run = env.call("echo", json!({}));
     assert_eq!(run.code, 10);
     let cfg = env.config.as_ref().unwrap().display().to_string();
     assert_eq!(
         run.stderr.trim(),
-        format!("error: {cfg}:3:19: policy.allow: invalid tool name \"Not A Name\": must start with a lowercase letter")
+        format!(
+            "error: {cfg}:3:18: policy.allow: invalid tool name \"Not A Name\": must start with a lowercase letter"
+        )
     );
     // Nothing ran, so nothing was recorded.
     assert!(!env.db().exists());

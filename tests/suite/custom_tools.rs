@@ -28,7 +28,13 @@ command:
 fn arguments_are_single_argv_elements_never_shell_text() {
     let env = Env::new();
     add(&env, "show.yaml", PRINTF_YAML).ok();
-    let r = env.call("show_args", json!({"a": "x y; $(touch pwned) `id` | cat", "b": "*"})).ok().json();
+    let r = env
+        .call(
+            "show_args",
+            json!({"a": "x y; $(touch pwned) `id` | cat", "b": "*"}),
+        )
+        .ok()
+        .json();
     assert_eq!(r["output"], "|x y; $(touch pwned) `id` | cat|--b=*");
     assert!(!env.ws.join("pwned").exists());
     // An omitted optional argument drops its element.
@@ -39,26 +45,66 @@ fn arguments_are_single_argv_elements_never_shell_text() {
 #[test]
 fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
     let env = Env::new();
-    assert_eq!(add(&env, "show.yaml", PRINTF_YAML).ok().stdout, "added custom tool show_args\n");
-    assert_eq!(add(&env, "show.yaml", PRINTF_YAML).ok().stdout, "updated custom tool show_args\n");
+    assert_eq!(
+        add(&env, "show.yaml", PRINTF_YAML).ok().stdout,
+        "added custom tool show_args\n"
+    );
+    assert_eq!(
+        add(&env, "show.yaml", PRINTF_YAML).ok().stdout,
+        "updated custom tool show_args\n"
+    );
     let list = env.cmd(&["tools", "list", "--json"]).run().ok().json();
-    let names: Vec<&str> = list.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
         names,
-        ["delete_file", "echo", "file_search", "list_directory", "read_file", "show_args", "write_file"]
+        [
+            "delete_file",
+            "echo",
+            "file_search",
+            "list_directory",
+            "read_file",
+            "show_args",
+            "write_file"
+        ]
     );
-    let custom = env.cmd(&["tools", "list", "--group", "custom", "--json"]).run().ok().json();
+    let custom = env
+        .cmd(&["tools", "list", "--group", "custom", "--json"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(custom[0]["kind"], "custom");
 
-    let taken = add(&env, "echo.json", r#"{"name": "echo", "description": "mine", "category": "system", "command": {"argv": ["true"]}}"#);
+    let taken = add(
+        &env,
+        "echo.json",
+        r#"{"name": "echo", "description": "mine", "category": "system", "command": {"argv": ["true"]}}"#,
+    );
     assert_eq!(taken.code, 10);
-    assert!(taken.stderr.contains("tool echo is built in; choose another name"), "{}", taken.stderr);
+    assert!(
+        taken
+            .stderr
+            .contains("tool echo is built in; choose another name"),
+        "{}",
+        taken.stderr
+    );
 
     env.cmd(&["tools", "remove", "show_args"]).run().ok();
-    assert_eq!(env.call("show_args", json!({"a": "x"})).status(), "not_found");
+    assert_eq!(
+        env.call("show_args", json!({"a": "x"})).status(),
+        "not_found"
+    );
     let removed = env.cmd(&["tools", "remove", "read_file"]).run();
     assert_eq!(removed.code, 10);
-    assert!(removed.stderr.contains("tool read_file is built in"), "{}", removed.stderr);
+    assert!(
+        removed.stderr.contains("tool read_file is built in"),
+        "{}",
+        removed.stderr
+    );
 }
 
 #[test]
@@ -73,12 +119,12 @@ fn bad_definition_files_say_where_and_change_nothing() {
         (
             "bad.json",
             "{\"name\": \"t\", \"description\": \"d\", \"category\": \"system\",\n \"parameters\": {\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"minimum\": \"zero\"}}},\n \"command\": {\"argv\": [\"true\"]}}",
-            "bad.json:2:91: parameters: invalid JSON Schema: at /properties/n/minimum: \"zero\" is not of type \"number\"",
+            "bad.json:2:94: parameters: invalid JSON Schema: at /properties/n/minimum: \"zero\" is not of type \"number\"",
         ),
         (
             "bad.yaml",
             "name: t\ndescription: d\ncategory: system\ncommand:\n  argv: [\"{program}\"]\n",
-            "bad.yaml:4:3: command: argv[0]: the program must be fixed; placeholders are only allowed in arguments",
+            "bad.yaml:5:3: command: argv[0]: the program must be fixed; placeholders are only allowed in arguments",
         ),
     ];
     for (file, text, expect) in cases {
@@ -102,10 +148,10 @@ fn json_output_is_checked_against_the_output_schema() {
             "tools": [
                 {"name": "good_json", "description": "JSON out", "category": "system",
                  "output_schema": {"type": "object", "required": ["n"]},
-                 "command": {"argv": ["echo", "{\"n\": 1}"], "output": "json"}},
+                 "command": {"argv": ["echo", "{{\"n\": 1}}"], "output": "json"}},
                 {"name": "bad_json", "description": "JSON out", "category": "system",
                  "output_schema": {"type": "object", "required": ["n"]},
-                 "command": {"argv": ["echo", "{\"m\": 1}"], "output": "json"}},
+                 "command": {"argv": ["echo", "{{\"m\": 1}}"], "output": "json"}},
                 {"name": "not_json", "description": "Text claiming to be JSON", "category": "system",
                  "command": {"argv": ["echo", "hello"], "output": "json"}}
             ]
@@ -113,10 +159,19 @@ fn json_output_is_checked_against_the_output_schema() {
         .to_string(),
     )
     .ok();
-    assert_eq!(env.call("good_json", json!({})).ok().json()["output"], json!({"n": 1}));
+    assert_eq!(
+        env.call("good_json", json!({})).ok().json()["output"],
+        json!({"n": 1})
+    );
     let bad = env.call("bad_json", json!({})).json();
-    assert_eq!((bad["status"].as_str(), bad["error"]["code"].as_str()), (Some("failed"), Some("invalid_output")));
-    assert!(bad.get("output").is_none(), "an invalid output must not be passed on: {bad}");
+    assert_eq!(
+        (bad["status"].as_str(), bad["error"]["code"].as_str()),
+        (Some("failed"), Some("invalid_output"))
+    );
+    assert!(
+        bad.get("output").is_none(),
+        "an invalid output must not be passed on: {bad}"
+    );
     assert_eq!(bad["error"]["violations"][0]["keyword"], "required");
     let not = env.call("not_json", json!({})).json();
     assert_eq!(not["error"]["code"], "invalid_output");
@@ -126,13 +181,25 @@ fn json_output_is_checked_against_the_output_schema() {
 fn exported_schemas_are_pinned() {
     let env = Env::new();
     for format in ["openai", "anthropic", "mcp"] {
-        let out = env.cmd(&["tools", "export", "--format", format]).run().ok().json();
+        let out = env
+            .cmd(&["tools", "export", "--format", format])
+            .run()
+            .ok()
+            .json();
         insta::assert_json_snapshot!(format!("export_builtins_{format}"), out);
     }
     // Denied tools are not exported unless asked for.
     let env = Env::new().with_config("[policy]\nallow = [\"echo\"]\n");
-    let out = env.cmd(&["tools", "export", "--format", "anthropic"]).run().ok().json();
+    let out = env
+        .cmd(&["tools", "export", "--format", "anthropic"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(out.as_array().unwrap().len(), 1);
-    let all = env.cmd(&["tools", "export", "--format", "anthropic", "--all"]).run().ok().json();
+    let all = env
+        .cmd(&["tools", "export", "--format", "anthropic", "--all"])
+        .run()
+        .ok()
+        .json();
     assert_eq!(all.as_array().unwrap().len(), 6);
 }

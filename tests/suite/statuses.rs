@@ -43,13 +43,19 @@ pub fn env_with_tools() -> Env {
     let env = Env::new();
     let file = env.root.path().join("tools.toml");
     std::fs::write(&file, TOOLS).unwrap();
-    env.cmd(&["tools", "add", file.to_str().unwrap()]).run().ok();
+    env.cmd(&["tools", "add", file.to_str().unwrap()])
+        .run()
+        .ok();
     env
 }
 
 fn check(run: &Run, code: i32, status: &str, error_code: Option<&str>) {
     assert_eq!(
-        (run.code, run.status(), run.json()["error"]["code"].as_str().map(str::to_owned)),
+        (
+            run.code,
+            run.status(),
+            run.json()["error"]["code"].as_str().map(str::to_owned)
+        ),
         (code, status.to_owned(), error_code.map(str::to_owned)),
         "stdout:\n{}\nstderr:\n{}",
         run.stdout,
@@ -92,13 +98,48 @@ deny = ["list_directory"]
 
     let runs = [
         ("success", env.call("echo", json!({"x": 1})), 0, Some(None)),
-        ("not found", env.call("no_such_tool", json!({})), 9, Some(Some("tool_not_found"))),
-        ("denied", env.call("list_directory", json!({})), 7, Some(Some("policy_denied"))),
-        ("invalid", env.call("read_file", json!({"path": 7})), 8, Some(Some("invalid_arguments"))),
-        ("confirm", env.call("delete_file", json!({"path": "hello.txt"})), 5, Some(Some("confirmation_required"))),
-        ("failed", env.call("fails", json!({})), 1, Some(Some("execution_failed"))),
-        ("sandbox", env.call("isolated", json!({})), 6, Some(Some("sandbox_unavailable"))),
-        ("timeout", env.call("sleeper", json!({"pidfile": pidfile, "seconds": "30"})), 3, Some(Some("timeout"))),
+        (
+            "not found",
+            env.call("no_such_tool", json!({})),
+            9,
+            Some(Some("tool_not_found")),
+        ),
+        (
+            "denied",
+            env.call("list_directory", json!({})),
+            7,
+            Some(Some("policy_denied")),
+        ),
+        (
+            "invalid",
+            env.call("read_file", json!({"path": 7})),
+            8,
+            Some(Some("invalid_arguments")),
+        ),
+        (
+            "confirm",
+            env.call("delete_file", json!({"path": "hello.txt"})),
+            5,
+            Some(Some("confirmation_required")),
+        ),
+        (
+            "failed",
+            env.call("fails", json!({})),
+            1,
+            Some(Some("execution_failed")),
+        ),
+        (
+            "sandbox",
+            env.call("isolated", json!({})),
+            6,
+            Some(Some("sandbox_unavailable")),
+        ),
+        (
+            "timeout",
+            env.call("sleeper", json!({"pidfile": pidfile, "seconds": "30"})),
+            3,
+            Some(Some("timeout")),
+        ),
     ];
     let expected_status = [
         "success",
@@ -119,13 +160,19 @@ deny = ["list_directory"]
     assert!(env.ws.join("hello.txt").exists());
     // The failure carries the end of stderr and the partial stdout.
     let failed = runs[5].1.json();
-    assert_eq!(failed["error"]["message"], "sh exited with status 3: disk on fire");
+    assert_eq!(
+        failed["error"]["message"],
+        "sh exited with status 3: disk on fire"
+    );
     assert_eq!(failed["output"], "partial\n");
     // The timed-out tool and its background grandchild are gone.
     let timed_out = pids(std::path::Path::new(pidfile));
     assert_eq!(timed_out.len(), 2, "pidfile: {timed_out:?}");
     for pid in timed_out {
-        assert!(process_gone(pid), "process {pid} outlived its timed-out call");
+        assert!(
+            process_gone(pid),
+            "process {pid} outlived its timed-out call"
+        );
     }
     // The denial explains itself with the rule and where it was written.
     let denied = runs[2].1.json();
@@ -135,10 +182,20 @@ deny = ["list_directory"]
     assert!(source.ends_with("config.toml:5"), "{source}");
 
     let rows = env.audit_rows();
-    let ids: Vec<String> = runs.iter().map(|r| r.1.json()["execution_id"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(rows.iter().map(|r| r.execution_id.clone()).collect::<Vec<_>>(), ids);
+    let ids: Vec<String> = runs
+        .iter()
+        .map(|r| r.1.json()["execution_id"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(
-        rows.iter().map(|r| r.status.to_string()).collect::<Vec<_>>(),
+        rows.iter()
+            .map(|r| r.execution_id.clone())
+            .collect::<Vec<_>>(),
+        ids
+    );
+    assert_eq!(
+        rows.iter()
+            .map(|r| r.status.to_string())
+            .collect::<Vec<_>>(),
         expected_status.to_vec()
     );
     assert_eq!(rows[2].decision.as_deref(), Some("deny"));
@@ -150,7 +207,7 @@ deny = ["list_directory"]
 fn ctrl_c_cancels_the_call_kills_its_processes_and_records_it() {
     let env = env_with_tools();
     let pidfile = env.root.path().join("pids");
-    let mut child = env
+    let child = env
         .cmd(&[
             "call",
             "sleeper",
@@ -163,7 +220,10 @@ fn ctrl_c_cancels_the_call_kills_its_processes_and_records_it() {
     // The tool's own limit is 400 ms, so this call would time out; cancel it before that.
     let start = Instant::now();
     while pids(&pidfile).len() < 2 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the tool never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the tool never started"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     rustix::process::kill_process(
@@ -175,12 +235,18 @@ fn ctrl_c_cancels_the_call_kills_its_processes_and_records_it() {
     let run = Run::from(out);
     check(&run, 4, "cancelled", Some("cancelled"));
     for pid in pids(&pidfile) {
-        assert!(process_gone(pid), "process {pid} outlived its cancelled call");
+        assert!(
+            process_gone(pid),
+            "process {pid} outlived its cancelled call"
+        );
     }
     let rows = env.audit_rows();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].status.to_string(), "cancelled");
-    assert_eq!(rows[0].execution_id, run.json()["execution_id"].as_str().unwrap());
+    assert_eq!(
+        rows[0].execution_id,
+        run.json()["execution_id"].as_str().unwrap()
+    );
 }
 
 #[test]
@@ -193,7 +259,10 @@ enabled = false
     );
     let run = env.call("echo", json!({}));
     check(&run, 7, "permission_denied", Some("tool_disabled"));
-    assert_eq!(run.json()["error"]["message"], "tool echo is disabled by the administrator");
+    assert_eq!(
+        run.json()["error"]["message"],
+        "tool echo is disabled by the administrator"
+    );
 
     let env = Env::new();
     let spec = env.root.path().join("pro.json");
@@ -206,7 +275,9 @@ enabled = false
         .to_string(),
     )
     .unwrap();
-    env.cmd(&["tools", "add", spec.to_str().unwrap()]).run().ok();
+    env.cmd(&["tools", "add", spec.to_str().unwrap()])
+        .run()
+        .ok();
     let run = env.call("pro_only", json!({}));
     check(&run, 7, "permission_denied", Some("tier_unavailable"));
     assert_eq!(
@@ -227,7 +298,12 @@ fn every_schema_violation_is_reported_with_its_pointer() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| (v["pointer"].as_str().unwrap().to_owned(), v["keyword"].as_str().unwrap().to_owned()))
+        .map(|v| {
+            (
+                v["pointer"].as_str().unwrap().to_owned(),
+                v["keyword"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     let mut violations = violations;
     violations.sort();
@@ -240,10 +316,12 @@ fn every_schema_violation_is_reported_with_its_pointer() {
             ("/start_line".to_owned(), "minimum".to_owned()),
         ]
     );
-    assert!(run.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .starts_with("arguments do not match the schema (4 violations): "));
+    assert!(
+        run.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("arguments do not match the schema (4 violations): ")
+    );
 }
 
 #[test]
@@ -255,7 +333,11 @@ fn outputs_over_the_limit_are_truncated_and_flagged() {
     let r = run.json();
     assert_eq!(r["output"]["truncated"], true);
     let content = r["output"]["content"].as_str().unwrap();
-    assert!(content.len() <= 32 * 1024 && content.len() > 30_000, "{}", content.len());
+    assert!(
+        content.len() <= 32 * 1024 && content.len() > 30_000,
+        "{}",
+        content.len()
+    );
     assert!(r["metadata"]["output_bytes"].as_u64().unwrap() <= 32 * 1024);
 
     let env = Env::new();
@@ -270,7 +352,9 @@ fn outputs_over_the_limit_are_truncated_and_flagged() {
         .to_string(),
     )
     .unwrap();
-    env.cmd(&["tools", "add", spec.to_str().unwrap()]).run().ok();
+    env.cmd(&["tools", "add", spec.to_str().unwrap()])
+        .run()
+        .ok();
     let r = env.call("loud", json!({})).ok().json();
     assert_eq!(r["metadata"]["truncated"], true);
     assert_eq!(r["output"], "x".repeat(1000));

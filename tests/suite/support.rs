@@ -146,13 +146,12 @@ pub struct TestCommand {
 }
 
 impl TestCommand {
-    pub fn stdin_null(mut self) -> Self {
-        self.cmd.stdin(Stdio::null());
-        self
-    }
-
     pub fn run(mut self) -> Run {
-        let out = self.cmd.stdin(Stdio::null()).output().expect("run toolwarden");
+        let out = self
+            .cmd
+            .stdin(Stdio::null())
+            .output()
+            .expect("run toolwarden");
         Run::from(out)
     }
 
@@ -187,7 +186,10 @@ impl From<Output> for Run {
 impl Run {
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
         })
     }
 
@@ -196,7 +198,11 @@ impl Run {
     }
 
     pub fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 }

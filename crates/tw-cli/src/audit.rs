@@ -10,7 +10,7 @@ use tw_store::{AuditExportFormat, AuditQuery, AuditRow, UsageRow};
 use crate::cli::{AuditCommand, AuditFilter, ExportFormat};
 use crate::table::Table;
 
-pub async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
+pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
     let store = rt.store();
     match cmd {
         AuditCommand::List {
@@ -27,7 +27,16 @@ pub async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
                 println!("{}", serde_json::to_string_pretty(&page)?);
                 return Ok(0);
             }
-            let mut t = Table::new(&["ID", "STARTED", "TOOL", "STATUS", "CALLER", "DURATION", "EXECUTION", "ERROR"]);
+            let mut t = Table::new(&[
+                "ID",
+                "STARTED",
+                "TOOL",
+                "STATUS",
+                "CALLER",
+                "DURATION",
+                "EXECUTION",
+                "ERROR",
+            ]);
             for r in &page.rows {
                 t.row(vec![
                     r.id.to_string(),
@@ -99,7 +108,9 @@ pub async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
 }
 
 fn usage_table(key: &str, rows: &[UsageRow]) -> String {
-    let mut t = Table::new(&[key, "CALLS", "OK", "FAILED", "DENIED", "INVALID", "ASKED", "AVG", "TOOLS", "LAST"]);
+    let mut t = Table::new(&[
+        key, "CALLS", "OK", "FAILED", "DENIED", "INVALID", "ASKED", "AVG", "TOOLS", "LAST",
+    ]);
     for r in rows {
         t.row(vec![
             r.key.clone(),
@@ -138,7 +149,9 @@ fn parse_time(s: &str) -> anyhow::Result<i64> {
     }
     match humantime::parse_duration(s) {
         Ok(d) => Ok(now_us() - i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
-        Err(_) => bail!("{s:?} is neither an RFC 3339 time (2026-11-22T10:00:00Z) nor a duration (90m, 2h, 7d)"),
+        Err(_) => bail!(
+            "{s:?} is neither an RFC 3339 time (2026-11-22T10:00:00Z) nor a duration (90m, 2h, 7d)"
+        ),
     }
 }
 

@@ -20,7 +20,7 @@ use crate::cli::{BatchArgs, CallArgs};
 use crate::setup::Context;
 
 /// The exit code for a call's status.
-pub fn exit_code(status: ToolStatus) -> u8 {
+pub(crate) fn exit_code(status: ToolStatus) -> u8 {
     match status {
         ToolStatus::Success => 0,
         ToolStatus::Failed => 1,
@@ -39,13 +39,14 @@ fn cancel_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
     tokio::spawn(async move {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGTERM");
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch SIGTERM");
+                    return;
+                }
+            };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -59,7 +60,9 @@ fn cancel_on_signal() -> CancellationToken {
 fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
     if path.as_os_str() == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("cannot read stdin")?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read stdin")?;
         Ok(s)
     } else {
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
@@ -73,7 +76,7 @@ fn parse_trace(t: Option<&str>) -> anyhow::Result<TraceId> {
     })
 }
 
-pub async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Result<u8> {
+pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Result<u8> {
     let text = match &a.args_file {
         Some(f) => read_input(f)?,
         None => a.args.clone(),
@@ -115,14 +118,16 @@ fn empty_object() -> Value {
 fn parse_batch(text: &str, file: &str) -> anyhow::Result<Vec<BatchEntry>> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('[') {
-        return serde_json::from_str(text).map_err(|e| anyhow!("{file}:{}:{}: {e}", e.line(), e.column()));
+        return serde_json::from_str(text)
+            .map_err(|e| anyhow!("{file}:{}:{}: {e}", e.line(), e.column()));
     }
     let mut entries = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let e = serde_json::from_str(line).map_err(|e| anyhow!("{file}:{}:{}: {e}", i + 1, e.column()))?;
+        let e = serde_json::from_str(line)
+            .map_err(|e| anyhow!("{file}:{}:{}: {e}", i + 1, e.column()))?;
         entries.push(e);
     }
     if entries.is_empty() {
@@ -131,7 +136,7 @@ fn parse_batch(text: &str, file: &str) -> anyhow::Result<Vec<BatchEntry>> {
     Ok(entries)
 }
 
-pub async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::Result<u8> {
+pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::Result<u8> {
     let shown = a.file.display().to_string();
     let entries = parse_batch(&read_input(&a.file)?, &shown)?;
     let trace = parse_trace(a.trace_id.as_deref())?;
@@ -148,7 +153,9 @@ pub async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::Result<
         })
         .collect();
     let mode = match a.parallel {
-        Some(n) => BatchMode::Parallel { concurrency: n.max(1) },
+        Some(n) => BatchMode::Parallel {
+            concurrency: n.max(1),
+        },
         None => BatchMode::Sequential {
             stop_on_error: a.stop_on_error,
         },

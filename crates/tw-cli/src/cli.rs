@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// 2 is a usage error and 10 a problem with Toolwarden itself (config, data directory).
 #[derive(Debug, Parser)]
 #[command(name = "toolwarden", version, max_term_width = 100)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: Global,
     #[command(subcommand)]
@@ -23,7 +23,7 @@ pub struct Cli {
 
 /// Options every command takes.
 #[derive(Debug, Args)]
-pub struct Global {
+pub(crate) struct Global {
     /// Data directory (audit log, custom tools). Default: the platform data dir, e.g.
     /// ~/.local/share/toolwarden.
     #[arg(long, global = true, env = "TOOLWARDEN_DATA_DIR", value_name = "DIR")]
@@ -48,7 +48,7 @@ pub struct Global {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// List, inspect, export, add and remove tools.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -65,7 +65,7 @@ pub enum Command {
 
 /// `toolwarden tools ...`
 #[derive(Debug, Subcommand)]
-pub enum ToolsCommand {
+pub(crate) enum ToolsCommand {
     /// List tools with their group, risk and what policy decides for them.
     List(ListArgs),
     /// Show one tool: description, constraints, policy explanation and parameter schema.
@@ -99,7 +99,7 @@ pub enum ToolsCommand {
 
 /// Export dialects.
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// OpenAI function tools.
     Openai,
     /// Anthropic tools.
@@ -110,7 +110,7 @@ pub enum Format {
 
 /// Filters for `tools list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Only this category (e.g. file_system, network).
     #[arg(long)]
     pub category: Option<String>,
@@ -133,7 +133,7 @@ pub struct ListArgs {
 
 /// `toolwarden call`
 #[derive(Debug, Args)]
-pub struct CallArgs {
+pub(crate) struct CallArgs {
     /// Tool name.
     pub tool: String,
     /// Arguments as a JSON object.
@@ -152,7 +152,7 @@ pub struct CallArgs {
 
 /// `toolwarden batch`
 #[derive(Debug, Args)]
-pub struct BatchArgs {
+pub(crate) struct BatchArgs {
     /// File of calls: a JSON array or JSON lines of {"tool": ..., "arguments": {...}, "timeout_ms": N}
     /// ("-" for stdin).
     pub file: PathBuf,
@@ -169,7 +169,7 @@ pub struct BatchArgs {
 
 /// Audit filters shared by list, export and report.
 #[derive(Debug, Args, Clone, Default)]
-pub struct AuditFilter {
+pub(crate) struct AuditFilter {
     /// Only this tool.
     #[arg(long)]
     pub tool: Option<String>,
@@ -196,7 +196,7 @@ pub struct AuditFilter {
 
 /// `toolwarden audit ...`
 #[derive(Debug, Subcommand)]
-pub enum AuditCommand {
+pub(crate) enum AuditCommand {
     /// List records, newest first, a page at a time.
     List {
         #[command(flatten)]
@@ -239,7 +239,7 @@ pub enum AuditCommand {
 
 /// Audit export formats.
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ExportFormat {
+pub(crate) enum ExportFormat {
     /// One JSON record per line.
     Jsonl,
     /// Comma-separated values with a header row.

@@ -17,12 +17,15 @@ use clap::Parser;
 use crate::cli::{Cli, Command};
 
 /// Exit code for problems with Toolwarden itself rather than with a tool call.
-pub const EXIT_INTERNAL: u8 = 10;
+pub(crate) const EXIT_INTERNAL: u8 = 10;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     setup::init_tracing(cli.global.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -11,7 +11,7 @@ use tw_runtime::{Config, Runtime, RuntimeOptions, paths};
 use crate::cli::Global;
 
 /// Everything resolved before the runtime opens.
-pub struct Context {
+pub(crate) struct Context {
     pub config: Config,
     pub config_file: Option<PathBuf>,
     pub data_dir: PathBuf,
@@ -19,7 +19,7 @@ pub struct Context {
     pub caller: Caller,
 }
 
-pub fn init_tracing(verbose: bool) {
+pub(crate) fn init_tracing(verbose: bool) {
     use tracing_subscriber::EnvFilter;
     let default = if verbose { "info" } else { "warn" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
@@ -30,7 +30,7 @@ pub fn init_tracing(verbose: bool) {
 }
 
 impl Context {
-    pub fn load(g: &Global) -> anyhow::Result<Self> {
+    pub(crate) fn load(g: &Global) -> anyhow::Result<Self> {
         let config_file = match &g.config {
             Some(p) => Some(p.clone()),
             None => paths::default_config_file().filter(|p| p.is_file()),
@@ -74,26 +74,39 @@ impl Context {
         })
     }
 
-    pub async fn open_runtime(&self) -> anyhow::Result<Runtime> {
-        let options = RuntimeOptions::new(&self.data_dir, self.workspace.clone(), self.config.clone());
-        Runtime::open(options)
-            .await
-            .with_context(|| format!("cannot open toolwarden with data directory {}", self.data_dir.display()))
+    pub(crate) async fn open_runtime(&self) -> anyhow::Result<Runtime> {
+        let options =
+            RuntimeOptions::new(&self.data_dir, self.workspace.clone(), self.config.clone());
+        Runtime::open(options).await.with_context(|| {
+            format!(
+                "cannot open toolwarden with data directory {}",
+                self.data_dir.display()
+            )
+        })
     }
 
     /// `toolwarden config`
-    pub fn show(&self) -> anyhow::Result<u8> {
+    pub(crate) fn show(&self) -> anyhow::Result<u8> {
         let p = &self.config.policy;
         println!(
             "config file:   {}",
             self.config_file
                 .as_ref()
-                .map_or("(none: built-in defaults)".to_owned(), |f| f.display().to_string())
+                .map_or("(none: built-in defaults)".to_owned(), |f| f
+                    .display()
+                    .to_string())
         );
         println!("data dir:      {}", self.data_dir.display());
-        println!("audit db:      {}", self.data_dir.join(tw_runtime::DATABASE_FILE).display());
+        println!(
+            "audit db:      {}",
+            self.data_dir.join(tw_runtime::DATABASE_FILE).display()
+        );
         for (i, w) in self.workspace.iter().enumerate() {
-            println!("{:<15}{}", if i == 0 { "workspace:" } else { "" }, w.display());
+            println!(
+                "{:<15}{}",
+                if i == 0 { "workspace:" } else { "" },
+                w.display()
+            );
         }
         println!("license tier:  {}", self.config.license_tier);
         println!("mode:          {}", self.config.mode);

@@ -2,14 +2,14 @@
 //! over-long cells cut so one verbose description cannot wrap the whole table.
 
 /// A table under construction.
-pub struct Table {
+pub(crate) struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
     max_width: usize,
 }
 
 impl Table {
-    pub fn new(header: &[&str]) -> Self {
+    pub(crate) fn new(header: &[&str]) -> Self {
         Self {
             header: header.iter().map(|h| (*h).to_owned()).collect(),
             rows: Vec::new(),
@@ -17,7 +17,7 @@ impl Table {
         }
     }
 
-    pub fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(
             cells
                 .into_iter()
@@ -34,7 +34,7 @@ impl Table {
         );
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let cols = self.header.len();
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {

@@ -11,7 +11,7 @@ use crate::cli::{Format, ListArgs, ToolsCommand};
 use crate::setup::Context;
 use crate::table::Table;
 
-pub async fn run(rt: &Runtime, _ctx: &Context, cmd: ToolsCommand) -> anyhow::Result<u8> {
+pub(crate) async fn run(rt: &Runtime, _ctx: &Context, cmd: ToolsCommand) -> anyhow::Result<u8> {
     match cmd {
         ToolsCommand::List(args) => list(rt, args),
         ToolsCommand::Show { name, json } => show(rt, &name, json),
@@ -26,7 +26,8 @@ pub async fn run(rt: &Runtime, _ctx: &Context, cmd: ToolsCommand) -> anyhow::Res
 }
 
 fn parse<T: std::str::FromStr<Err = String>>(v: Option<String>) -> anyhow::Result<Option<T>> {
-    v.map(|s| s.parse::<T>().map_err(|e| anyhow!(e))).transpose()
+    v.map(|s| s.parse::<T>().map_err(|e| anyhow!(e)))
+        .transpose()
 }
 
 fn list(rt: &Runtime, a: ListArgs) -> anyhow::Result<u8> {
@@ -58,7 +59,16 @@ fn list(rt: &Runtime, a: ListArgs) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(0);
     }
-    let mut table = Table::new(&["NAME", "KIND", "GROUP", "CATEGORY", "RISK", "TIER", "POLICY", "DESCRIPTION"]);
+    let mut table = Table::new(&[
+        "NAME",
+        "KIND",
+        "GROUP",
+        "CATEGORY",
+        "RISK",
+        "TIER",
+        "POLICY",
+        "DESCRIPTION",
+    ]);
     for t in &tools {
         let d = &t.definition;
         let policy = rt
@@ -101,14 +111,24 @@ fn show(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let c = &d.constraints;
-    println!("{} ({}, group {}, category {})", d.name, tool.kind.label(), d.group, d.category);
+    println!(
+        "{} ({}, group {}, category {})",
+        d.name,
+        tool.kind.label(),
+        d.group,
+        d.category
+    );
     println!("  {}", d.description);
     println!(
         "  risk: {}   tier: {}   side effects: {}   confirmation: {}   isolation: {}",
         d.risk_level,
         d.license_tier,
         if c.side_effects { "yes" } else { "no" },
-        if d.requires_confirmation { "required" } else { "no" },
+        if d.requires_confirmation {
+            "required"
+        } else {
+            "no"
+        },
         c.isolation
     );
     println!(
@@ -125,7 +145,13 @@ fn show(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {
                 .rule
                 .as_ref()
                 .map_or(String::new(), |r| format!(" [{} @ {}]", r.rule, r.source));
-            println!("  {:<13} {:<5} {}{}", format!("{:?}", v.layer).to_lowercase(), v.decision, v.reason, rule);
+            println!(
+                "  {:<13} {:<5} {}{}",
+                format!("{:?}", v.layer).to_lowercase(),
+                v.decision,
+                v.reason,
+                rule
+            );
         }
     }
     println!("parameters:");
@@ -151,7 +177,10 @@ fn export(rt: &Runtime, format: Format, all: bool) -> anyhow::Result<u8> {
         Format::Anthropic => ExportFormat::Anthropic,
         Format::Mcp => ExportFormat::Mcp,
     };
-    println!("{}", serde_json::to_string_pretty(&export_tools(defs, format))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&export_tools(defs, format))?
+    );
     Ok(0)
 }
 
@@ -174,14 +203,20 @@ async fn add(rt: &Runtime, file: &std::path::Path) -> anyhow::Result<u8> {
             .get(spec.definition.name.as_str())
             .is_some_and(|t| matches!(t.kind, tw_runtime::ToolKind::Builtin(_)))
         {
-            bail!("{shown}: tool {} is built in; choose another name", spec.definition.name);
+            bail!(
+                "{shown}: tool {} is built in; choose another name",
+                spec.definition.name
+            );
         }
     }
     let now = tw_runtime::Clock::now_us(&tw_runtime::SystemClock);
     for spec in specs {
         let name = spec.definition.name.to_string();
         let added = rt.add_custom_tool(spec, now).await?;
-        println!("{} custom tool {name}", if added { "added" } else { "updated" });
+        println!(
+            "{} custom tool {name}",
+            if added { "added" } else { "updated" }
+        );
     }
     Ok(0)
 }

@@ -12,11 +12,13 @@ use tw_core::{ToolDefinition, ToolRegistry, ToolSpec, ValidatorCache};
 
 const TOOLS: usize = 10_000;
 
+const CATEGORIES: [&str; 4] = ["file_system", "network", "database", "knowledge"];
+
 fn spec(i: usize) -> Value {
     json!({
         "name": format!("tool_{i:05}"),
         "description": format!("Synthetic tool number {i} that reads records from source {}", i % 97),
-        "category": ["file_system", "network", "database", "knowledge"][i % 4],
+        "category": CATEGORIES[i % 4],
         "group": format!("group{}", i % 50),
         "parameters": {
             "type": "object",
@@ -34,7 +36,11 @@ fn spec(i: usize) -> Value {
 
 fn definitions() -> Vec<ToolDefinition> {
     (0..TOOLS)
-        .map(|i| serde_json::from_value::<ToolSpec>(spec(i)).unwrap().definition)
+        .map(|i| {
+            serde_json::from_value::<ToolSpec>(spec(i))
+                .unwrap()
+                .definition
+        })
         .collect()
 }
 
@@ -61,7 +67,9 @@ fn bench(c: &mut Criterion) {
         register.as_secs_f64() * 1e3
     );
 
-    let names: Vec<String> = (0..TOOLS).map(|i| format!("tool_{:05}", (i * 7919) % TOOLS)).collect();
+    let names: Vec<String> = (0..TOOLS)
+        .map(|i| format!("tool_{:05}", (i * 7919) % TOOLS))
+        .collect();
     let mut group = c.benchmark_group("registry_10k");
     let mut i = 0usize;
     group.bench_function("lookup_hit", |b| {
@@ -70,7 +78,9 @@ fn bench(c: &mut Criterion) {
             black_box(registry.get(&names[i]))
         })
     });
-    group.bench_function("lookup_miss", |b| b.iter(|| black_box(registry.get("no_such_tool"))));
+    group.bench_function("lookup_miss", |b| {
+        b.iter(|| black_box(registry.get("no_such_tool")))
+    });
     group.bench_function("search_text", |b| {
         let filter = tw_core::ToolFilter {
             text: Some("source 42".into()),
@@ -89,7 +99,9 @@ fn bench(c: &mut Criterion) {
         samples.push(t.elapsed());
     }
     let (p50, p99, p999) = percentiles(samples);
-    println!("registry lookup at {TOOLS} tools: p50 {p50:?}  p99 {p99:?}  p99.9 {p999:?}  (goal p99 <= 1us)");
+    println!(
+        "registry lookup at {TOOLS} tools: p50 {p50:?}  p99 {p99:?}  p99.9 {p999:?}  (goal p99 <= 1us)"
+    );
 
     let cache = ValidatorCache::default();
     let tool = registry.get("tool_00042").unwrap();
@@ -101,12 +113,27 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(cache.validate(schema, black_box(&valid)).unwrap().is_ok()))
     });
     group.bench_function("invalid_call_all_violations", |b| {
-        b.iter(|| black_box(cache.validate(schema, black_box(&invalid)).unwrap().unwrap_err().len()))
+        b.iter(|| {
+            black_box(
+                cache
+                    .validate(schema, black_box(&invalid))
+                    .unwrap()
+                    .unwrap_err()
+                    .len(),
+            )
+        })
     });
     group.bench_function("first_use_compile", |b| {
         b.iter_batched(
             || ParameterSchemaFresh::new(&tool.definition),
-            |s| black_box(ValidatorCache::new(4).validate(&s.0, &valid).unwrap().is_ok()),
+            |s| {
+                black_box(
+                    ValidatorCache::new(4)
+                        .validate(&s.0, &valid)
+                        .unwrap()
+                        .is_ok(),
+                )
+            },
             criterion::BatchSize::SmallInput,
         )
     });

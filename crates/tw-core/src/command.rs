@@ -264,13 +264,15 @@ impl Serialize for CommandTemplate {
 
 impl<'de> Deserialize<'de> for CommandTemplate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let doc = CommandDoc::deserialize(d)?;
-        Self::new(doc.argv, doc.output, doc.env).map_err(|e| {
-            serde::de::Error::custom(
+        // Checked while the deserializer still points at the command, so YAML errors carry the
+        // command's line rather than the document's.
+        crate::de::checked(d, "a command: {argv = [...], output, env}", |v| {
+            let doc: CommandDoc = serde_json::from_value(v).map_err(|e| e.to_string())?;
+            Self::new(doc.argv, doc.output, doc.env).map_err(|e| {
                 e.to_string()
                     .trim_start_matches("command template: ")
-                    .to_owned(),
-            )
+                    .to_owned()
+            })
         })
     }
 }

@@ -56,23 +56,33 @@ fn bench(c: &mut Criterion) {
 
     // Sanity: the calls measured below really succeed.
     for (tool, args) in [("echo", &echo_args), ("read_file", &read_args)] {
-        let r = s.tokio.block_on(s.rt.execute(s.rt.call(tool, args.clone(), caller.clone())));
+        let r = s
+            .tokio
+            .block_on(s.rt.execute(s.rt.call(tool, args.clone(), caller.clone())));
         assert_eq!(r.status, ToolStatus::Success, "{r:?}");
     }
 
     let mut group = c.benchmark_group("pipeline");
     group.bench_function("governed_noop_echo", |b| {
         b.to_async(&s.tokio).iter(|| async {
-            black_box(s.rt.execute(s.rt.call("echo", echo_args.clone(), caller.clone())).await)
+            black_box(
+                s.rt.execute(s.rt.call("echo", echo_args.clone(), caller.clone()))
+                    .await,
+            )
         })
     });
     group.bench_function("governed_read_file_4k", |b| {
         b.to_async(&s.tokio).iter(|| async {
-            black_box(s.rt.execute(s.rt.call("read_file", read_args.clone(), caller.clone())).await)
+            black_box(
+                s.rt.execute(s.rt.call("read_file", read_args.clone(), caller.clone()))
+                    .await,
+            )
         })
     });
     let path = s.ws.join("4k.txt");
-    group.bench_function("bare_std_fs_read_4k", |b| b.iter(|| black_box(std::fs::read(&path).unwrap())));
+    group.bench_function("bare_std_fs_read_4k", |b| {
+        b.iter(|| black_box(std::fs::read(&path).unwrap()))
+    });
     group.finish();
 
     // Latency percentiles of sequential governed calls.
@@ -89,7 +99,9 @@ fn bench(c: &mut Criterion) {
         })
     };
     let (p50, p99) = latencies("echo", echo_args.clone(), 20_000);
-    println!("governed no-op call (echo, audit on): p50 {p50:?}  p99 {p99:?}  (goals: p50 <= 60us, p99 <= 250us)");
+    println!(
+        "governed no-op call (echo, audit on): p50 {p50:?}  p99 {p99:?}  (goals: p50 <= 60us, p99 <= 250us)"
+    );
     let (r50, r99) = latencies("read_file", read_args.clone(), 20_000);
     let mut bare = Vec::with_capacity(20_000);
     for _ in 0..20_000 {
@@ -98,7 +110,9 @@ fn bench(c: &mut Criterion) {
         bare.push(t.elapsed());
     }
     let (b50, b99) = percentiles(bare);
-    println!("read_file 4 KiB governed: p50 {r50:?}  p99 {r99:?}; bare std::fs::read: p50 {b50:?}  p99 {b99:?}");
+    println!(
+        "read_file 4 KiB governed: p50 {r50:?}  p99 {r99:?}; bare std::fs::read: p50 {b50:?}  p99 {b99:?}"
+    );
     println!(
         "read_file governed minus the no-op pipeline (audit included) = {:?} vs bare {:?}: ratio {:.2} (goal <= 1.3 plus the audit write)",
         r50.saturating_sub(p50),
@@ -119,7 +133,9 @@ fn bench(c: &mut Criterion) {
                 let caller = Caller::agent("bench");
                 tasks.push(tokio::spawn(async move {
                     for _ in 0..per_caller {
-                        let r = rt.execute(rt.call("echo", args.clone(), caller.clone())).await;
+                        let r = rt
+                            .execute(rt.call("echo", args.clone(), caller.clone()))
+                            .await;
                         debug_assert_eq!(r.status, ToolStatus::Success);
                     }
                 }));
@@ -137,8 +153,14 @@ fn bench(c: &mut Criterion) {
         );
     }
     let batches = s.rt.store().batches_committed();
-    let rows = s.tokio.block_on(s.rt.store().count(&Default::default())).unwrap();
-    println!("audit: {rows} rows in {batches} commits ({:.1} rows per commit)", rows as f64 / batches.max(1) as f64);
+    let rows = s
+        .tokio
+        .block_on(s.rt.store().count(&Default::default()))
+        .unwrap();
+    println!(
+        "audit: {rows} rows in {batches} commits ({:.1} rows per commit)",
+        rows as f64 / batches.max(1) as f64
+    );
     s.tokio.block_on(s.rt.close());
 }
 

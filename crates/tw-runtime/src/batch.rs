@@ -32,7 +32,9 @@ pub enum BatchMode {
 
 impl Default for BatchMode {
     fn default() -> Self {
-        BatchMode::Sequential { stop_on_error: false }
+        BatchMode::Sequential {
+            stop_on_error: false,
+        }
     }
 }
 
@@ -70,12 +72,16 @@ impl Runtime {
                 for (i, call) in calls.into_iter().enumerate() {
                     let result = match failed_at {
                         Some(at) => {
-                            self.skip(call, format!("skipped: call {at} of the batch did not succeed"))
-                                .await
+                            self.skip(
+                                call,
+                                format!("skipped: call {at} of the batch did not succeed"),
+                            )
+                            .await
                         }
                         None => self.execute_with_cancel(call, cancel.child_token()).await,
                     };
-                    if stop_on_error && failed_at.is_none() && result.status != ToolStatus::Success {
+                    if stop_on_error && failed_at.is_none() && result.status != ToolStatus::Success
+                    {
                         failed_at = Some(i);
                     }
                     on_result(i, &result);

@@ -202,11 +202,18 @@ impl Config {
         if let Some(m) = doc.mode {
             config.mode = m;
         }
-        config.workspace = doc.workspace.iter().map(|w| expand(w, base, home)).collect();
+        config.workspace = doc
+            .workspace
+            .iter()
+            .map(|w| expand(w, base, home))
+            .collect();
         config.data_dir = doc.data_dir.as_deref().map(|d| expand(d, base, home));
         if let Some(cap) = doc.schema_cache_capacity {
             if *cap.get_ref() == 0 {
-                return Err(err(Some(cap.span().start), "schema_cache_capacity must be at least 1".into()));
+                return Err(err(
+                    Some(cap.span().start),
+                    "schema_cache_capacity must be at least 1".into(),
+                ));
             }
             config.schema_cache_capacity = cap.into_inner();
         }
@@ -218,7 +225,10 @@ impl Config {
                     .collect()
             };
             config.policy = PolicyConfig {
-                default_deny: p.default.as_ref().is_none_or(|d| matches!(d.get_ref(), DefaultDoc::Deny)),
+                default_deny: p
+                    .default
+                    .as_ref()
+                    .is_none_or(|d| matches!(d.get_ref(), DefaultDoc::Deny)),
                 default_source: p.default.as_ref().map_or_else(
                     || format!("{file} (no default set: deny)"),
                     |d| format!("{file}:{}", at(d.span().start).0),
@@ -230,7 +240,11 @@ impl Config {
             for (list, rules) in [("allow", &p.allow), ("deny", &p.deny)] {
                 for r in rules {
                     let one = vec![PolicyRule::new(r.get_ref().clone(), "")];
-                    let (a, d) = if list == "allow" { (one, vec![]) } else { (vec![], one) };
+                    let (a, d) = if list == "allow" {
+                        (one, vec![])
+                    } else {
+                        (vec![], one)
+                    };
                     tw_core::ToolPolicy::new(a, d, true, "").map_err(|e| {
                         let msg = e.to_string();
                         let msg = msg.split_once(": ").map_or(msg.as_str(), |(_, m)| m);
@@ -239,13 +253,11 @@ impl Config {
                 }
             }
         }
-        if let Some(a) = doc.audit {
-            if let Some(s) = a.synchronous {
-                config.audit_synchronous = match s {
-                    SyncDoc::Normal => Synchronous::Normal,
-                    SyncDoc::Full => Synchronous::Full,
-                };
-            }
+        if let Some(s) = doc.audit.and_then(|a| a.synchronous) {
+            config.audit_synchronous = match s {
+                SyncDoc::Normal => Synchronous::Normal,
+                SyncDoc::Full => Synchronous::Full,
+            };
         }
         for (name, o) in doc.tools {
             ToolName::new(name.get_ref())
@@ -262,7 +274,11 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn check(text: &str, expect: Result<&str, &str>) {
-        let got = Config::parse(text, Path::new("/etc/tw/config.toml"), Some(Path::new("/home/u")));
+        let got = Config::parse(
+            text,
+            Path::new("/etc/tw/config.toml"),
+            Some(Path::new("/home/u")),
+        );
         match (got, expect) {
             (Ok(c), Ok(debug_contains)) => {
                 let dbg = format!("{c:?}");
@@ -294,12 +310,21 @@ synchronous = "full"
 [tools.delete_file]
 requires_confirmation = false
 "#;
-        let c = Config::parse(text, Path::new("/etc/tw/config.toml"), Some(Path::new("/home/u"))).unwrap();
+        let c = Config::parse(
+            text,
+            Path::new("/etc/tw/config.toml"),
+            Some(Path::new("/home/u")),
+        )
+        .unwrap();
         assert_eq!(c.license_tier, LicenseTier::Pro);
         assert_eq!(c.mode, OperationalMode::Alert);
         assert_eq!(
             c.workspace,
-            vec![PathBuf::from("/home/u/proj"), PathBuf::from("/etc/tw/rel"), PathBuf::from("/abs")]
+            vec![
+                PathBuf::from("/home/u/proj"),
+                PathBuf::from("/etc/tw/rel"),
+                PathBuf::from("/abs")
+            ]
         );
         assert_eq!(c.schema_cache_capacity, 16);
         assert_eq!(c.audit_synchronous, Synchronous::Full);
@@ -314,7 +339,10 @@ requires_confirmation = false
         );
         assert_eq!(
             c.tools.get("delete_file"),
-            Some(&ToolOverride { enabled: None, requires_confirmation: Some(false) })
+            Some(&ToolOverride {
+                enabled: None,
+                requires_confirmation: Some(false)
+            })
         );
     }
 
@@ -322,20 +350,31 @@ requires_confirmation = false
     fn errors_have_file_line_column() {
         check(
             "mode = \"panic\"\n",
-            Err("/etc/tw/config.toml:1:8: unknown operational mode \"panic\": expected one of normal, alert, degraded, lockdown, recovery"),
+            Err(
+                "/etc/tw/config.toml:1:8: unknown operational mode \"panic\": expected one of normal, alert, degraded, lockdown, recovery",
+            ),
         );
         check(
             "[policy]\nallow = [\"ok\", \"Not Valid\"]\n",
-            Err("/etc/tw/config.toml:2:16: policy.allow: invalid tool name \"Not Valid\": must start with a lowercase letter"),
+            Err(
+                "/etc/tw/config.toml:2:16: policy.allow: invalid tool name \"Not Valid\": must start with a lowercase letter",
+            ),
         );
         check(
             "[policy]\nalow = []\n",
-            Err("/etc/tw/config.toml:2:1: unknown field `alow`, expected one of `default`, `allow`, `deny`"),
+            Err(
+                "/etc/tw/config.toml:2:1: unknown field `alow`, expected one of `default`, `allow`, `deny`",
+            ),
         );
-        check("license_tier = \n", Err("/etc/tw/config.toml:1:16: string values must be quoted, expected literal string"));
+        check(
+            "license_tier = \n",
+            Err("/etc/tw/config.toml:1:16: string values must be quoted, expected literal string"),
+        );
         check(
             "[tools.\"Bad\"]\nenabled = false\n",
-            Err("/etc/tw/config.toml:1:8: tools: invalid tool name \"Bad\": must start with a lowercase letter"),
+            Err(
+                "/etc/tw/config.toml:1:8: tools: invalid tool name \"Bad\": must start with a lowercase letter",
+            ),
         );
     }
 

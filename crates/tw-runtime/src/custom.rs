@@ -9,8 +9,12 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
-use tw_core::{CommandTemplate, ErrorCode, OutputFormat, ToolCall, ToolDefinition, ToolError, ToolStatus};
-use tw_sandbox::{OutputChunk, ProcessOutput, ProcessSpec, ResourceLimits, RunOutcome, Sandbox, Workspace};
+use tw_core::{
+    CommandTemplate, ErrorCode, OutputFormat, ToolCall, ToolDefinition, ToolError, ToolStatus,
+};
+use tw_sandbox::{
+    OutputChunk, ProcessOutput, ProcessSpec, ResourceLimits, RunOutcome, Sandbox, Workspace,
+};
 
 use crate::clock::Clock;
 use crate::events::{EventBus, EventKind, ExecutionEvent, Stream};
@@ -32,7 +36,12 @@ pub(crate) struct CustomRun<'a> {
     pub(crate) limit: Duration,
 }
 
-fn failure(status: ToolStatus, code: &str, message: String, execution: Map<String, Value>) -> ExecFailure {
+fn failure(
+    status: ToolStatus,
+    code: &str,
+    message: String,
+    execution: Map<String, Value>,
+) -> ExecFailure {
     ExecFailure {
         status,
         error: ToolError::new(code, message),
@@ -47,7 +56,10 @@ fn facts(out: &ProcessOutput) -> Map<String, Value> {
     if let Some(sig) = out.exit.signal {
         m.insert("signal".into(), json!(sig));
     }
-    m.insert("wall_time_us".into(), json!(u64::try_from(out.wall_time.as_micros()).unwrap_or(u64::MAX)));
+    m.insert(
+        "wall_time_us".into(),
+        json!(u64::try_from(out.wall_time.as_micros()).unwrap_or(u64::MAX)),
+    );
     m.insert("pid".into(), json!(out.pid));
     m.insert("isolation".into(), json!(out.isolation.as_str()));
     m.insert("stdout_truncated".into(), json!(out.stdout_truncated));
@@ -64,15 +76,30 @@ fn tail(bytes: &[u8], max: usize) -> String {
     String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
 }
 
-pub(crate) async fn run(r: CustomRun<'_>, cancel: &CancellationToken) -> Result<Produced, ExecFailure> {
+pub(crate) async fn run(
+    r: CustomRun<'_>,
+    cancel: &CancellationToken,
+) -> Result<Produced, ExecFailure> {
     let def = r.definition;
     if let Err(e) = r.sandbox.check(def.constraints.isolation) {
-        return Err(failure(ToolStatus::SandboxError, ErrorCode::SANDBOX_UNAVAILABLE, e.to_string(), Map::new()));
+        return Err(failure(
+            ToolStatus::SandboxError,
+            ErrorCode::SANDBOX_UNAVAILABLE,
+            e.to_string(),
+            Map::new(),
+        ));
     }
     let argv = r
         .template
         .render(&r.call.arguments, &def.parameters)
-        .map_err(|e| failure(ToolStatus::ValidationError, ErrorCode::INVALID_ARGUMENTS, e.to_string(), Map::new()))?;
+        .map_err(|e| {
+            failure(
+                ToolStatus::ValidationError,
+                ErrorCode::INVALID_ARGUMENTS,
+                e.to_string(),
+                Map::new(),
+            )
+        })?;
     let mut argv = argv.into_iter();
     let program = argv.next().unwrap_or_default();
     let cwd = r.workspace.roots().first().cloned().unwrap_or_default();
@@ -135,7 +162,11 @@ pub(crate) async fn run(r: CustomRun<'_>, cancel: &CancellationToken) -> Result<
         RunOutcome::TimedOut(out) => Err(failure(
             ToolStatus::Timeout,
             ErrorCode::TIMEOUT,
-            format!("tool {} did not finish within {} ms and was stopped", def.name, r.limit.as_millis()),
+            format!(
+                "tool {} did not finish within {} ms and was stopped",
+                def.name,
+                r.limit.as_millis()
+            ),
             facts(&out),
         )),
         RunOutcome::Cancelled(out) => Err(failure(
@@ -158,12 +189,21 @@ pub(crate) async fn run(r: CustomRun<'_>, cancel: &CancellationToken) -> Result<
                 } else {
                     format!("{} {how}: {stderr}", r.template.program())
                 };
-                let mut f = failure(ToolStatus::Failed, ErrorCode::EXECUTION_FAILED, message, execution);
-                f.output = Some(Value::String(String::from_utf8_lossy(&out.stdout).into_owned()));
+                let mut f = failure(
+                    ToolStatus::Failed,
+                    ErrorCode::EXECUTION_FAILED,
+                    message,
+                    execution,
+                );
+                f.output = Some(Value::String(
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                ));
                 return Err(f);
             }
             let output = match r.template.output {
-                OutputFormat::Text => Value::String(String::from_utf8_lossy(&out.stdout).into_owned()),
+                OutputFormat::Text => {
+                    Value::String(String::from_utf8_lossy(&out.stdout).into_owned())
+                }
                 OutputFormat::Json => {
                     if out.stdout_truncated {
                         return Err(failure(

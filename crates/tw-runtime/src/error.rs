@@ -6,7 +6,9 @@
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// No workspace root was configured.
-    #[error("no workspace root is configured: pass --workspace DIR or set `workspace` in the config")]
+    #[error(
+        "no workspace root is configured: pass --workspace DIR or set `workspace` in the config"
+    )]
     NoWorkspace,
     /// A domain rule was broken.
     #[error(transparent)]

@@ -20,4 +20,6 @@ pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::{Config, ConfigError, ToolOverride};
 pub use error::{Result, RuntimeError};
 pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
-pub use runtime::{DATABASE_FILE, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id};
+pub use runtime::{
+    DATABASE_FILE, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id,
+};

@@ -1,8 +1,14 @@
 //! The governed pipeline. `Runtime::execute` is the one door every tool call goes through:
 //!
-//! 1. look up the tool, 2. tool policy (allow/deny by name, glob, group; disabled tools), 3. license
-//! tier and operational mode, 4. argument validation (every violation), 5. confirmation, 6. run with
-//! time limit and cancellation, 7. output-schema validation, 8. output cap, 9. audit record,
+//! 1. look up the tool,
+//! 2. tool policy (allow/deny by name, glob, group; disabled tools),
+//! 3. license tier and operational mode,
+//! 4. argument validation (every violation),
+//! 5. confirmation,
+//! 6. run with time limit and cancellation,
+//! 7. output-schema validation,
+//! 8. output cap,
+//! 9. audit record,
 //! 10. events.
 //!
 //! Validation runs before the confirmation stage (the issue lists it after): a person should never be
@@ -14,6 +20,10 @@
 //! returned. The pipeline runs in its own task, so a caller that stops waiting (a dropped future, a
 //! disconnected client) cancels the tool but cannot stop the record being written. When the record
 //! cannot be written, the result is withheld and the call reported as failed.
+
+// A stage's error is the call's final outcome, moved once per call; boxing it would only add an
+// allocation to every refusal.
+#![allow(clippy::result_large_err)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -80,7 +90,11 @@ pub struct RuntimeOptions {
 
 impl RuntimeOptions {
     /// Options with the system clock.
-    pub fn new(data_dir: impl Into<std::path::PathBuf>, workspace: Vec<std::path::PathBuf>, config: Config) -> Self {
+    pub fn new(
+        data_dir: impl Into<std::path::PathBuf>,
+        workspace: Vec<std::path::PathBuf>,
+        config: Config,
+    ) -> Self {
         Self {
             data_dir: data_dir.into(),
             workspace,
@@ -143,6 +157,7 @@ impl Outcome {
     }
 }
 
+/// A stage either passes its value on or stops the call with its final outcome.
 type Stage<T> = std::result::Result<T, Outcome>;
 
 /// What an executor produced.
@@ -281,7 +296,11 @@ impl Runtime {
 
     /// Cancels a running execution. Returns whether it was running.
     pub fn cancel(&self, id: &ExecutionId) -> bool {
-        let running = self.inner.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = self
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match running.get(id) {
             Some(token) => {
                 token.cancel();
@@ -293,7 +312,11 @@ impl Runtime {
 
     /// Ids of the executions currently running.
     pub fn running(&self) -> Vec<ExecutionId> {
-        let running = self.inner.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = self
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         running.keys().cloned().collect()
     }
 
@@ -302,10 +325,10 @@ impl Runtime {
         if spec.command.is_none() {
             return Err(RuntimeError::NotCustom(spec.definition.name.to_string()));
         }
-        if let Some(existing) = self.inner.registry.get(spec.definition.name.as_str()) {
-            if matches!(existing.kind, ToolKind::Builtin(_)) {
-                return Err(RuntimeError::BuiltinName(spec.definition.name.to_string()));
-            }
+        if let Some(existing) = self.inner.registry.get(spec.definition.name.as_str())
+            && matches!(existing.kind, ToolKind::Builtin(_))
+        {
+            return Err(RuntimeError::BuiltinName(spec.definition.name.to_string()));
         }
         self.inner.store.save_custom_tool(&spec, now_us).await?;
         register_custom(&self.inner.registry, spec)
@@ -337,7 +360,13 @@ impl Runtime {
     }
 
     fn policy_state(&self) -> Arc<PolicyState> {
-        Arc::clone(&self.inner.policy.read().unwrap_or_else(PoisonError::into_inner))
+        Arc::clone(
+            &self
+                .inner
+                .policy
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// Runs one call through the governed pipeline and returns its result once its audit record is
@@ -348,8 +377,16 @@ impl Runtime {
     }
 
     /// Like [`Runtime::execute`], with a cancellation token the caller controls.
-    pub async fn execute_with_cancel(&self, call: ToolCall, cancel: CancellationToken) -> ToolResult {
-        let ids = (call.execution_id.clone(), call.trace_id.clone(), call.tool.clone());
+    pub async fn execute_with_cancel(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+    ) -> ToolResult {
+        let ids = (
+            call.execution_id.clone(),
+            call.trace_id.clone(),
+            call.tool.clone(),
+        );
         let stop_on_drop = cancel.clone().drop_guard();
         let this = self.clone();
         let joined = tokio::spawn(async move { this.pipeline(call, cancel).await }).await;
@@ -362,7 +399,10 @@ impl Runtime {
                 tool: ids.2,
                 status: ToolStatus::Failed,
                 output: None,
-                error: Some(ToolError::new(ErrorCode::EXECUTION_FAILED, format!("internal error: {e}"))),
+                error: Some(ToolError::new(
+                    ErrorCode::EXECUTION_FAILED,
+                    format!("internal error: {e}"),
+                )),
                 decision: None,
                 metadata: Default::default(),
             }
@@ -382,7 +422,11 @@ impl Runtime {
         );
         let caller = call.caller.sanitized();
         let mut trace = Vec::new();
-        let outcome = match self.stages(&call, &cancel, &mut trace).instrument(span.clone()).await {
+        let outcome = match self
+            .stages(&call, &cancel, &mut trace)
+            .instrument(span.clone())
+            .await
+        {
             Ok(o) | Err(o) => o,
         };
         let duration_us = i64::try_from(clock.elapsed().as_micros()).unwrap_or(i64::MAX);
@@ -432,13 +476,22 @@ impl Runtime {
 
     /// Stages 9 and 10: the audit record (the result is withheld if it cannot be written), then the
     /// events.
-    async fn finish(&self, caller: &Caller, arguments: Value, mut result: ToolResult, span: &tracing::Span) -> ToolResult {
+    async fn finish(
+        &self,
+        caller: &Caller,
+        arguments: Value,
+        mut result: ToolResult,
+        span: &tracing::Span,
+    ) -> ToolResult {
         if let Err(e) = self.audit(caller, arguments, &result).await {
             let _enter = span.enter();
             tracing::error!(error = %e, "audit record could not be written; result withheld");
-            self.emit(&result, EventKind::Warning {
-                message: format!("audit record could not be written: {e}"),
-            });
+            self.emit(
+                &result,
+                EventKind::Warning {
+                    message: format!("audit record could not be written: {e}"),
+                },
+            );
             result.status = ToolStatus::Failed;
             result.output = None;
             result.metadata.output_bytes = 0;
@@ -451,7 +504,12 @@ impl Runtime {
         result
     }
 
-    async fn stages(&self, call: &ToolCall, cancel: &CancellationToken, trace: &mut Vec<LayerVerdict>) -> Stage<Outcome> {
+    async fn stages(
+        &self,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+        trace: &mut Vec<LayerVerdict>,
+    ) -> Stage<Outcome> {
         let entry = self.stage_lookup(&call.tool)?;
         let def = &entry.definition;
         let state = self.policy_state();
@@ -506,15 +564,25 @@ impl Runtime {
         }
     }
 
-    async fn stage_execute(&self, entry: &Entry, call: &ToolCall, cancel: &CancellationToken) -> Stage<Produced> {
+    async fn stage_execute(
+        &self,
+        entry: &Entry,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> Stage<Produced> {
         let def = &entry.definition;
         let limit = call
             .timeout
-            .map_or(def.constraints.max_execution_time(), |t| t.min(def.constraints.max_execution_time()));
+            .map_or(def.constraints.max_execution_time(), |t| {
+                t.min(def.constraints.max_execution_time())
+            });
         self.emit_for(call, EventKind::Started);
         tracing::info!(name: "tool_call_started", trace_id = %call.trace_id, tool = %call.tool, "tool call started");
         let run = match &entry.kind {
-            ToolKind::Builtin(tool) => self.run_builtin(tool.as_ref(), def, call, limit, cancel).await,
+            ToolKind::Builtin(tool) => {
+                self.run_builtin(tool.as_ref(), def, call, limit, cancel)
+                    .await
+            }
             ToolKind::Custom(template) => {
                 custom::run(
                     custom::CustomRun {
@@ -587,7 +655,12 @@ impl Runtime {
         match self.inner.validators.validate(schema, &produced.output) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(violations)) => {
-                let mut o = invalid(ToolStatus::Failed, ErrorCode::INVALID_OUTPUT, "output", violations);
+                let mut o = invalid(
+                    ToolStatus::Failed,
+                    ErrorCode::INVALID_OUTPUT,
+                    "output",
+                    violations,
+                );
                 o.execution = produced.execution.clone();
                 Err(o)
             }
@@ -599,7 +672,12 @@ impl Runtime {
         }
     }
 
-    async fn audit(&self, caller: &Caller, arguments: Value, result: &ToolResult) -> tw_store::Result<i64> {
+    async fn audit(
+        &self,
+        caller: &Caller,
+        arguments: Value,
+        result: &ToolResult,
+    ) -> tw_store::Result<i64> {
         let arguments = if tw_core::redact::needs_redaction(&arguments) {
             tw_core::redact::redact(&arguments)
         } else {
@@ -663,11 +741,17 @@ impl Runtime {
             ToolStatus::Timeout => EventKind::Timeout {
                 duration_us: result.metadata.duration_us,
             },
-            ToolStatus::Failed | ToolStatus::Cancelled | ToolStatus::SandboxError => EventKind::Failed {
-                status: result.status,
-                code: result.error.as_ref().map(|e| e.code.clone()).unwrap_or_default(),
-                message: message.to_owned(),
-            },
+            ToolStatus::Failed | ToolStatus::Cancelled | ToolStatus::SandboxError => {
+                EventKind::Failed {
+                    status: result.status,
+                    code: result
+                        .error
+                        .as_ref()
+                        .map(|e| e.code.clone())
+                        .unwrap_or_default(),
+                    message: message.to_owned(),
+                }
+            }
             ToolStatus::RequiresConfirmation
             | ToolStatus::PermissionDenied
             | ToolStatus::ValidationError
@@ -741,7 +825,11 @@ fn invalid(status: ToolStatus, code: &str, what: &str, violations: Vec<Violation
 }
 
 /// Stage 2: the tool policy (allow/deny lists) and administrator overrides that disable a tool.
-fn stage_tool_policy(state: &PolicyState, def: &ToolDefinition, trace: &mut Vec<LayerVerdict>) -> Stage<()> {
+fn stage_tool_policy(
+    state: &PolicyState,
+    def: &ToolDefinition,
+    trace: &mut Vec<LayerVerdict>,
+) -> Stage<()> {
     if state
         .overrides
         .get(def.name.as_str())
@@ -767,33 +855,53 @@ fn stage_tool_policy(state: &PolicyState, def: &ToolDefinition, trace: &mut Vec<
     let reason = verdict.reason.clone();
     trace.push(verdict);
     if denied {
-        return Err(Outcome::stop(ToolStatus::PermissionDenied, ErrorCode::POLICY_DENIED, reason));
+        return Err(Outcome::stop(
+            ToolStatus::PermissionDenied,
+            ErrorCode::POLICY_DENIED,
+            reason,
+        ));
     }
     Ok(())
 }
 
 /// Stage 3: is the tool in this installation's license tier, and may it run in the current mode?
-fn stage_license_and_mode(state: &PolicyState, def: &ToolDefinition, trace: &mut Vec<LayerVerdict>) -> Stage<()> {
+fn stage_license_and_mode(
+    state: &PolicyState,
+    def: &ToolDefinition,
+    trace: &mut Vec<LayerVerdict>,
+) -> Stage<()> {
     let license = policy::license_layer(def, state.tier);
     let denied = license.decision == Decision::Deny;
     let reason = license.reason.clone();
     trace.push(license);
     if denied {
-        return Err(Outcome::stop(ToolStatus::PermissionDenied, ErrorCode::TIER_UNAVAILABLE, reason));
+        return Err(Outcome::stop(
+            ToolStatus::PermissionDenied,
+            ErrorCode::TIER_UNAVAILABLE,
+            reason,
+        ));
     }
     let mode = policy::mode_layer(def, state.mode);
     let denied = mode.decision == Decision::Deny;
     let reason = mode.reason.clone();
     trace.push(mode);
     if denied {
-        return Err(Outcome::stop(ToolStatus::PermissionDenied, ErrorCode::MODE_FORBIDDEN, reason));
+        return Err(Outcome::stop(
+            ToolStatus::PermissionDenied,
+            ErrorCode::MODE_FORBIDDEN,
+            reason,
+        ));
     }
     Ok(())
 }
 
 /// Stage 5: a tool (or an override) that asks for a person's approval stops here with
 /// RequiresConfirmation; the confirmation broker of the policy work will wait here instead.
-fn stage_confirmation(state: &PolicyState, def: &ToolDefinition, trace: &mut Vec<LayerVerdict>) -> Stage<()> {
+fn stage_confirmation(
+    state: &PolicyState,
+    def: &ToolDefinition,
+    trace: &mut Vec<LayerVerdict>,
+) -> Stage<()> {
     let requires = state
         .overrides
         .get(def.name.as_str())
@@ -804,7 +912,11 @@ fn stage_confirmation(state: &PolicyState, def: &ToolDefinition, trace: &mut Vec
     let reason = verdict.reason.clone();
     trace.push(verdict);
     if ask {
-        return Err(Outcome::stop(ToolStatus::RequiresConfirmation, ErrorCode::CONFIRMATION_REQUIRED, reason));
+        return Err(Outcome::stop(
+            ToolStatus::RequiresConfirmation,
+            ErrorCode::CONFIRMATION_REQUIRED,
+            reason,
+        ));
     }
     Ok(())
 }

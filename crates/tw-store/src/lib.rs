@@ -1,1 +1,309 @@
-//! placeholder
+//! Toolwarden's durable state in one SQLite file: the append-only audit log, written by a single
+//! group-commit writer, and the persisted custom tools.
+//!
+//! The file runs in WAL mode so readers (the CLI, the desktop app's log viewer) never block the
+//! writer. The schema is migrated forward on open; a file from a newer build is refused rather
+//! than touched.
+
+mod error;
+mod query;
+mod record;
+mod tools;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions as _, Row as _, SqlitePool};
+use tokio::io::AsyncWrite;
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tw_core::ToolSpec;
+
+pub use error::{Result, StoreError};
+pub use query::{AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, UsageReport, UsageRow};
+pub use record::{AuditRecord, AuditRow, output_digest};
+pub use tools::StoredTool;
+
+use record::Encoded;
+use writer::{Job, Shared};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// How hard SQLite works to make a commit survive a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// Survives the process crashing; the last commits may be lost if the machine loses power.
+    #[default]
+    Normal,
+    /// Also survives power loss, at the cost of an fsync per commit.
+    Full,
+}
+
+impl FromStr for Synchronous {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "normal" => Ok(Self::Normal),
+            "full" => Ok(Self::Full),
+            other => Err(format!(
+                "unknown synchronous mode {other:?}: expected \"normal\" or \"full\""
+            )),
+        }
+    }
+}
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// The database file; created (mode 0600) when missing.
+    pub path: PathBuf,
+    /// Durability of each commit.
+    pub synchronous: Synchronous,
+    /// Most records written in one commit (1 to 1000).
+    pub max_batch: usize,
+    /// How long to wait for another process holding the write lock.
+    pub busy_timeout: Duration,
+}
+
+impl StoreOptions {
+    /// Defaults for `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            synchronous: Synchronous::Normal,
+            max_batch: 512,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Bounded queue in front of the writer: appends wait (rather than pile up) when it falls behind.
+const QUEUE: usize = 4096;
+
+/// An open store. Cheap to clone; all clones share the writer and the read pool.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    pool: SqlitePool,
+    jobs: mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    closed: AtomicBool,
+}
+
+impl Store {
+    /// Opens (creating and migrating as needed) the database at `options.path`.
+    pub async fn open(options: StoreOptions) -> Result<Self> {
+        let path = options.path.clone();
+        create_private(&path)?;
+        let connect = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match options.synchronous {
+                Synchronous::Normal => SqliteSynchronous::Normal,
+                Synchronous::Full => SqliteSynchronous::Full,
+            })
+            .busy_timeout(options.busy_timeout)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .min_connections(0)
+            .idle_timeout(Some(Duration::from_secs(60)))
+            .connect_with(connect.clone())
+            .await
+            .map_err(|e| classify(&path, e))?;
+        refuse_newer_schema(&pool, &path).await?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                path: path.clone(),
+                source,
+            })?;
+        let conn = connect.connect().await.map_err(|e| classify(&path, e))?;
+        let shared = Arc::new(Shared::default());
+        shared.healthy.store(true, Ordering::Release);
+        shared.running.store(true, Ordering::Release);
+        let (jobs, rx) = mpsc::channel(QUEUE);
+        let writer = tokio::spawn(writer::run(
+            conn,
+            rx,
+            options.max_batch.clamp(1, 1000),
+            shared.clone(),
+        ));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path,
+                pool,
+                jobs,
+                shared,
+                writer: Mutex::new(Some(writer)),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Appends a record and returns its id once it is committed.
+    pub async fn append(&self, record: AuditRecord) -> Result<i64> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job::Append(Box::new(Encoded::new(record)), reply);
+        self.inner
+            .jobs
+            .send(job)
+            .await
+            .map_err(|_| StoreError::WriterClosed)?;
+        answer.await.map_err(|_| StoreError::WriterClosed)?
+    }
+
+    /// Whether the writer is running and its last commit succeeded.
+    pub fn is_healthy(&self) -> bool {
+        let s = &self.inner.shared;
+        s.running.load(Ordering::Acquire) && s.healthy.load(Ordering::Acquire)
+    }
+
+    /// Commits made by the writer so far (each holds one or more records).
+    pub fn batches_committed(&self) -> u64 {
+        self.inner.shared.batches.load(Ordering::Relaxed)
+    }
+
+    /// The record for an execution id.
+    pub async fn get(&self, execution_id: &str) -> Result<Option<AuditRow>> {
+        query::get(&self.inner.pool, execution_id).await
+    }
+
+    /// One page of records, newest first.
+    pub async fn query(&self, q: &AuditQuery) -> Result<AuditPage> {
+        query::page(&self.inner.pool, q).await
+    }
+
+    /// How many records match (the cursor applies; the limit does not).
+    pub async fn count(&self, q: &AuditQuery) -> Result<u64> {
+        query::count(&self.inner.pool, q).await
+    }
+
+    /// Writes every matching record, oldest first, and returns how many.
+    pub async fn export<W: AsyncWrite + Unpin + ?Sized>(
+        &self,
+        q: &AuditQuery,
+        format: AuditExportFormat,
+        out: &mut W,
+    ) -> Result<u64> {
+        query::export(&self.inner.pool, q, format, out).await
+    }
+
+    /// Calls per tool and per caller among the matching records.
+    pub async fn usage_report(&self, q: &AuditQuery) -> Result<UsageReport> {
+        query::usage(&self.inner.pool, q).await
+    }
+
+    /// Saves (or replaces) a custom tool.
+    pub async fn save_custom_tool(&self, spec: &ToolSpec, now_us: i64) -> Result<()> {
+        tools::save(&self.inner.pool, spec, now_us).await
+    }
+
+    /// Deletes a custom tool; returns whether it existed.
+    pub async fn delete_custom_tool(&self, name: &str) -> Result<bool> {
+        tools::delete(&self.inner.pool, name).await
+    }
+
+    /// Every stored custom tool, by name. A spec that no longer loads is returned as its error.
+    pub async fn custom_tools(&self) -> Result<Vec<StoredTool>> {
+        tools::list(&self.inner.pool).await
+    }
+
+    /// Writes everything queued, stops the writer and closes the file. Appends after this fail
+    /// with [`StoreError::WriterClosed`]. Safe to call more than once.
+    pub async fn close(&self) {
+        if !self.inner.closed.swap(true, Ordering::AcqRel) {
+            // Fails only if the writer is already gone, which is what we want anyway.
+            let _ = self.inner.jobs.send(Job::Close).await;
+        }
+        let handle = self.inner.writer.lock().await.take();
+        if let Some(Err(e)) = match handle {
+            Some(h) => Some(h.await),
+            None => None,
+        } {
+            tracing::error!(error = %e, "the audit writer task failed");
+        }
+        self.inner.pool.close().await;
+    }
+}
+
+/// Creates the file with owner-only permissions if it does not exist: the log holds what agents
+/// sent and received.
+fn create_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let io = |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io(e)),
+    }
+}
+
+fn classify(path: &Path, e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &e {
+        // SQLITE_NOTADB
+        if db.code().as_deref() == Some("26") || db.message().contains("file is not a database") {
+            return StoreError::NotADatabase {
+                path: path.to_owned(),
+            };
+        }
+    }
+    StoreError::Sqlx(e)
+}
+
+async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<()> {
+    let has_table: Option<i64> = sqlx::query(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+    )
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| classify(path, e))?
+    .map(|r| r.try_get(0))
+    .transpose()?;
+    if has_table.is_none() {
+        return Ok(());
+    }
+    let found: Option<i64> =
+        sqlx::query("SELECT MAX(version) FROM _sqlx_migrations WHERE success = 1")
+            .fetch_one(pool)
+            .await?
+            .try_get(0)?;
+    let supported = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    match found {
+        Some(found) if found > supported => Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            supported,
+        }),
+        _ => Ok(()),
+    }
+}

@@ -56,9 +56,12 @@ fn fs_definition(
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ToolFailure> + Send + 'static,
 ) -> Result<T, ToolFailure> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ToolFailure::failed(ErrorCode::EXECUTION_FAILED, format!("file task failed: {e}")))?
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        ToolFailure::failed(
+            ErrorCode::EXECUTION_FAILED,
+            format!("file task failed: {e}"),
+        )
+    })?
 }
 
 struct ReadFile;
@@ -106,13 +109,13 @@ impl BuiltinTool for ReadFile {
     fn call<'a>(&'a self, ctx: &'a ToolContext, raw: &'a Value) -> ToolFuture<'a> {
         Box::pin(async move {
             let a: ReadArgs = args(raw)?;
-            if let (Some(s), Some(e)) = (a.start_line, a.end_line) {
-                if e < s {
-                    return Err(ToolFailure::failed(
-                        ErrorCode::INVALID_ARGUMENTS,
-                        format!("end_line {e} is before start_line {s}"),
-                    ));
-                }
+            if let (Some(s), Some(e)) = (a.start_line, a.end_line)
+                && e < s
+            {
+                return Err(ToolFailure::failed(
+                    ErrorCode::INVALID_ARGUMENTS,
+                    format!("end_line {e} is before start_line {s}"),
+                ));
             }
             let budget = ctx.max_output_bytes.saturating_sub(ENVELOPE_BYTES).max(1);
             let opts = ReadOptions {

@@ -81,8 +81,12 @@ pub(crate) fn args<T: DeserializeOwned>(args: &Value) -> Result<T, ToolFailure> 
 
 /// Turns a tool's typed output into the JSON result.
 pub(crate) fn output<T: serde::Serialize>(value: &T) -> Result<Value, ToolFailure> {
-    serde_json::to_value(value)
-        .map_err(|e| ToolFailure::failed(tw_core::ErrorCode::EXECUTION_FAILED, format!("cannot encode output: {e}")))
+    serde_json::to_value(value).map_err(|e| {
+        ToolFailure::failed(
+            tw_core::ErrorCode::EXECUTION_FAILED,
+            format!("cannot encode output: {e}"),
+        )
+    })
 }
 
 /// Helpers for writing definitions as literals. A mistake in one is a build bug: registration

@@ -17,7 +17,9 @@ impl BuiltinTool for Echo {
             "Return the arguments unchanged. Use it to check connectivity and governance.",
             ToolCategory::System,
             lit::group("system")?,
-            lit::params(json!({"type": "object", "description": "Any JSON object; it is returned as is."}))?,
+            lit::params(
+                json!({"type": "object", "description": "Any JSON object; it is returned as is."}),
+            )?,
         );
         d.constraints.isolation = IsolationLevel::None;
         d.constraints.max_execution_time_ms = 1_000;

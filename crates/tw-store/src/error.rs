@@ -1,0 +1,75 @@
+//! What can go wrong with the store, in terms a person can act on.
+
+use std::path::PathBuf;
+
+/// A store failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file exists but is not an SQLite database.
+    #[error(
+        "{path} is not a Toolwarden database (it is not SQLite); move it aside or choose another data directory"
+    )]
+    NotADatabase {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The database was written by a newer Toolwarden; opening it would risk damaging it.
+    #[error(
+        "{path} has schema version {found}, newer than this build supports ({supported}); upgrade Toolwarden to use it"
+    )]
+    NewerSchema {
+        /// The file.
+        path: PathBuf,
+        /// Highest migration recorded in the file.
+        found: i64,
+        /// Highest migration this build knows.
+        supported: i64,
+    },
+    /// The data directory or file could not be prepared.
+    #[error("cannot prepare {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Bringing the schema up to date failed.
+    #[error("cannot migrate {path}: {source}")]
+    Migrate {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: sqlx::migrate::MigrateError,
+    },
+    /// The writer has stopped (the store was closed, or its task ended).
+    #[error("the audit writer has stopped; nothing more can be recorded")]
+    WriterClosed,
+    /// SQLite refused a batch of audit records.
+    #[error("the audit record could not be written: {0}")]
+    WriteFailed(String),
+    /// A stored value could not be read back.
+    #[error("stored {what} is damaged: {message}")]
+    Corrupt {
+        /// Which value (`audit row 12, column output`).
+        what: String,
+        /// Why it could not be read.
+        message: String,
+    },
+    /// A value could not be prepared for storage.
+    #[error("cannot encode {what}: {message}")]
+    Encode {
+        /// Which value.
+        what: String,
+        /// Why.
+        message: String,
+    },
+    /// SQLite reported an error.
+    #[error("database error: {0}")]
+    Sqlx(#[from] sqlx::Error),
+    /// Writing an export failed.
+    #[error("cannot write the export: {0}")]
+    Export(std::io::Error),
+}
+
+/// Results of store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

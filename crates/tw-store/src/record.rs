@@ -1,0 +1,214 @@
+//! The audit record as the runtime hands it over, and the stored row as readers get it back.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use sqlx::Row as _;
+use sqlx::sqlite::SqliteRow;
+use tw_core::ToolStatus;
+
+use crate::error::{Result, StoreError};
+
+/// One governed call, ready to be appended to the audit log. Secrets must already be redacted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// The call's execution id (unique in the log).
+    pub execution_id: String,
+    /// The trace the call belongs to.
+    pub trace_id: String,
+    /// The tool named by the call (which may not exist).
+    pub tool: String,
+    /// The calling agent.
+    pub agent_id: String,
+    /// The skill the call was made under.
+    pub skill: Option<String>,
+    /// The person on whose behalf the agent acted.
+    pub user_id: Option<String>,
+    /// The arguments, redacted.
+    pub arguments: Value,
+    /// The policy decision (`allow`, `deny`, `ask`), when policy was reached.
+    pub decision: Option<String>,
+    /// Why policy decided as it did: every layer's verdict.
+    pub explanation: Option<Value>,
+    /// How the call ended.
+    pub status: ToolStatus,
+    /// Machine-readable error code.
+    pub error_code: Option<String>,
+    /// Human-readable error.
+    pub error_message: Option<String>,
+    /// The output passed to the caller, redacted.
+    pub output: Option<Value>,
+    /// Size of that output in bytes.
+    pub output_bytes: u64,
+    /// Whether the output was cut at the tool's limit.
+    pub truncated: bool,
+    /// When the pipeline took the call (µs since the epoch).
+    pub started_at: i64,
+    /// When the result was final (µs since the epoch).
+    pub completed_at: i64,
+    /// Wall time in µs.
+    pub duration_us: i64,
+    /// Execution facts (exit code, sandbox level, ...).
+    pub metadata: Value,
+}
+
+/// A stored audit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRow {
+    /// Position in the log; increases with every append.
+    pub id: i64,
+    /// The call's execution id.
+    pub execution_id: String,
+    /// The trace the call belongs to.
+    pub trace_id: String,
+    /// The tool named by the call.
+    pub tool: String,
+    /// The calling agent.
+    pub agent_id: String,
+    /// The skill the call was made under.
+    pub skill: Option<String>,
+    /// The person on whose behalf the agent acted.
+    pub user_id: Option<String>,
+    /// The arguments, redacted.
+    pub arguments: Value,
+    /// The policy decision, when policy was reached.
+    pub decision: Option<String>,
+    /// Why policy decided as it did.
+    pub explanation: Option<Value>,
+    /// How the call ended.
+    pub status: ToolStatus,
+    /// Machine-readable error code.
+    pub error_code: Option<String>,
+    /// Human-readable error.
+    pub error_message: Option<String>,
+    /// The output passed to the caller, redacted.
+    pub output: Option<Value>,
+    /// SHA-256 (hex) of the stored output: the string itself for text, compact JSON otherwise.
+    pub output_sha256: Option<String>,
+    /// Size of the output in bytes.
+    pub output_bytes: u64,
+    /// Whether the output was cut at the tool's limit.
+    pub truncated: bool,
+    /// When the pipeline took the call (µs since the epoch).
+    pub started_at: i64,
+    /// When the result was final (µs since the epoch).
+    pub completed_at: i64,
+    /// Wall time in µs.
+    pub duration_us: i64,
+    /// Execution facts.
+    pub metadata: Value,
+}
+
+/// The SHA-256 of an output as the log stores it.
+pub fn output_digest(output: &Value) -> String {
+    let mut h = Sha256::new();
+    match output {
+        Value::String(s) => h.update(s.as_bytes()),
+        other => h.update(other.to_string().as_bytes()),
+    }
+    let digest = h.finalize();
+    let mut hex = String::with_capacity(64);
+    for b in digest.iter() {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    hex
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// A record with its JSON columns encoded, ready to bind.
+pub(crate) struct Encoded {
+    pub(crate) record: AuditRecord,
+    pub(crate) arguments: String,
+    pub(crate) explanation: Option<String>,
+    pub(crate) output: Option<String>,
+    pub(crate) output_sha256: Option<String>,
+    pub(crate) metadata: String,
+}
+
+impl Encoded {
+    pub(crate) fn new(record: AuditRecord) -> Self {
+        Self {
+            arguments: record.arguments.to_string(),
+            explanation: record.explanation.as_ref().map(Value::to_string),
+            output: record.output.as_ref().map(Value::to_string),
+            output_sha256: record.output.as_ref().map(output_digest),
+            metadata: record.metadata.to_string(),
+            record,
+        }
+    }
+}
+
+/// The columns of `audit_log` in the order [`decode_row`] expects.
+pub(crate) const COLUMNS: &str = "id, execution_id, trace_id, tool, agent_id, skill, user_id, arguments, decision, \
+     explanation, status, error_code, error_message, output, output_sha256, output_bytes, truncated, \
+     started_at, completed_at, duration_us, metadata";
+
+fn json(id: i64, column: &str, text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+        what: format!("audit row {id}, column {column}"),
+        message: e.to_string(),
+    })
+}
+
+/// Reads one `audit_log` row selected with [`COLUMNS`].
+pub(crate) fn decode_row(row: &SqliteRow) -> Result<AuditRow> {
+    let id: i64 = row.try_get("id")?;
+    let status: String = row.try_get("status")?;
+    let status = status.parse().map_err(|e: String| StoreError::Corrupt {
+        what: format!("audit row {id}, column status"),
+        message: e,
+    })?;
+    let opt_json = |column: &str| -> Result<Option<Value>> {
+        let text: Option<String> = row.try_get(column)?;
+        text.map(|t| json(id, column, &t)).transpose()
+    };
+    let output_bytes: i64 = row.try_get("output_bytes")?;
+    Ok(AuditRow {
+        id,
+        execution_id: row.try_get("execution_id")?,
+        trace_id: row.try_get("trace_id")?,
+        tool: row.try_get("tool")?,
+        agent_id: row.try_get("agent_id")?,
+        skill: row.try_get("skill")?,
+        user_id: row.try_get("user_id")?,
+        arguments: json(id, "arguments", &row.try_get::<String, _>("arguments")?)?,
+        decision: row.try_get("decision")?,
+        explanation: opt_json("explanation")?,
+        status,
+        error_code: row.try_get("error_code")?,
+        error_message: row.try_get("error_message")?,
+        output: opt_json("output")?,
+        output_sha256: row.try_get("output_sha256")?,
+        output_bytes: u64::try_from(output_bytes).unwrap_or(0),
+        truncated: row.try_get("truncated")?,
+        started_at: row.try_get("started_at")?,
+        completed_at: row.try_get("completed_at")?,
+        duration_us: row.try_get("duration_us")?,
+        metadata: json(id, "metadata", &row.try_get::<String, _>("metadata")?)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn digest_is_over_text_as_is_and_json_compact() {
+        // sha256("abc")
+        assert_eq!(
+            output_digest(&json!("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            output_digest(&json!({"a": 1})),
+            output_digest(&json!("{\"a\":1}"))
+        );
+        assert_ne!(
+            output_digest(&json!({"a": 1})),
+            output_digest(&json!({"a": 2}))
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! Persisted custom tools: each spec stored as the JSON a definition file would hold, and loaded
+//! back through the same checked loader, so a stored tool is held to the rules of a fresh one.
+
+use serde::Serialize;
+use sqlx::{Row as _, SqlitePool};
+use tw_core::{DefinitionFormat, ToolSpec, load_tool_specs};
+
+use crate::error::{Result, StoreError};
+
+/// A custom tool as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredTool {
+    /// The tool's name.
+    pub name: String,
+    /// The spec, or why it no longer loads (say, a rule this build added).
+    pub spec: std::result::Result<ToolSpec, String>,
+    /// When it was first saved (µs since the epoch).
+    pub created_at: i64,
+    /// When it was last saved (µs since the epoch).
+    pub updated_at: i64,
+}
+
+pub(crate) async fn save(pool: &SqlitePool, spec: &ToolSpec, now_us: i64) -> Result<()> {
+    let name = spec.definition.name.to_string();
+    let text = serde_json::to_string(spec).map_err(|e| StoreError::Encode {
+        what: format!("custom tool {name}"),
+        message: e.to_string(),
+    })?;
+    // Refuse to store what could not be loaded back.
+    load_tool_specs(
+        &text,
+        &format!("custom tool {name}"),
+        DefinitionFormat::Json,
+    )
+    .map_err(|e| StoreError::Encode {
+        what: format!("custom tool {name}"),
+        message: e.to_string(),
+    })?;
+    sqlx::query(
+        "INSERT INTO custom_tools (name, spec, created_at, updated_at) VALUES (?, ?, ?, ?) \
+         ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at",
+    )
+    .bind(name)
+    .bind(text)
+    .bind(now_us)
+    .bind(now_us)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn delete(pool: &SqlitePool, name: &str) -> Result<bool> {
+    let done = sqlx::query("DELETE FROM custom_tools WHERE name = ?")
+        .bind(name.to_owned())
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub(crate) async fn list(pool: &SqlitePool) -> Result<Vec<StoredTool>> {
+    let rows =
+        sqlx::query("SELECT name, spec, created_at, updated_at FROM custom_tools ORDER BY name")
+            .fetch_all(pool)
+            .await?;
+    rows.iter()
+        .map(|row| {
+            let name: String = row.try_get("name")?;
+            let text: String = row.try_get("spec")?;
+            let file = format!("stored custom tool {name}");
+            let spec = match load_tool_specs(&text, &file, DefinitionFormat::Json) {
+                Ok(mut specs) if specs.len() == 1 => specs.pop().ok_or_else(|| file.clone()),
+                Ok(specs) => Err(format!("{file}: holds {} specs, expected one", specs.len())),
+                Err(e) => Err(e.to_string()),
+            };
+            Ok(StoredTool {
+                name,
+                spec,
+                created_at: row.try_get("created_at")?,
+                updated_at: row.try_get("updated_at")?,
+            })
+        })
+        .collect()
+}

@@ -307,3 +307,6 @@ async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<()> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests;

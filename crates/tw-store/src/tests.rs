@@ -1,0 +1,541 @@
+//! The store against real SQLite files: group commit under concurrency, durability rules (append
+//! only, newer schemas refused, foreign files untouched), queries, exports and custom tools.
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use sqlx::SqlitePool;
+use tw_core::{DefinitionFormat, ToolStatus, load_tool_specs};
+
+use super::*;
+
+fn record(i: i64, tool: &str, status: ToolStatus) -> AuditRecord {
+    AuditRecord {
+        execution_id: format!("exec-{i:05}"),
+        trace_id: format!("trace-{}", i / 2),
+        tool: tool.to_owned(),
+        agent_id: if i % 3 == 0 { "agent-b" } else { "agent-a" }.to_owned(),
+        skill: (i % 2 == 0).then(|| "reviewer".to_owned()),
+        user_id: None,
+        arguments: json!({"path": format!("file-{i}.txt")}),
+        decision: Some("allow".to_owned()),
+        explanation: Some(json!([{"layer": "tool_policy", "decision": "allow"}])),
+        status,
+        error_code: (status != ToolStatus::Success).then(|| status.as_str().to_owned()),
+        error_message: (status != ToolStatus::Success).then(|| format!("call {i} did not succeed")),
+        output: (status == ToolStatus::Success).then(|| json!({"n": i})),
+        output_bytes: 8,
+        truncated: false,
+        started_at: 1_700_000_000_000_000 + i * 1_000_000,
+        completed_at: 1_700_000_000_000_000 + i * 1_000_000 + 250,
+        duration_us: 250,
+        metadata: json!({}),
+    }
+}
+
+async fn open(dir: &tempfile::TempDir) -> Store {
+    Store::open(StoreOptions::new(dir.path().join("tw.db")))
+        .await
+        .unwrap()
+}
+
+async fn raw(dir: &tempfile::TempDir) -> SqlitePool {
+    SqlitePool::connect(&format!("sqlite://{}", dir.path().join("tw.db").display()))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_new_file_is_private_and_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let mode = std::fs::metadata(store.path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let pool = raw(&dir).await;
+    let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(journal, "wal");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn appended_rows_read_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let rec = record(1, "read_file", ToolStatus::Success);
+    let id = store.append(rec.clone()).await.unwrap();
+    let row = store.get("exec-00001").await.unwrap().unwrap();
+    let expect = AuditRow {
+        id,
+        execution_id: rec.execution_id,
+        trace_id: rec.trace_id,
+        tool: rec.tool,
+        agent_id: rec.agent_id,
+        skill: rec.skill,
+        user_id: rec.user_id,
+        arguments: rec.arguments,
+        decision: rec.decision,
+        explanation: rec.explanation,
+        status: rec.status,
+        error_code: rec.error_code,
+        error_message: rec.error_message,
+        output_sha256: rec.output.as_ref().map(output_digest),
+        output: rec.output,
+        output_bytes: rec.output_bytes,
+        truncated: rec.truncated,
+        started_at: rec.started_at,
+        completed_at: rec.completed_at,
+        duration_us: rec.duration_us,
+        metadata: rec.metadata,
+    };
+    assert_eq!(row, expect);
+    assert_eq!(store.get("exec-99999").await.unwrap(), None);
+    store.close().await;
+    // And after a reopen.
+    let store = open(&dir).await;
+    assert_eq!(store.get("exec-00001").await.unwrap(), Some(expect));
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_share_commits_and_every_caller_gets_its_own_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let mut tasks = Vec::new();
+    for i in 0..2000 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = store
+                .append(record(i, "echo", ToolStatus::Success))
+                .await
+                .unwrap();
+            (i, id)
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        let (i, id) = t.await.unwrap();
+        // The id the caller got is the row holding its record.
+        let row = store.get(&format!("exec-{i:05}")).await.unwrap().unwrap();
+        assert_eq!(row.id, id);
+        ids.push(id);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 2000);
+    assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 2000);
+    let batches = store.batches_committed();
+    assert!(
+        batches < 2000,
+        "group commit should merge concurrent appends, got {batches} commits"
+    );
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_bad_record_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    store
+        .append(record(1, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    // Queue a repeat of exec-00001 between two good records so they land in one batch.
+    let (a, b, c) = tokio::join!(
+        store.append(record(2, "echo", ToolStatus::Success)),
+        store.append(record(1, "echo", ToolStatus::Success)),
+        store.append(record(3, "echo", ToolStatus::Success)),
+    );
+    assert!(a.is_ok() && c.is_ok(), "{a:?} {c:?}");
+    let err = b.unwrap_err().to_string();
+    assert!(err.contains("UNIQUE"), "{err}");
+    assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 3);
+    assert!(
+        store.is_healthy(),
+        "a record's own fault must not mark the store unhealthy"
+    );
+    store.close().await;
+}
+
+#[tokio::test]
+async fn the_log_is_append_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    store
+        .append(record(1, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    let pool = raw(&dir).await;
+    for sql in ["UPDATE audit_log SET tool = 'x'", "DELETE FROM audit_log"] {
+        let err = sqlx::query(sql)
+            .execute(&pool)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("append-only"), "{sql}: {err}");
+    }
+    assert_eq!(store.get("exec-00001").await.unwrap().unwrap().tool, "echo");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_build_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    open(&dir).await.close().await;
+    let pool = raw(&dir).await;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (20990101000000, 'from the future', 1, x'00', 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let err = Store::open(StoreOptions::new(dir.path().join("tw.db")))
+        .await
+        .unwrap_err();
+    let path = dir.path().join("tw.db");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} has schema version 20990101000000, newer than this build supports (1); upgrade Toolwarden to use it",
+            path.display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_sqlite_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tw.db");
+    let content = "these are my notes, not a database\n".repeat(200);
+    std::fs::write(&path, &content).unwrap();
+    let err = Store::open(StoreOptions::new(&path)).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotADatabase { .. }), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
+}
+
+#[tokio::test]
+async fn close_writes_what_is_queued_then_refuses_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let pending: Vec<_> = (0..50)
+        .map(|i| {
+            let s = store.clone();
+            tokio::spawn(async move { s.append(record(i, "echo", ToolStatus::Success)).await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    store.close().await;
+    let mut ok = 0;
+    for p in pending {
+        match p.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(e) => assert!(matches!(e, StoreError::WriterClosed), "{e}"),
+        }
+    }
+    let err = store
+        .append(record(99, "echo", ToolStatus::Success))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::WriterClosed), "{err}");
+    assert!(!store.is_healthy());
+    store.close().await; // twice is fine
+    let store = open(&dir).await;
+    // Every append that was acknowledged is in the file; nothing else is.
+    assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), ok);
+    store.close().await;
+}
+
+async fn sample(store: &Store) {
+    let statuses = [
+        ToolStatus::Success,
+        ToolStatus::Failed,
+        ToolStatus::PermissionDenied,
+        ToolStatus::ValidationError,
+        ToolStatus::Success,
+    ];
+    for i in 0..20 {
+        let tool = if i % 4 == 0 {
+            "write_file"
+        } else {
+            "read_file"
+        };
+        store
+            .append(record(i, tool, statuses[(i % 5) as usize]))
+            .await
+            .unwrap();
+    }
+}
+
+fn ids(page: &AuditPage) -> Vec<i64> {
+    page.rows.iter().map(|r| r.id).collect()
+}
+
+#[tokio::test]
+async fn filters_narrow_and_cursors_walk_every_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    sample(&store).await;
+    let q = |f: fn(&mut AuditQuery)| {
+        let mut q = AuditQuery {
+            limit: 1000,
+            ..AuditQuery::default()
+        };
+        f(&mut q);
+        q
+    };
+    let cases: Vec<(AuditQuery, Vec<i64>)> = vec![
+        (
+            q(|q| q.tool = Some("write_file".into())),
+            vec![17, 13, 9, 5, 1],
+        ),
+        (
+            q(|q| q.status = Some(ToolStatus::Failed)),
+            vec![17, 12, 7, 2],
+        ),
+        (
+            q(|q| q.agent_id = Some("agent-b".into())),
+            vec![19, 16, 13, 10, 7, 4, 1],
+        ),
+        (
+            q(|q| q.skill = Some("reviewer".into())),
+            vec![19, 17, 15, 13, 11, 9, 7, 5, 3, 1],
+        ),
+        (
+            q(|q| {
+                q.since = Some(1_700_000_000_000_000 + 5_000_000);
+                q.until = Some(1_700_000_000_000_000 + 8_000_000);
+            }),
+            vec![8, 7, 6],
+        ),
+        (q(|q| q.text = Some("FILE-12.txt".into())), vec![13]),
+        (q(|q| q.text = Some("call 7 did".into())), vec![8]),
+        (q(|q| q.text = Some("%".into())), vec![]),
+        (q(|q| q.cursor = Some(4)), vec![3, 2, 1]),
+    ];
+    for (query, expect) in cases {
+        let page = store.query(&query).await.unwrap();
+        assert_eq!(ids(&page), expect, "{query:?}");
+        assert_eq!(
+            store.count(&query).await.unwrap(),
+            expect.len() as u64,
+            "{query:?}"
+        );
+    }
+    // Pages of 6: 20 rows, newest first, no gaps, no repeats.
+    let mut q = AuditQuery {
+        limit: 6,
+        ..AuditQuery::default()
+    };
+    let mut seen = Vec::new();
+    loop {
+        let page = store.query(&q).await.unwrap();
+        seen.extend(ids(&page));
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, (1..=20).rev().collect::<Vec<_>>());
+    // Limits are clamped rather than trusted.
+    let page = store
+        .query(&AuditQuery {
+            limit: 0,
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.rows.len(), 1);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn exports_are_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    for i in 0..3 {
+        store
+            .append(record(i, "read_file", ToolStatus::Success))
+            .await
+            .unwrap();
+    }
+    let mut hostile = record(3, "echo", ToolStatus::Failed);
+    hostile.error_message =
+        Some("=HYPERLINK(\"http://evil\",\"x\"), then \"quoted\"\nnext line".to_owned());
+    hostile.agent_id = "@agent".to_owned();
+    store.append(hostile).await.unwrap();
+    let mut csv = Vec::new();
+    let n = store
+        .export(&AuditQuery::default(), AuditExportFormat::Csv, &mut csv)
+        .await
+        .unwrap();
+    assert_eq!(n, 4);
+    insta::assert_snapshot!("export_csv", String::from_utf8(csv).unwrap());
+    let mut jsonl = Vec::new();
+    let q = AuditQuery {
+        tool: Some("read_file".into()),
+        ..AuditQuery::default()
+    };
+    assert_eq!(
+        store
+            .export(&q, AuditExportFormat::Jsonl, &mut jsonl)
+            .await
+            .unwrap(),
+        3
+    );
+    insta::assert_snapshot!("export_jsonl", String::from_utf8(jsonl).unwrap());
+    store.close().await;
+}
+
+#[tokio::test]
+async fn exports_stream_past_one_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let appends: Vec<_> = (0..1234)
+        .map(|i| {
+            let s = store.clone();
+            tokio::spawn(async move { s.append(record(i, "echo", ToolStatus::Success)).await })
+        })
+        .collect();
+    for a in appends {
+        a.await.unwrap().unwrap();
+    }
+    let mut out = Vec::new();
+    let n = store
+        .export(&AuditQuery::default(), AuditExportFormat::Jsonl, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(n, 1234);
+    let lines: Vec<serde_json::Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1234);
+    assert!(
+        lines
+            .windows(2)
+            .all(|w| w[0]["id"].as_i64() < w[1]["id"].as_i64())
+    );
+    store.close().await;
+}
+
+#[tokio::test]
+async fn usage_report_counts_by_tool_and_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    sample(&store).await;
+    let report = store.usage_report(&AuditQuery::default()).await.unwrap();
+    let row = |key: &str, calls, success, failed, denied, invalid, first: i64, last: i64, tools| {
+        UsageRow {
+            key: key.to_owned(),
+            calls,
+            success,
+            failed,
+            denied,
+            invalid,
+            awaiting_confirmation: 0,
+            avg_duration_us: 250,
+            first_at: 1_700_000_000_000_000 + first * 1_000_000,
+            last_at: 1_700_000_000_000_000 + last * 1_000_000,
+            distinct_tools: tools,
+        }
+    };
+    assert_eq!(
+        report,
+        UsageReport {
+            by_tool: vec![
+                row("read_file", 15, 6, 3, 3, 3, 1, 19, 1),
+                row("write_file", 5, 2, 1, 1, 1, 0, 16, 1),
+            ],
+            by_caller: vec![
+                row("agent-a", 13, 5, 3, 3, 2, 1, 19, 2),
+                row("agent-b", 7, 3, 1, 1, 2, 0, 18, 2),
+            ],
+        }
+    );
+    let only = store
+        .usage_report(&AuditQuery {
+            status: Some(ToolStatus::Success),
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(only.by_tool.iter().map(|r| r.calls).sum::<u64>(), 8);
+    store.close().await;
+}
+
+fn spec(description: &str) -> tw_core::ToolSpec {
+    let text = json!({
+        "name": "word_count",
+        "description": description,
+        "category": "file_system",
+        "parameters": [{"name": "path", "type": "string", "required": true}],
+        "command": {"argv": ["wc", "-w", "--", "{path}"]}
+    })
+    .to_string();
+    load_tool_specs(&text, "wc.json", DefinitionFormat::Json)
+        .unwrap()
+        .remove(0)
+}
+
+#[tokio::test]
+async fn custom_tools_round_trip_update_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    store
+        .save_custom_tool(&spec("Count words"), 10)
+        .await
+        .unwrap();
+    store
+        .save_custom_tool(&spec("Count the words"), 20)
+        .await
+        .unwrap();
+    store.close().await;
+
+    let store = open(&dir).await;
+    let tools = store.custom_tools().await.unwrap();
+    assert_eq!(
+        tools,
+        vec![StoredTool {
+            name: "word_count".to_owned(),
+            spec: Ok(spec("Count the words")),
+            created_at: 10,
+            updated_at: 20,
+        }]
+    );
+    assert!(store.delete_custom_tool("word_count").await.unwrap());
+    assert!(!store.delete_custom_tool("word_count").await.unwrap());
+    assert_eq!(store.custom_tools().await.unwrap(), vec![]);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_damaged_stored_tool_is_reported_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    store
+        .save_custom_tool(&spec("Count words"), 10)
+        .await
+        .unwrap();
+    let pool = raw(&dir).await;
+    sqlx::query("INSERT INTO custom_tools VALUES ('broken', '{\"name\": \"broken\"}', 1, 1)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let tools = store.custom_tools().await.unwrap();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(
+        tools[0].spec.as_ref().unwrap_err(),
+        "stored custom tool broken:1:18: missing field `description`"
+    );
+    assert!(tools[1].spec.is_ok());
+    store.close().await;
+}

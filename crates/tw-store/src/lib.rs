@@ -14,14 +14,11 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Row as _, SqlitePool};
 use tokio::io::AsyncWrite;
-use tokio::sync::{Mutex, mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tw_core::ToolSpec;
 
 pub use error::{Result, StoreError};
@@ -30,7 +27,7 @@ pub use record::{AuditRecord, AuditRow, output_digest};
 pub use tools::StoredTool;
 
 use record::Encoded;
-use writer::{Job, Shared};
+use writer::Writer;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
@@ -82,9 +79,6 @@ impl StoreOptions {
     }
 }
 
-/// Bounded queue in front of the writer: appends wait (rather than pile up) when it falls behind.
-const QUEUE: usize = 4096;
-
 /// An open store. Cheap to clone; all clones share the writer and the read pool.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -95,10 +89,7 @@ pub struct Store {
 struct Inner {
     path: PathBuf,
     pool: SqlitePool,
-    jobs: mpsc::Sender<Job>,
-    shared: Arc<Shared>,
-    writer: Mutex<Option<JoinHandle<()>>>,
-    closed: AtomicBool,
+    writer: Writer,
 }
 
 impl Store {
@@ -131,26 +122,19 @@ impl Store {
                 path: path.clone(),
                 source,
             })?;
-        let conn = connect.connect().await.map_err(|e| classify(&path, e))?;
-        let shared = Arc::new(Shared::default());
-        shared.healthy.store(true, Ordering::Release);
-        shared.running.store(true, Ordering::Release);
-        let (jobs, rx) = mpsc::channel(QUEUE);
-        let writer = tokio::spawn(writer::run(
-            conn,
-            rx,
-            options.max_batch.clamp(1, 1000),
-            shared.clone(),
-        ));
+        // Why this checkpoint interval: see `writer`.
+        let conn = connect
+            .clone()
+            .pragma(
+                "wal_autocheckpoint",
+                writer::WAL_AUTOCHECKPOINT_PAGES.to_string(),
+            )
+            .connect()
+            .await
+            .map_err(|e| classify(&path, e))?;
+        let writer = Writer::new(conn, options.max_batch.clamp(1, 1000));
         Ok(Self {
-            inner: Arc::new(Inner {
-                path,
-                pool,
-                jobs,
-                shared,
-                writer: Mutex::new(Some(writer)),
-                closed: AtomicBool::new(false),
-            }),
+            inner: Arc::new(Inner { path, pool, writer }),
         })
     }
 
@@ -161,25 +145,17 @@ impl Store {
 
     /// Appends a record and returns its id once it is committed.
     pub async fn append(&self, record: AuditRecord) -> Result<i64> {
-        let (reply, answer) = oneshot::channel();
-        let job = Job::Append(Box::new(Encoded::new(record)), reply);
-        self.inner
-            .jobs
-            .send(job)
-            .await
-            .map_err(|_| StoreError::WriterClosed)?;
-        answer.await.map_err(|_| StoreError::WriterClosed)?
+        self.inner.writer.append(Encoded::new(record)).await
     }
 
-    /// Whether the writer is running and its last commit succeeded.
+    /// Whether the store takes records and its last commit succeeded.
     pub fn is_healthy(&self) -> bool {
-        let s = &self.inner.shared;
-        s.running.load(Ordering::Acquire) && s.healthy.load(Ordering::Acquire)
+        self.inner.writer.is_healthy()
     }
 
-    /// Commits made by the writer so far (each holds one or more records).
+    /// Commits made so far (each holds one or more records).
     pub fn batches_committed(&self) -> u64 {
-        self.inner.shared.batches.load(Ordering::Relaxed)
+        self.inner.writer.batches()
     }
 
     /// The record for an execution id.
@@ -230,17 +206,7 @@ impl Store {
     /// Writes everything queued, stops the writer and closes the file. Appends after this fail
     /// with [`StoreError::WriterClosed`]. Safe to call more than once.
     pub async fn close(&self) {
-        if !self.inner.closed.swap(true, Ordering::AcqRel) {
-            // Fails only if the writer is already gone, which is what we want anyway.
-            let _ = self.inner.jobs.send(Job::Close).await;
-        }
-        let handle = self.inner.writer.lock().await.take();
-        if let Some(Err(e)) = match handle {
-            Some(h) => Some(h.await),
-            None => None,
-        } {
-            tracing::error!(error = %e, "the audit writer task failed");
-        }
+        self.inner.writer.close().await;
         self.inner.pool.close().await;
     }
 }

@@ -138,6 +138,49 @@ async fn concurrent_appends_share_commits_and_every_caller_gets_its_own_id() {
     store.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_abandoned_mid_commit_do_not_strand_the_others() {
+    // Whoever holds the write connection commits for everyone queued; if that caller goes away
+    // mid-commit, the others must still get answers and the store must keep working.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.append(record(i, "echo", ToolStatus::Success)).await
+        }));
+    }
+    for (i, t) in tasks.iter().enumerate() {
+        if i % 3 == 0 {
+            t.abort();
+        }
+        if i % 50 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let mut acknowledged = Vec::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        match t.await {
+            Ok(answer) => acknowledged.push((i, answer.unwrap())),
+            Err(e) => assert!(e.is_cancelled() && i % 3 == 0, "call {i}: {e}"),
+        }
+    }
+    // Every caller that stayed got its answer: 200 of them at least.
+    assert!(acknowledged.len() >= 200, "{}", acknowledged.len());
+    // Every acknowledged append is in the file under the id its caller was given.
+    for (i, id) in &acknowledged {
+        let row = store.get(&format!("exec-{i:05}")).await.unwrap().unwrap();
+        assert_eq!(row.id, *id);
+    }
+    assert!(store.is_healthy());
+    store
+        .append(record(1000, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    store.close().await;
+}
+
 #[tokio::test]
 async fn a_bad_record_fails_alone() {
     let dir = tempfile::tempdir().unwrap();

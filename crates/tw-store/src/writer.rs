@@ -1,113 +1,218 @@
-//! Group commit: one task owns the write connection, drains whatever appends are queued (up to a
-//! batch), writes them as one multi-row INSERT and only then answers each caller. Under load many
-//! calls share one commit; alone, a call pays for one small commit.
+//! Group commit without a writer task: every append queues its record, then waits its turn for the
+//! one write connection. Whoever holds the connection commits everything queued so far (in
+//! statements of at most `max_batch` rows) and answers each record's owner. An owner whose record a
+//! previous holder already committed finds its answer waiting and leaves at once. Under load many
+//! calls share one commit; alone, a call pays for one small commit and no extra task hand-off.
+//!
+//! Why not a dedicated writer task: measured on a 2-core machine, the hand-off to a writer task and
+//! back cost about as much as the INSERT itself (a single sequential append went from about
+//! 140 us to well under 100 us without it).
+//!
+//! The write connection checkpoints the WAL itself, every [`WAL_AUTOCHECKPOINT_PAGES`] pages
+//! (16 MiB) rather than SQLite's default 1,000. A checkpoint run in the background on another
+//! connection looked tempting but never caught up with a steady stream of commits, so the WAL
+//! never restarted and grew without bound (every commit then paid for new file blocks); a larger
+//! in-commit interval keeps the WAL bounded, writes each hot index page back once per interval
+//! instead of several times, and measured p99 append latency fell from about 550 us to about
+//! 180 us (`cargo bench -p tw-store --bench append`).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{Connection as _, QueryBuilder, Row as _, Sqlite};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::error::{Result, StoreError};
 use crate::record::Encoded;
 
-/// Work for the writer.
-pub(crate) enum Job {
-    /// Append a record; answer with its id once it is committed.
-    Append(Box<Encoded>, oneshot::Sender<Result<i64>>),
-    /// Stop taking work, finish what is queued, close the connection.
-    Close,
-}
-
-/// State the writer shares with [`crate::Store`].
-#[derive(Debug, Default)]
-pub(crate) struct Shared {
-    /// False after a write failed for a reason other than the record itself, until one succeeds.
-    pub(crate) healthy: AtomicBool,
-    /// False once the writer has exited.
-    pub(crate) running: AtomicBool,
-    /// Commits made so far.
-    pub(crate) batches: AtomicU64,
-}
-
-/// The writer task's body.
-pub(crate) async fn run(
-    mut conn: SqliteConnection,
-    mut rx: mpsc::Receiver<Job>,
-    max_batch: usize,
-    shared: Arc<Shared>,
-) {
-    let mut jobs = Vec::with_capacity(max_batch);
-    loop {
-        if rx.recv_many(&mut jobs, max_batch).await == 0 {
-            break;
-        }
-        let mut batch = Vec::with_capacity(jobs.len());
-        for job in jobs.drain(..) {
-            match job {
-                Job::Append(record, reply) => batch.push((record, reply)),
-                // Refuse new work; what is already queued is still written below.
-                Job::Close => rx.close(),
-            }
-        }
-        if !batch.is_empty() {
-            commit(&mut conn, batch, &shared).await;
-        }
-    }
-    shared.running.store(false, Ordering::Release);
-    shared.healthy.store(false, Ordering::Release);
-    if let Err(e) = conn.close().await {
-        tracing::warn!(error = %e, "closing the audit writer's connection failed");
-    }
-}
+/// WAL pages between two checkpoints on the write connection.
+pub(crate) const WAL_AUTOCHECKPOINT_PAGES: u32 = 4096;
 
 type Pending = (Box<Encoded>, oneshot::Sender<Result<i64>>);
 
-async fn commit(conn: &mut SqliteConnection, batch: Vec<Pending>, shared: &Shared) {
-    let records: Vec<&Encoded> = batch.iter().map(|(r, _)| r.as_ref()).collect();
-    match insert(conn, &records).await {
-        Ok(ids) => {
-            shared.healthy.store(true, Ordering::Release);
-            shared.batches.fetch_add(1, Ordering::Relaxed);
-            for ((record, reply), id) in batch.into_iter().zip(ids) {
-                let answer = id.ok_or_else(|| StoreError::Corrupt {
-                    what: format!("audit record {}", record.record.execution_id),
-                    message: "the database did not return its id".to_owned(),
-                });
-                let _ = reply.send(answer);
-            }
+#[derive(Default)]
+struct Queue {
+    items: Vec<Pending>,
+    closed: bool,
+}
+
+/// The write side of the store.
+pub(crate) struct Writer {
+    queue: Mutex<Queue>,
+    /// `None` once closed.
+    conn: tokio::sync::Mutex<Option<SqliteConnection>>,
+    max_batch: usize,
+    /// False after a write failed for a reason other than the record itself, until one succeeds.
+    healthy: AtomicBool,
+    /// Commits made so far.
+    batches: AtomicU64,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("max_batch", &self.max_batch)
+            .field("batches", &self.batches)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    pub(crate) fn new(conn: SqliteConnection, max_batch: usize) -> Self {
+        Self {
+            queue: Mutex::new(Queue::default()),
+            conn: tokio::sync::Mutex::new(Some(conn)),
+            max_batch: max_batch.max(1),
+            healthy: AtomicBool::new(true),
+            batches: AtomicU64::new(0),
         }
-        Err(e) if batch.len() > 1 && is_record_fault(&e) => {
-            // One bad record (say, a repeated execution id) must not sink the others: write them
-            // one at a time so each caller hears about its own record only.
-            for (record, reply) in batch {
-                let answer = match insert(conn, &[record.as_ref()]).await {
-                    Ok(ids) => {
-                        shared.healthy.store(true, Ordering::Release);
-                        shared.batches.fetch_add(1, Ordering::Relaxed);
-                        ids.into_iter()
-                            .next()
-                            .flatten()
-                            .ok_or(StoreError::WriterClosed)
-                    }
-                    Err(e) => Err(e),
-                };
-                let _ = reply.send(answer);
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn is_healthy(&self) -> bool {
+        !self.queue().closed && self.healthy.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn batches(&self) -> u64 {
+        self.batches.load(Ordering::Relaxed)
+    }
+
+    /// Appends a record and returns its id once it is committed.
+    pub(crate) async fn append(&self, record: Encoded) -> Result<i64> {
+        let (reply, answer) = oneshot::channel();
+        let execution_id = record.record.execution_id.clone();
+        {
+            let mut queue = self.queue();
+            if queue.closed {
+                return Err(StoreError::WriterClosed);
             }
+            queue.items.push((Box::new(record), reply));
         }
-        Err(e) => {
-            if !is_record_fault(&e) {
-                shared.healthy.store(false, Ordering::Release);
+        self.answer(answer, &execution_id).await
+    }
+
+    /// Waits for the write connection, then either finds the record already committed by an
+    /// earlier holder or commits the queue up to and including it.
+    async fn answer(
+        &self,
+        mut answer: oneshot::Receiver<Result<i64>>,
+        execution_id: &str,
+    ) -> Result<i64> {
+        let mut guard = self.conn.lock().await;
+        loop {
+            let Some(conn) = guard.as_mut() else {
+                return Err(StoreError::WriterClosed);
+            };
+            // A holder before us may have committed our record while we waited.
+            match answer.try_recv() {
+                Ok(done) => return done,
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    // The holder that took our record went away mid-commit (its task was
+                    // aborted). The statement itself ran to completion or failed on the
+                    // connection's own thread before we could take the connection, so the file
+                    // now says whether the record is in.
+                    return committed_id(conn, execution_id).await;
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {}
             }
-            tracing::error!(error = %e, records = batch.len(), "audit records could not be written");
-            let message = e.to_string();
-            for (_, reply) in batch {
-                let _ = reply.send(Err(StoreError::WriteFailed(message.clone())));
+            if !self.commit_queued(conn).await {
+                // Our record was queued before we took the connection, so only a commit can
+                // have taken it, and that commit answered or dropped our reply.
+                return Err(StoreError::WriterClosed);
             }
         }
     }
+
+    /// Commits one statement's worth of queued records. Returns false if nothing was queued.
+    async fn commit_queued(&self, conn: &mut SqliteConnection) -> bool {
+        let batch: Vec<Pending> = {
+            let mut queue = self.queue();
+            let n = queue.items.len().min(self.max_batch);
+            queue.items.drain(..n).collect()
+        };
+        if batch.is_empty() {
+            return false;
+        }
+        self.commit(conn, batch).await;
+        true
+    }
+
+    /// Refuses new records, commits what is queued and closes the connection.
+    pub(crate) async fn close(&self) {
+        self.queue().closed = true;
+        let mut guard = self.conn.lock().await;
+        if let Some(conn) = guard.as_mut() {
+            while self.commit_queued(conn).await {}
+        }
+        if let Some(conn) = guard.take()
+            && let Err(e) = conn.close().await
+        {
+            tracing::warn!(error = %e, "closing the audit writer's connection failed");
+        }
+        self.healthy.store(false, Ordering::Release);
+    }
+
+    async fn commit(&self, conn: &mut SqliteConnection, batch: Vec<Pending>) {
+        let records: Vec<&Encoded> = batch.iter().map(|(r, _)| r.as_ref()).collect();
+        match insert(conn, &records).await {
+            Ok(ids) => {
+                self.committed();
+                for ((record, reply), id) in batch.into_iter().zip(ids) {
+                    let answer = id.ok_or_else(|| StoreError::Corrupt {
+                        what: format!("audit record {}", record.record.execution_id),
+                        message: "the database did not return its id".to_owned(),
+                    });
+                    let _ = reply.send(answer);
+                }
+            }
+            Err(e) if batch.len() > 1 && is_record_fault(&e) => {
+                // One bad record (say, a repeated execution id) must not sink the others: write
+                // them one at a time so each owner hears about its own record only.
+                for (record, reply) in batch {
+                    let answer = match insert(conn, &[record.as_ref()]).await {
+                        Ok(ids) => {
+                            self.committed();
+                            ids.into_iter()
+                                .next()
+                                .flatten()
+                                .ok_or(StoreError::WriterClosed)
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let _ = reply.send(answer);
+                }
+            }
+            Err(e) => {
+                if !is_record_fault(&e) {
+                    self.healthy.store(false, Ordering::Release);
+                }
+                tracing::error!(error = %e, records = batch.len(), "audit records could not be written");
+                let message = e.to_string();
+                for (_, reply) in batch {
+                    let _ = reply.send(Err(StoreError::WriteFailed(message.clone())));
+                }
+            }
+        }
+    }
+
+    fn committed(&self) {
+        self.healthy.store(true, Ordering::Release);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The id of a record whose commit went unanswered, or `WriterClosed` if it is not in the log.
+async fn committed_id(conn: &mut SqliteConnection, execution_id: &str) -> Result<i64> {
+    let id: Option<i64> = sqlx::query_scalar("SELECT id FROM audit_log WHERE execution_id = ?")
+        .bind(execution_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    id.ok_or(StoreError::WriterClosed)
 }
 
 /// Whether an error is caused by the record rather than by the database being unusable.
@@ -175,4 +280,78 @@ async fn insert(conn: &mut SqliteConnection, records: &[&Encoded]) -> Result<Vec
         .iter()
         .map(|r| ids.get(&r.record.execution_id).copied())
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AuditRecord, Store, StoreOptions};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_record_whose_committer_vanished_is_answered_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tw.db");
+        let store = Store::open(StoreOptions::new(&path)).await.unwrap();
+        let writer = &store.inner.writer;
+        let record = |id: &str| {
+            Encoded::new(AuditRecord {
+                execution_id: id.to_owned(),
+                trace_id: "t".to_owned(),
+                tool: "echo".to_owned(),
+                agent_id: "a".to_owned(),
+                skill: None,
+                user_id: None,
+                arguments: serde_json::json!({}),
+                decision: None,
+                explanation: None,
+                status: tw_core::ToolStatus::Success,
+                error_code: None,
+                error_message: None,
+                output: None,
+                output_bytes: 0,
+                truncated: false,
+                started_at: 0,
+                completed_at: 0,
+                duration_us: 0,
+                metadata: serde_json::json!({}),
+            })
+        };
+        // Another process holds the write lock, so the next commit waits inside SQLite.
+        let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        // Two records queued; a holder takes both and is abandoned mid-commit.
+        let mut answers = Vec::new();
+        for id in ["first", "second"] {
+            let (reply, answer) = oneshot::channel();
+            writer.queue().items.push((Box::new(record(id)), reply));
+            answers.push((id, answer));
+        }
+        {
+            let mut guard = writer.conn.lock().await;
+            let conn = guard.as_mut().unwrap();
+            let abandoned =
+                tokio::time::timeout(Duration::from_millis(200), writer.commit_queued(conn)).await;
+            assert!(abandoned.is_err(), "the commit should still be waiting");
+        }
+        sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+        // The owners learn the truth from the file: both records went in after all.
+        for (id, answer) in answers {
+            let got = writer.answer(answer, id).await.unwrap();
+            let row = store.get(id).await.unwrap().unwrap();
+            assert_eq!(row.id, got);
+        }
+        // A record that never reached the file is reported as not written.
+        let (reply, answer) = oneshot::channel();
+        drop(reply);
+        let err = writer.answer(answer, "never-written").await.unwrap_err();
+        assert!(matches!(err, StoreError::WriterClosed), "{err}");
+        assert!(writer.is_healthy());
+        store.close().await;
+    }
 }

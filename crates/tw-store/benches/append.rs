@@ -1,0 +1,143 @@
+//! The audit log's write path on a real SQLite file (WAL, synchronous = NORMAL): the latency of one
+//! append waited for alone (p50/p99), and appends per second with many concurrent writers sharing
+//! group commits. The last line is the floor to compare with, measured in the same run: the same
+//! row inserted by one plain statement per commit on a bare sqlx connection.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sqlx::Connection as _;
+use tw_core::ToolStatus;
+use tw_store::{AuditRecord, Store, StoreOptions};
+
+fn record(i: u64) -> AuditRecord {
+    AuditRecord {
+        execution_id: format!("0192f0c2-0000-7000-8000-{i:012}"),
+        trace_id: "0192f0c200007000800000000000abcd".to_owned(),
+        tool: "echo".to_owned(),
+        agent_id: "bench".to_owned(),
+        skill: None,
+        user_id: None,
+        arguments: json!({"ping": 1}),
+        decision: Some("allow".to_owned()),
+        explanation: Some(
+            json!([{"layer": "tools", "decision": "allow", "reason": "allowed by rule \"group:system\""}]),
+        ),
+        status: ToolStatus::Success,
+        error_code: None,
+        error_message: None,
+        output: Some(json!({"ping": 1})),
+        output_bytes: 10,
+        truncated: false,
+        started_at: 1_700_000_000_000_000,
+        completed_at: 1_700_000_000_000_050,
+        duration_us: 50,
+        metadata: json!({}),
+    }
+}
+
+fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration) {
+    v.sort_unstable();
+    let at = |q: f64| v[((v.len() as f64 - 1.0) * q) as usize];
+    (at(0.5), at(0.99))
+}
+
+fn main() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = tokio
+        .block_on(Store::open(StoreOptions::new(dir.path().join("tw.db"))))
+        .unwrap();
+    let n = 20_000u64;
+    let (p50, p99) = tokio.block_on(async {
+        let mut samples = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let t = Instant::now();
+            store.append(record(i)).await.unwrap();
+            samples.push(t.elapsed());
+        }
+        percentiles(samples)
+    });
+    println!("audit append, one writer waiting alone: p50 {p50:?}  p99 {p99:?}");
+
+    for writers in [2u64, 64] {
+        let per = 40_000 / writers;
+        let base = n + writers * 1_000_000;
+        let elapsed = tokio.block_on(async {
+            let t = Instant::now();
+            let mut tasks = Vec::new();
+            for w in 0..writers {
+                let store = store.clone();
+                tasks.push(tokio::spawn(async move {
+                    for i in 0..per {
+                        store.append(record(base + w * per + i)).await.unwrap();
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            t.elapsed()
+        });
+        println!(
+            "audit appends/s with {writers} concurrent writers: {:.0}",
+            (per * writers) as f64 / elapsed.as_secs_f64()
+        );
+    }
+    tokio.block_on(store.close());
+
+    // The floor: the same row inserted with one plain statement per commit on a bare sqlx
+    // connection to the same file (SQLite's own checkpointing left on, as a plain user would).
+    let (r50, r99) = tokio.block_on(async {
+        let url = format!("sqlite://{}", dir.path().join("tw.db").display());
+        let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("PRAGMA synchronous=NORMAL")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let mut samples = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let r = record(9_000_000 + i);
+            let t = Instant::now();
+            sqlx::query(
+                "INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, skill, user_id, \
+                 arguments, decision, explanation, status, error_code, error_message, output, \
+                 output_sha256, output_bytes, truncated, started_at, completed_at, duration_us, \
+                 metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            )
+            .bind(r.execution_id)
+            .bind(r.trace_id)
+            .bind(r.tool)
+            .bind(r.agent_id)
+            .bind(r.skill)
+            .bind(r.user_id)
+            .bind(r.arguments.to_string())
+            .bind(r.decision)
+            .bind(r.explanation.map(|e| e.to_string()))
+            .bind("success")
+            .bind(r.error_code)
+            .bind(r.error_message)
+            .bind(r.output.map(|o| o.to_string()))
+            .bind("0".repeat(64))
+            .bind(10i64)
+            .bind(false)
+            .bind(r.started_at)
+            .bind(r.completed_at)
+            .bind(r.duration_us)
+            .bind("{}")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+            samples.push(t.elapsed());
+        }
+        percentiles(samples)
+    });
+    println!(
+        "floor: the same row, one INSERT per commit on a bare sqlx connection: p50 {r50:?}  p99 {r99:?}"
+    );
+}

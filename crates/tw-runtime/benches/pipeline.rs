@@ -85,24 +85,33 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
-    // Latency percentiles of sequential governed calls.
+    // Latency percentiles of sequential governed calls, made from a task on the runtime as a
+    // transport's handler would (not from `block_on`, whose thread is outside the runtime and adds
+    // two cross-thread hand-offs per call). Each sample also keeps the result's own duration,
+    // which the pipeline measures before the audit write: the governed overhead without it.
     let latencies = |tool: &'static str, args: serde_json::Value, n: usize| {
-        s.tokio.block_on(async {
-            let mut samples = Vec::with_capacity(n);
-            for _ in 0..n {
-                let call = s.rt.call(tool, args.clone(), caller.clone());
-                let t = Instant::now();
-                black_box(s.rt.execute(call).await);
-                samples.push(t.elapsed());
-            }
-            percentiles(samples)
-        })
+        let rt = s.rt.clone();
+        let caller = caller.clone();
+        s.tokio
+            .block_on(s.tokio.spawn(async move {
+                let mut total = Vec::with_capacity(n);
+                let mut before_audit = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let call = rt.call(tool, args.clone(), caller.clone());
+                    let t = Instant::now();
+                    let r = black_box(rt.execute(call).await);
+                    total.push(t.elapsed());
+                    before_audit.push(Duration::from_micros(r.metadata.duration_us as u64));
+                }
+                (percentiles(total), percentiles(before_audit))
+            }))
+            .unwrap()
     };
-    let (p50, p99) = latencies("echo", echo_args.clone(), 20_000);
+    let ((p50, p99), (e50, _)) = latencies("echo", echo_args.clone(), 20_000);
     println!(
-        "governed no-op call (echo, audit on): p50 {p50:?}  p99 {p99:?}  (goals: p50 <= 60us, p99 <= 250us)"
+        "governed no-op call (echo, audit on): p50 {p50:?}  p99 {p99:?}  (goals: p50 <= 60us, p99 <= 250us); before the audit write: p50 {e50:?}"
     );
-    let (r50, r99) = latencies("read_file", read_args.clone(), 20_000);
+    let ((r50, r99), (rb50, _)) = latencies("read_file", read_args.clone(), 20_000);
     let mut bare = Vec::with_capacity(20_000);
     for _ in 0..20_000 {
         let t = Instant::now();
@@ -114,10 +123,9 @@ fn bench(c: &mut Criterion) {
         "read_file 4 KiB governed: p50 {r50:?}  p99 {r99:?}; bare std::fs::read: p50 {b50:?}  p99 {b99:?}"
     );
     println!(
-        "read_file governed minus the no-op pipeline (audit included) = {:?} vs bare {:?}: ratio {:.2} (goal <= 1.3 plus the audit write)",
-        r50.saturating_sub(p50),
-        b50,
-        r50.saturating_sub(p50).as_secs_f64() / b50.as_secs_f64()
+        "read_file governed up to the audit write: p50 {rb50:?} = {:.2}x bare (goal <= 1.3x plus the audit write, which is the remaining {:?})",
+        rb50.as_secs_f64() / b50.as_secs_f64(),
+        r50.saturating_sub(rb50)
     );
 
     // Throughput on the 2-worker runtime.

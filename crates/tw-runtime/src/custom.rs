@@ -5,6 +5,7 @@
 //! starts; it is never run with less. Exit status 0 is success; anything else is a failure whose
 //! message carries the end of standard error, which is where programs explain themselves.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -29,7 +30,7 @@ pub(crate) struct CustomRun<'a> {
     pub(crate) sandbox: &'a Sandbox,
     pub(crate) workspace: &'a Workspace,
     pub(crate) events: &'a EventBus,
-    pub(crate) clock: &'a dyn Clock,
+    pub(crate) clock: Arc<dyn Clock>,
     pub(crate) call: &'a ToolCall,
     pub(crate) definition: &'a ToolDefinition,
     pub(crate) template: &'a CommandTemplate,
@@ -114,7 +115,10 @@ pub(crate) async fn run(
         limits: ResourceLimits::default(),
     };
 
-    // Progress events only when someone listens; the forwarder ends when the sender is dropped.
+    // Progress events only when someone listens. The forwarder ends when the sandbox drops the
+    // sender, and is awaited before the call goes on, so no progress event can trail the call's
+    // final event.
+    let mut forwarder = None;
     let progress = r.events.has_subscribers().then(|| {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<OutputChunk>(64);
         let events = r.events.clone();
@@ -123,8 +127,8 @@ pub(crate) async fn run(
             r.call.trace_id.clone(),
             r.call.tool.clone(),
         );
-        let now = r.clock.now_us();
-        tokio::spawn(async move {
+        let clock = Arc::clone(&r.clock);
+        forwarder = Some(tokio::spawn(async move {
             while let Some(chunk) = rx.recv().await {
                 let (stream, bytes) = match chunk {
                     OutputChunk::Stdout(b) => (Stream::Stdout, b),
@@ -135,28 +139,29 @@ pub(crate) async fn run(
                     execution_id: execution_id.clone(),
                     trace_id: trace_id.clone(),
                     tool: tool.clone(),
-                    at: now,
+                    at: clock.now_us(),
                     kind: EventKind::InProgress {
                         stream,
                         text: String::from_utf8_lossy(cut).into_owned(),
                     },
                 });
             }
-        });
+        }));
         tx
     });
 
-    let outcome = r
-        .sandbox
-        .run(spec, cancel.child_token(), progress)
-        .await
-        .map_err(|e| {
-            let code = match e {
-                tw_sandbox::SandboxError::Spawn { .. } => ErrorCode::SPAWN_FAILED,
-                _ => ErrorCode::SANDBOX_UNAVAILABLE,
-            };
-            failure(ToolStatus::SandboxError, code, e.to_string(), Map::new())
-        })?;
+    let outcome = r.sandbox.run(spec, cancel.child_token(), progress).await;
+    if let Some(forwarder) = forwarder {
+        // Only fails if the forwarder panicked, which loses progress events, not the call.
+        let _ = forwarder.await;
+    }
+    let outcome = outcome.map_err(|e| {
+        let code = match e {
+            tw_sandbox::SandboxError::Spawn { .. } => ErrorCode::SPAWN_FAILED,
+            _ => ErrorCode::SANDBOX_UNAVAILABLE,
+        };
+        failure(ToolStatus::SandboxError, code, e.to_string(), Map::new())
+    })?;
 
     match outcome {
         RunOutcome::TimedOut(out) => Err(failure(

@@ -589,7 +589,7 @@ impl Runtime {
                         sandbox: &self.inner.sandbox,
                         workspace: &self.inner.workspace,
                         events: &self.inner.events,
-                        clock: self.inner.clock.as_ref(),
+                        clock: Arc::clone(&self.inner.clock),
                         call,
                         definition: def,
                         template,
@@ -962,3 +962,6 @@ impl Drop for Running<'_> {
             .remove(&self.id);
     }
 }
+
+#[cfg(test)]
+mod tests;

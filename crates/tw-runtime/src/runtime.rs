@@ -726,8 +726,13 @@ impl Runtime {
             ToolStatus::Success => {
                 tracing::info!(name: "tool_call_completed", trace_id = %result.trace_id, status = %result.status, duration_us = result.metadata.duration_us, "tool call completed");
             }
-            _ => {
+            // A tool that broke or ran out of time is worth a warning; a refusal is governance
+            // doing its job (the caller gets the reason, and the audit log has it).
+            ToolStatus::Failed | ToolStatus::Timeout | ToolStatus::SandboxError => {
                 tracing::warn!(name: "tool_call_failed", trace_id = %result.trace_id, status = %result.status, error = message, duration_us = result.metadata.duration_us, "tool call did not succeed");
+            }
+            _ => {
+                tracing::info!(name: "tool_call_failed", trace_id = %result.trace_id, status = %result.status, error = message, duration_us = result.metadata.duration_us, "tool call did not succeed");
             }
         }
         if !self.inner.events.has_subscribers() {

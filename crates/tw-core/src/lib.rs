@@ -19,6 +19,8 @@ pub mod policy;
 pub mod redact;
 pub mod registry;
 pub mod schema;
+pub mod shell;
+pub mod target;
 pub mod validate;
 
 pub use call::{

@@ -1,0 +1,1 @@
+//! Shell command lines taken apart into the simple commands they would run (work in progress).

@@ -35,7 +35,15 @@ pub use error::{CoreError, Result};
 pub use export::{ExportFormat, export_tool, export_tools};
 pub use load::{DefinitionFormat, LoadError, load_tool_specs};
 pub use name::{ExecutionId, ToolGroup, ToolName, TraceId};
-pub use policy::{Decision, Layer, LayerVerdict, PolicyDecision, PolicyRule, RuleRef, ToolPolicy};
+pub use policy::{
+    Decision, Layer, LayerVerdict, Policy, PolicyDecision, PolicyEnv, PolicyError, PolicyRule,
+    RuleRef, Severity, ToolPolicy,
+};
 pub use registry::{RegisteredTool, ToolFilter, ToolRegistry};
 pub use schema::{ParameterSchema, SchemaError, Violation};
+pub use shell::{Parsed, Redirect, SimpleCommand};
+pub use target::{
+    DomainList, DomainPattern, Host, PathCase, PathList, TargetError, UrlTarget, expand_home,
+    normalize_path, parse_host, parse_url,
+};
 pub use validate::ValidatorCache;

@@ -41,8 +41,8 @@ pub enum StoreError {
         /// The cause.
         source: sqlx::migrate::MigrateError,
     },
-    /// The writer has stopped (the store was closed, or its task ended).
-    #[error("the audit writer has stopped; nothing more can be recorded")]
+    /// The writer has stopped (the store was closed).
+    #[error("the store's writer has stopped; nothing more can be recorded")]
     WriterClosed,
     /// SQLite refused a batch of audit records.
     #[error("the audit record could not be written: {0}")]
@@ -61,6 +61,15 @@ pub enum StoreError {
         /// Which value.
         what: String,
         /// Why.
+        message: String,
+    },
+    /// A request the store refuses before touching the file (a kind that is not snake_case, a
+    /// rate window that is not positive, a grant offered with a denial, ...).
+    #[error("invalid {what}: {message}")]
+    Invalid {
+        /// Which value (`admin event kind "Mode Switch"`).
+        what: String,
+        /// What is wrong with it.
         message: String,
     },
     /// SQLite reported an error.

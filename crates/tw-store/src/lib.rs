@@ -1,13 +1,22 @@
 //! Toolwarden's durable state in one SQLite file: the append-only audit log, written by a single
-//! group-commit writer, and the persisted custom tools.
+//! group-commit writer, the persisted custom tools, and what the policy engine must share between
+//! processes and keep across restarts: settings, the append-only admin log, confirmation
+//! requests, grants and rate-limit counts.
 //!
 //! The file runs in WAL mode so readers (the CLI, the desktop app's log viewer) never block the
-//! writer. The schema is migrated forward on open; a file from a newer build is refused rather
-//! than touched.
+//! writer. Every write goes through the one write connection the audit writer holds (see
+//! `writer`); reads use a small pool. The schema is migrated forward on open; a file from a newer
+//! build is refused rather than touched.
 
+mod admin;
+mod codec;
+mod confirmations;
 mod error;
+mod grants;
 mod query;
+mod rate;
 mod record;
+mod settings;
 mod tools;
 mod writer;
 
@@ -21,9 +30,17 @@ use sqlx::{ConnectOptions as _, Row as _, SqlitePool};
 use tokio::io::AsyncWrite;
 use tw_core::ToolSpec;
 
+pub use admin::{AdminEvent, AdminEventRow, AdminQuery};
+pub use confirmations::{
+    ConfirmationQuery, ConfirmationRow, ConfirmationState, NewConfirmation, Resolution,
+    ResolveOutcome,
+};
 pub use error::{Result, StoreError};
+pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
 pub use query::{AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, UsageReport, UsageRow};
-pub use record::{AuditRecord, AuditRow, output_digest};
+pub use rate::{RateCheck, RateOutcome, RateWindow};
+pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest};
+pub use settings::Setting;
 pub use tools::StoredTool;
 
 use record::Encoded;
@@ -145,6 +162,11 @@ impl Store {
 
     /// Appends a record and returns its id once it is committed.
     pub async fn append(&self, record: AuditRecord) -> Result<i64> {
+        // Checked before queueing so a bad kind is refused as such, alone, and never reaches a
+        // batch.
+        if let Some(v) = &record.violation {
+            codec::check_kind("violation type", &v.kind)?;
+        }
         self.inner.writer.append(Encoded::new(record)).await
     }
 
@@ -183,24 +205,156 @@ impl Store {
         query::export(&self.inner.pool, q, format, out).await
     }
 
-    /// Calls per tool and per caller among the matching records.
+    /// Calls per tool, per caller and per skill among the matching records.
     pub async fn usage_report(&self, q: &AuditQuery) -> Result<UsageReport> {
         query::usage(&self.inner.pool, q).await
     }
 
     /// Saves (or replaces) a custom tool.
     pub async fn save_custom_tool(&self, spec: &ToolSpec, now_us: i64) -> Result<()> {
-        tools::save(&self.inner.pool, spec, now_us).await
+        let tool = tools::encode(spec)?;
+        self.inner
+            .writer
+            .with_conn(async |conn| tools::save(conn, &tool, now_us).await)
+            .await
     }
 
     /// Deletes a custom tool; returns whether it existed.
     pub async fn delete_custom_tool(&self, name: &str) -> Result<bool> {
-        tools::delete(&self.inner.pool, name).await
+        self.inner
+            .writer
+            .with_conn(async |conn| tools::delete(conn, name).await)
+            .await
     }
 
     /// Every stored custom tool, by name. A spec that no longer loads is returned as its error.
     pub async fn custom_tools(&self) -> Result<Vec<StoredTool>> {
         tools::list(&self.inner.pool).await
+    }
+
+    /// A setting, if it was ever set.
+    pub async fn get_setting(&self, key: &str) -> Result<Option<Setting>> {
+        settings::get(&self.inner.pool, key).await
+    }
+
+    /// Every setting, by key.
+    pub async fn settings(&self) -> Result<Vec<Setting>> {
+        settings::list(&self.inner.pool).await
+    }
+
+    /// Sets (or replaces) a setting, recording who changed it and when.
+    pub async fn set_setting(&self, key: &str, value: &str, by: &str, now_us: i64) -> Result<()> {
+        let setting = Setting {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            updated_at: now_us,
+            updated_by: by.to_owned(),
+        };
+        self.inner
+            .writer
+            .with_conn(async |conn| settings::set(conn, &setting).await)
+            .await
+    }
+
+    /// Appends an administrative change to the admin log and returns its id once committed.
+    pub async fn append_admin_event(&self, event: AdminEvent) -> Result<i64> {
+        let details = admin::encode(&event)?;
+        self.inner
+            .writer
+            .with_conn(async |conn| admin::append(conn, &event, details).await)
+            .await
+    }
+
+    /// Administrative changes, newest first. For the next page pass the last row's id as
+    /// `cursor`; a page shorter than `limit` is the last.
+    pub async fn admin_events(&self, q: &AdminQuery) -> Result<Vec<AdminEventRow>> {
+        admin::list(&self.inner.pool, q).await
+    }
+
+    /// Holds a call for approval.
+    pub async fn create_confirmation(&self, c: NewConfirmation) -> Result<()> {
+        self.inner
+            .writer
+            .with_conn(async |conn| confirmations::create(conn, &c).await)
+            .await
+    }
+
+    /// A confirmation request by id.
+    pub async fn confirmation(&self, id: &str) -> Result<Option<ConfirmationRow>> {
+        confirmations::get(&self.inner.pool, id).await
+    }
+
+    /// Confirmation requests: pending ones oldest first, then settled ones newest first. A
+    /// pending request past its deadline is listed as pending until
+    /// [`expire_confirmations`](Self::expire_confirmations) or an answer marks it expired.
+    pub async fn confirmations(&self, q: &ConfirmationQuery) -> Result<Vec<ConfirmationRow>> {
+        confirmations::list(&self.inner.pool, q).await
+    }
+
+    /// Answers a request, atomically: it changes only if it is still pending and its deadline is
+    /// after `now_us`, and the grant, if any, is created in the same transaction. When two
+    /// answers race (in this process or another), exactly one gets
+    /// [`ResolveOutcome::Resolved`]; the other learns who answered first and when.
+    pub async fn resolve_confirmation(
+        &self,
+        id: &str,
+        resolution: Resolution,
+        now_us: i64,
+    ) -> Result<ResolveOutcome> {
+        confirmations::check(id, &resolution)?;
+        self.inner
+            .writer
+            .transaction(async |conn| confirmations::resolve(conn, id, resolution, now_us).await)
+            .await
+    }
+
+    /// Marks every pending request whose deadline is at or before `now_us` expired, and returns
+    /// their ids, sorted.
+    pub async fn expire_confirmations(&self, now_us: i64) -> Result<Vec<String>> {
+        self.inner
+            .writer
+            .with_conn(async |conn| confirmations::expire(conn, None, now_us).await)
+            .await
+    }
+
+    /// Creates a standing approval given at `now_us`.
+    pub async fn create_grant(&self, grant: NewGrant, now_us: i64) -> Result<GrantRow> {
+        self.inner
+            .writer
+            .with_conn(async |conn| grants::create(conn, grant, now_us).await)
+            .await
+    }
+
+    /// A grant by id, revoked or not.
+    pub async fn grant(&self, id: &str) -> Result<Option<GrantRow>> {
+        grants::get(&self.inner.pool, id).await
+    }
+
+    /// Grants, oldest first.
+    pub async fn grants(&self, q: &GrantQuery) -> Result<Vec<GrantRow>> {
+        grants::list(&self.inner.pool, q).await
+    }
+
+    /// Revokes a grant; false if there is no such grant or it was already revoked.
+    pub async fn revoke_grant(&self, id: &str, by: &str, now_us: i64) -> Result<bool> {
+        self.inner
+            .writer
+            .with_conn(async |conn| grants::revoke(conn, id, by, now_us).await)
+            .await
+    }
+
+    /// Counts a call against every check's key if each key is under all its limits at `now_us`;
+    /// otherwise counts nothing and says which limit was hit. Exact under concurrency and across
+    /// processes sharing the file, and kept across restarts.
+    pub async fn rate_acquire(&self, checks: &[RateCheck], now_us: i64) -> Result<RateOutcome> {
+        rate::check(checks)?;
+        if checks.is_empty() {
+            return Ok(RateOutcome::Admitted);
+        }
+        self.inner
+            .writer
+            .transaction(async |conn| rate::acquire(conn, checks, now_us).await)
+            .await
     }
 
     /// Writes everything queued, stops the writer and closes the file. Appends after this fail
@@ -274,5 +428,7 @@ async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<()> {
     }
 }
 
+#[cfg(test)]
+mod policy_tests;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@ use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tw_core::ToolStatus;
 
+use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::record::{AuditRow, COLUMNS, decode_row};
 
@@ -28,6 +29,8 @@ pub struct AuditQuery {
     /// Only calls whose tool, arguments, error or output contain this text (case-insensitive for
     /// ASCII).
     pub text: Option<String>,
+    /// Only calls that broke a rule (those with a violation).
+    pub violations_only: bool,
     /// Continue below this id (a previous page's `next_cursor`).
     pub cursor: Option<i64>,
     /// Page size, 1 to 1000.
@@ -44,6 +47,7 @@ impl Default for AuditQuery {
             since: None,
             until: None,
             text: None,
+            violations_only: false,
             cursor: None,
             limit: 50,
         }
@@ -71,10 +75,10 @@ pub enum AuditExportFormat {
     Csv,
 }
 
-/// Call counts for one tool or caller.
+/// Call counts for one tool, caller or skill.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsageRow {
-    /// The tool name or agent id.
+    /// The tool name, agent id or skill name.
     pub key: String,
     /// All calls.
     pub calls: u64,
@@ -88,6 +92,9 @@ pub struct UsageRow {
     pub invalid: u64,
     /// Calls held for a person's confirmation.
     pub awaiting_confirmation: u64,
+    /// Calls that broke a rule (every denied call, and any other call recorded with a
+    /// violation).
+    pub violations: u64,
     /// Mean wall time in µs.
     pub avg_duration_us: u64,
     /// The first call's start (µs since the epoch).
@@ -98,13 +105,15 @@ pub struct UsageRow {
     pub distinct_tools: u64,
 }
 
-/// Usage grouped two ways.
+/// Usage grouped three ways.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsageReport {
     /// One row per tool, busiest first.
     pub by_tool: Vec<UsageRow>,
     /// One row per calling agent, busiest first.
     pub by_caller: Vec<UsageRow>,
+    /// One row per skill, busiest first; calls made under no skill are not in this list.
+    pub by_skill: Vec<UsageRow>,
 }
 
 /// Adds the query's filters as a WHERE clause.
@@ -144,6 +153,9 @@ fn push_filter(qb: &mut QueryBuilder<Sqlite>, q: &AuditQuery, with_cursor: bool)
                 .push(" ESCAPE '\\'");
         }
         qb.push(")");
+    }
+    if q.violations_only {
+        qb.push(" AND violation_type IS NOT NULL");
     }
     if let (true, Some(cursor)) = (with_cursor, q.cursor) {
         qb.push(" AND id < ").push_bind(cursor);
@@ -188,7 +200,7 @@ pub(crate) async fn count(pool: &SqlitePool, q: &AuditQuery) -> Result<u64> {
     let mut qb = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM audit_log");
     push_filter(&mut qb, q, true);
     let n: i64 = qb.build().fetch_one(pool).await?.try_get(0)?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    Ok(codec::count(n))
 }
 
 pub(crate) async fn get(pool: &SqlitePool, execution_id: &str) -> Result<Option<AuditRow>> {
@@ -219,6 +231,8 @@ const CSV_HEADER: &[&str] = &[
     "output_bytes",
     "truncated",
     "output_sha256",
+    "violation_type",
+    "violation_severity",
 ];
 
 /// Rows fetched per round trip while exporting, so memory stays flat for any log size.
@@ -290,6 +304,14 @@ fn csv_fields(r: &AuditRow) -> impl Iterator<Item = String> {
         r.output_bytes.to_string(),
         r.truncated.to_string(),
         opt(&r.output_sha256),
+        r.violation
+            .as_ref()
+            .map(|v| v.kind.clone())
+            .unwrap_or_default(),
+        r.violation
+            .as_ref()
+            .map(|v| v.severity.as_str().to_owned())
+            .unwrap_or_default(),
     ]
     .into_iter()
 }
@@ -338,6 +360,7 @@ pub(crate) async fn usage(pool: &SqlitePool, q: &AuditQuery) -> Result<UsageRepo
     Ok(UsageReport {
         by_tool: usage_by(pool, q, "tool").await?,
         by_caller: usage_by(pool, q, "agent_id").await?,
+        by_skill: usage_by(pool, q, "skill").await?,
     })
 }
 
@@ -349,17 +372,20 @@ async fn usage_by(pool: &SqlitePool, q: &AuditQuery, key: &'static str) -> Resul
          SUM(status = 'permission_denied') AS denied, \
          SUM(status IN ('validation_error', 'not_found')) AS invalid, \
          SUM(status = 'requires_confirmation') AS asked, \
+         SUM(violation_type IS NOT NULL) AS violations, \
          CAST(AVG(duration_us) AS INTEGER) AS avg_duration_us, \
          MIN(started_at) AS first_at, MAX(started_at) AS last_at, \
          COUNT(DISTINCT tool) AS distinct_tools \
          FROM audit_log"
     ));
     push_filter(&mut qb, q, false);
+    // Skill is the only nullable key; a call made under no skill belongs to no skill's row.
+    qb.push(format!(" AND {key} IS NOT NULL"));
     qb.push(format!(" GROUP BY {key} ORDER BY calls DESC, key ASC"));
     let rows = qb.build().fetch_all(pool).await?;
     let n = |row: &sqlx::sqlite::SqliteRow, c: &str| -> Result<u64> {
         let v: Option<i64> = row.try_get(c)?;
-        Ok(u64::try_from(v.unwrap_or(0)).unwrap_or(0))
+        Ok(codec::count(v.unwrap_or(0)))
     };
     rows.iter()
         .map(|row| {
@@ -371,6 +397,7 @@ async fn usage_by(pool: &SqlitePool, q: &AuditQuery, key: &'static str) -> Resul
                 denied: n(row, "denied")?,
                 invalid: n(row, "invalid")?,
                 awaiting_confirmation: n(row, "asked")?,
+                violations: n(row, "violations")?,
                 avg_duration_us: n(row, "avg_duration_us")?,
                 first_at: row.try_get("first_at")?,
                 last_at: row.try_get("last_at")?,

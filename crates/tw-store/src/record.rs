@@ -7,6 +7,7 @@ use sqlx::Row as _;
 use sqlx::sqlite::SqliteRow;
 use tw_core::ToolStatus;
 
+use crate::codec;
 use crate::error::{Result, StoreError};
 
 /// One governed call, ready to be appended to the audit log. Secrets must already be redacted.
@@ -36,6 +37,8 @@ pub struct AuditRecord {
     pub error_code: Option<String>,
     /// Human-readable error.
     pub error_message: Option<String>,
+    /// The rule the call broke, if it broke one. Every denied call is a violation.
+    pub violation: Option<AuditViolation>,
     /// The output passed to the caller, redacted.
     pub output: Option<Value>,
     /// Size of that output in bytes.
@@ -81,6 +84,8 @@ pub struct AuditRow {
     pub error_code: Option<String>,
     /// Human-readable error.
     pub error_message: Option<String>,
+    /// The rule the call broke, if it broke one.
+    pub violation: Option<AuditViolation>,
     /// The output passed to the caller, redacted.
     pub output: Option<Value>,
     /// SHA-256 (hex) of the stored output: the string itself for text, compact JSON otherwise.
@@ -97,6 +102,58 @@ pub struct AuditRow {
     pub duration_us: i64,
     /// Execution facts.
     pub metadata: Value,
+}
+
+/// What rule a call broke and how much it matters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditViolation {
+    /// A short snake_case kind: `policy_denied`, `rate_limited`, `path_forbidden`, ...
+    pub kind: String,
+    /// How serious it is.
+    pub severity: Severity,
+}
+
+/// How serious a violation is. Ordered, so the worst of several is their `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing about; routine refusals.
+    Warning,
+    /// A rule was broken.
+    Error,
+    /// An attempt to get past the boundary itself (escaping the workspace, forbidden paths).
+    Critical,
+}
+
+impl Severity {
+    /// The stored and serialized name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Warning => "warning",
+            Self::Error => "error",
+            Self::Critical => "critical",
+        }
+    }
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Severity {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "warning" => Ok(Self::Warning),
+            "error" => Ok(Self::Error),
+            "critical" => Ok(Self::Critical),
+            other => Err(format!(
+                "unknown severity {other:?}: expected \"warning\", \"error\" or \"critical\""
+            )),
+        }
+    }
 }
 
 /// The SHA-256 of an output as the log stores it.
@@ -143,23 +200,37 @@ impl Encoded {
 /// The columns of `audit_log` in the order [`decode_row`] expects.
 pub(crate) const COLUMNS: &str = "id, execution_id, trace_id, tool, agent_id, skill, user_id, arguments, decision, \
      explanation, status, error_code, error_message, output, output_sha256, output_bytes, truncated, \
-     started_at, completed_at, duration_us, metadata";
+     started_at, completed_at, duration_us, metadata, violation_type, violation_severity";
 
 fn json(id: i64, column: &str, text: &str) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
-        what: format!("audit row {id}, column {column}"),
-        message: e.to_string(),
-    })
+    codec::json(|| format!("audit row {id}, column {column}"), text)
+}
+
+/// The two violation columns, which the schema keeps both set or both empty.
+fn violation(id: i64, row: &SqliteRow) -> Result<Option<AuditViolation>> {
+    let kind: Option<String> = row.try_get("violation_type")?;
+    let severity: Option<String> = row.try_get("violation_severity")?;
+    match (kind, severity) {
+        (None, None) => Ok(None),
+        (Some(kind), Some(severity)) => Ok(Some(AuditViolation {
+            kind,
+            severity: codec::word(
+                || format!("audit row {id}, column violation_severity"),
+                &severity,
+            )?,
+        })),
+        _ => Err(StoreError::Corrupt {
+            what: format!("audit row {id}, columns violation_type and violation_severity"),
+            message: "one is set and the other is not".to_owned(),
+        }),
+    }
 }
 
 /// Reads one `audit_log` row selected with [`COLUMNS`].
 pub(crate) fn decode_row(row: &SqliteRow) -> Result<AuditRow> {
     let id: i64 = row.try_get("id")?;
     let status: String = row.try_get("status")?;
-    let status = status.parse().map_err(|e: String| StoreError::Corrupt {
-        what: format!("audit row {id}, column status"),
-        message: e,
-    })?;
+    let status = codec::word(|| format!("audit row {id}, column status"), &status)?;
     let opt_json = |column: &str| -> Result<Option<Value>> {
         let text: Option<String> = row.try_get(column)?;
         text.map(|t| json(id, column, &t)).transpose()
@@ -179,6 +250,7 @@ pub(crate) fn decode_row(row: &SqliteRow) -> Result<AuditRow> {
         status,
         error_code: row.try_get("error_code")?,
         error_message: row.try_get("error_message")?,
+        violation: violation(id, row)?,
         output: opt_json("output")?,
         output_sha256: row.try_get("output_sha256")?,
         output_bytes: u64::try_from(output_bytes).unwrap_or(0),

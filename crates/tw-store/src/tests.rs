@@ -1,5 +1,6 @@
 //! The store against real SQLite files: group commit under concurrency, durability rules (append
-//! only, newer schemas refused, foreign files untouched), queries, exports and custom tools.
+//! only, newer schemas refused, foreign files untouched), queries, exports, violations and custom
+//! tools. The policy engine's state has its own file, `policy_tests`.
 
 use std::os::unix::fs::PermissionsExt as _;
 
@@ -10,7 +11,14 @@ use tw_core::{DefinitionFormat, ToolStatus, load_tool_specs};
 
 use super::*;
 
-fn record(i: i64, tool: &str, status: ToolStatus) -> AuditRecord {
+/// A record; denied calls, and some invalid ones, carry a violation.
+pub(crate) fn record(i: i64, tool: &str, status: ToolStatus) -> AuditRecord {
+    let violation = |kind: &str, severity| {
+        Some(AuditViolation {
+            kind: kind.to_owned(),
+            severity,
+        })
+    };
     AuditRecord {
         execution_id: format!("exec-{i:05}"),
         trace_id: format!("trace-{}", i / 2),
@@ -19,11 +27,25 @@ fn record(i: i64, tool: &str, status: ToolStatus) -> AuditRecord {
         skill: (i % 2 == 0).then(|| "reviewer".to_owned()),
         user_id: None,
         arguments: json!({"path": format!("file-{i}.txt")}),
-        decision: Some("allow".to_owned()),
+        decision: Some(
+            if status == ToolStatus::PermissionDenied {
+                "deny"
+            } else {
+                "allow"
+            }
+            .to_owned(),
+        ),
         explanation: Some(json!([{"layer": "tool_policy", "decision": "allow"}])),
         status,
         error_code: (status != ToolStatus::Success).then(|| status.as_str().to_owned()),
         error_message: (status != ToolStatus::Success).then(|| format!("call {i} did not succeed")),
+        violation: match status {
+            ToolStatus::PermissionDenied => violation("policy_denied", Severity::Error),
+            ToolStatus::ValidationError if i % 2 == 1 => {
+                violation("schema_violation", Severity::Warning)
+            }
+            _ => None,
+        },
         output: (status == ToolStatus::Success).then(|| json!({"n": i})),
         output_bytes: 8,
         truncated: false,
@@ -34,13 +56,13 @@ fn record(i: i64, tool: &str, status: ToolStatus) -> AuditRecord {
     }
 }
 
-async fn open(dir: &tempfile::TempDir) -> Store {
+pub(crate) async fn open(dir: &tempfile::TempDir) -> Store {
     Store::open(StoreOptions::new(dir.path().join("tw.db")))
         .await
         .unwrap()
 }
 
-async fn raw(dir: &tempfile::TempDir) -> SqlitePool {
+pub(crate) async fn raw(dir: &tempfile::TempDir) -> SqlitePool {
     SqlitePool::connect(&format!("sqlite://{}", dir.path().join("tw.db").display()))
         .await
         .unwrap()
@@ -85,6 +107,7 @@ async fn appended_rows_read_back_whole() {
         status: rec.status,
         error_code: rec.error_code,
         error_message: rec.error_message,
+        violation: rec.violation,
         output_sha256: rec.output.as_ref().map(output_digest),
         output: rec.output,
         output_bytes: rec.output_bytes,
@@ -247,7 +270,7 @@ async fn a_database_from_a_newer_build_is_refused_untouched() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{} has schema version 20990101000000, newer than this build supports (1); upgrade Toolwarden to use it",
+            "{} has schema version 20990101000000, newer than this build supports (2); upgrade Toolwarden to use it",
             path.display()
         )
     );
@@ -403,9 +426,16 @@ async fn filters_narrow_and_cursors_walk_every_row_once() {
 async fn exports_are_pinned() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
-    for i in 0..3 {
+    for (i, status) in [
+        ToolStatus::Success,
+        ToolStatus::Success,
+        ToolStatus::PermissionDenied,
+    ]
+    .into_iter()
+    .enumerate()
+    {
         store
-            .append(record(i, "read_file", ToolStatus::Success))
+            .append(record(i as i64, "read_file", status))
             .await
             .unwrap();
     }
@@ -476,7 +506,11 @@ async fn usage_report_counts_by_tool_and_caller() {
     let store = open(&dir).await;
     sample(&store).await;
     let report = store.usage_report(&AuditQuery::default()).await.unwrap();
-    let row = |key: &str, calls, success, failed, denied, invalid, first: i64, last: i64, tools| {
+    let row = |key: &str,
+               [calls, success, failed, denied, invalid, violations]: [u64; 6],
+               first: i64,
+               last: i64,
+               tools| {
         UsageRow {
             key: key.to_owned(),
             calls,
@@ -485,6 +519,7 @@ async fn usage_report_counts_by_tool_and_caller() {
             denied,
             invalid,
             awaiting_confirmation: 0,
+            violations,
             avg_duration_us: 250,
             first_at: 1_700_000_000_000_000 + first * 1_000_000,
             last_at: 1_700_000_000_000_000 + last * 1_000_000,
@@ -495,13 +530,15 @@ async fn usage_report_counts_by_tool_and_caller() {
         report,
         UsageReport {
             by_tool: vec![
-                row("read_file", 15, 6, 3, 3, 3, 1, 19, 1),
-                row("write_file", 5, 2, 1, 1, 1, 0, 16, 1),
+                row("read_file", [15, 6, 3, 3, 3, 5], 1, 19, 1),
+                row("write_file", [5, 2, 1, 1, 1, 1], 0, 16, 1),
             ],
             by_caller: vec![
-                row("agent-a", 13, 5, 3, 3, 2, 1, 19, 2),
-                row("agent-b", 7, 3, 1, 1, 2, 0, 18, 2),
+                row("agent-a", [13, 5, 3, 3, 2, 4], 1, 19, 2),
+                row("agent-b", [7, 3, 1, 1, 2, 2], 0, 18, 2),
             ],
+            // Calls made under no skill (the odd ones) are in no skill's row.
+            by_skill: vec![row("reviewer", [10, 4, 2, 2, 2, 2], 0, 18, 2)],
         }
     );
     let only = store
@@ -580,5 +617,129 @@ async fn a_damaged_stored_tool_is_reported_not_fatal() {
         "stored custom tool broken:1:18: missing field `description`"
     );
     assert!(tools[1].spec.is_ok());
+    store.close().await;
+}
+
+#[tokio::test]
+async fn violations_read_back_and_narrow_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    sample(&store).await;
+    let mut critical = record(20, "read_file", ToolStatus::PermissionDenied);
+    critical.violation = Some(AuditViolation {
+        kind: "path_forbidden".to_owned(),
+        severity: Severity::Critical,
+    });
+    store.append(critical.clone()).await.unwrap();
+    assert_eq!(
+        store.get("exec-00020").await.unwrap().unwrap().violation,
+        critical.violation
+    );
+    assert_eq!(
+        store.get("exec-00000").await.unwrap().unwrap().violation,
+        None
+    );
+    // Denied calls (ids 3, 8, 13, 18, 21) and the invalid ones recorded with a violation (4, 14).
+    let q = AuditQuery {
+        violations_only: true,
+        limit: 1000,
+        ..AuditQuery::default()
+    };
+    assert_eq!(
+        ids(&store.query(&q).await.unwrap()),
+        vec![21, 18, 14, 13, 8, 4, 3]
+    );
+    assert_eq!(store.count(&q).await.unwrap(), 7);
+    let q = AuditQuery {
+        tool: Some("read_file".into()),
+        ..q
+    };
+    let kinds: Vec<(String, Severity)> = store
+        .query(&q)
+        .await
+        .unwrap()
+        .rows
+        .into_iter()
+        .filter_map(|r| r.violation.map(|v| (v.kind, v.severity)))
+        .collect();
+    let v = |kind: &str, severity| (kind.to_owned(), severity);
+    assert_eq!(
+        kinds,
+        vec![
+            v("path_forbidden", Severity::Critical),
+            v("policy_denied", Severity::Error),
+            v("schema_violation", Severity::Warning),
+            v("policy_denied", Severity::Error),
+            v("schema_violation", Severity::Warning),
+            v("policy_denied", Severity::Error),
+        ]
+    );
+    // The schema keeps the two columns together and the severity in its set.
+    let pool = raw(&dir).await;
+    for (kind, severity) in [
+        ("'policy_denied'", "NULL"),
+        ("NULL", "'error'"),
+        ("'policy_denied'", "'fatal'"),
+    ] {
+        let sql = format!(
+            "INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, arguments, status, \
+             output_bytes, truncated, started_at, completed_at, duration_us, metadata, \
+             violation_type, violation_severity) \
+             VALUES ('x', 't', 'echo', 'a', '{{}}', 'success', 0, 0, 0, 0, 0, '{{}}', {kind}, {severity})"
+        );
+        let err = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("CHECK constraint failed"),
+            "{kind} {severity}: {err}"
+        );
+    }
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_log_written_by_the_first_schema_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tw.db");
+    // Build the file as the previous release did: only the first migration.
+    {
+        let pool = SqlitePool::connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&path)
+                .create_if_missing(true),
+        )
+        .await
+        .unwrap();
+        let first = sqlx::migrate::Migrator {
+            migrations: std::borrow::Cow::Owned(MIGRATOR.iter().take(1).cloned().collect()),
+            ..sqlx::migrate::Migrator::DEFAULT
+        };
+        first.run(&pool).await.unwrap();
+        sqlx::query(
+            "INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, arguments, status, \
+             output_bytes, truncated, started_at, completed_at, duration_us, metadata) \
+             VALUES ('old', 't', 'echo', 'a', '{}', 'permission_denied', 0, 0, 5, 6, 1, '{}')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    }
+    let store = open(&dir).await;
+    let old = store.get("old").await.unwrap().unwrap();
+    assert_eq!(
+        (old.status, old.violation),
+        (ToolStatus::PermissionDenied, None)
+    );
+    store
+        .set_setting("mode", "normal", "alice", 7)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_setting("mode").await.unwrap().map(|s| s.value),
+        Some("normal".to_owned())
+    );
     store.close().await;
 }

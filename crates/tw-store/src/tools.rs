@@ -2,6 +2,7 @@
 //! back through the same checked loader, so a stored tool is held to the rules of a fresh one.
 
 use serde::Serialize;
+use sqlx::sqlite::SqliteConnection;
 use sqlx::{Row as _, SqlitePool};
 use tw_core::{DefinitionFormat, ToolSpec, load_tool_specs};
 
@@ -20,7 +21,13 @@ pub struct StoredTool {
     pub updated_at: i64,
 }
 
-pub(crate) async fn save(pool: &SqlitePool, spec: &ToolSpec, now_us: i64) -> Result<()> {
+/// A spec checked and encoded for [`save`], before the write connection is taken.
+pub(crate) struct EncodedTool {
+    name: String,
+    text: String,
+}
+
+pub(crate) fn encode(spec: &ToolSpec) -> Result<EncodedTool> {
     let name = spec.definition.name.to_string();
     let text = serde_json::to_string(spec).map_err(|e| StoreError::Encode {
         what: format!("custom tool {name}"),
@@ -36,23 +43,31 @@ pub(crate) async fn save(pool: &SqlitePool, spec: &ToolSpec, now_us: i64) -> Res
         what: format!("custom tool {name}"),
         message: e.to_string(),
     })?;
+    Ok(EncodedTool { name, text })
+}
+
+pub(crate) async fn save(
+    conn: &mut SqliteConnection,
+    tool: &EncodedTool,
+    now_us: i64,
+) -> Result<()> {
     sqlx::query(
         "INSERT INTO custom_tools (name, spec, created_at, updated_at) VALUES (?, ?, ?, ?) \
          ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at",
     )
-    .bind(name)
-    .bind(text)
+    .bind(tool.name.clone())
+    .bind(tool.text.clone())
     .bind(now_us)
     .bind(now_us)
-    .execute(pool)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }
 
-pub(crate) async fn delete(pool: &SqlitePool, name: &str) -> Result<bool> {
+pub(crate) async fn delete(conn: &mut SqliteConnection, name: &str) -> Result<bool> {
     let done = sqlx::query("DELETE FROM custom_tools WHERE name = ?")
         .bind(name.to_owned())
-        .execute(pool)
+        .execute(&mut *conn)
         .await?;
     Ok(done.rows_affected() > 0)
 }

@@ -15,6 +15,13 @@
 //! in-commit interval keeps the WAL bounded, writes each hot index page back once per interval
 //! instead of several times, and measured p99 append latency fell from about 550 us to about
 //! 180 us (`cargo bench -p tw-store --bench append`).
+//!
+//! Every other write the store makes (settings, the admin log, confirmations, grants, rate-limit
+//! events, custom tools) also runs on this connection, under the same lock ([`Writer::with_conn`],
+//! [`Writer::transaction`]), so a process has exactly one writer. Writes from a second
+//! connection in the same process would fight this one for SQLite's file lock and lose whole
+//! milliseconds in the busy handler's sleeps; taking turns on a tokio mutex costs microseconds.
+//! Other processes are kept in order by SQLite's lock and the busy timeout.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -80,6 +87,45 @@ impl Writer {
 
     pub(crate) fn batches(&self) -> u64 {
         self.batches.load(Ordering::Relaxed)
+    }
+
+    /// Runs `work` on the write connection, alone: audit commits and other writes wait their turn.
+    pub(crate) async fn with_conn<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T>,
+    ) -> Result<T> {
+        let mut guard = self.conn.lock().await;
+        let conn = guard.as_mut().ok_or(StoreError::WriterClosed)?;
+        work(conn).await
+    }
+
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the write connection: committed if it
+    /// returns `Ok`, rolled back otherwise (and if the caller goes away midway).
+    ///
+    /// Why IMMEDIATE: a deferred transaction that reads and then writes has to upgrade its lock,
+    /// and when another process wrote in between SQLite fails the upgrade at once
+    /// (`SQLITE_BUSY_SNAPSHOT`) instead of waiting. Taking the write lock up front makes the
+    /// read-then-write sequences here (rate counts, confirmation state) wait their turn instead.
+    pub(crate) async fn transaction<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T>,
+    ) -> Result<T> {
+        self.with_conn(async |conn| {
+            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+            match work(&mut tx).await {
+                Ok(out) => {
+                    tx.commit().await?;
+                    Ok(out)
+                }
+                Err(e) => {
+                    if let Err(rollback) = tx.rollback().await {
+                        tracing::warn!(error = %rollback, "rolling back a failed write failed");
+                    }
+                    Err(e)
+                }
+            }
+        })
+        .await
     }
 
     /// Appends a record and returns its id once it is committed.
@@ -221,7 +267,7 @@ fn is_record_fault(e: &StoreError) -> bool {
         StoreError::Sqlx(sqlx::Error::Database(db)) => {
             !matches!(db.kind(), sqlx::error::ErrorKind::Other)
         }
-        StoreError::Encode { .. } => true,
+        StoreError::Encode { .. } | StoreError::Invalid { .. } => true,
         _ => false,
     }
 }
@@ -242,7 +288,8 @@ async fn insert(conn: &mut SqliteConnection, records: &[&Encoded]) -> Result<Vec
     let mut qb = QueryBuilder::<Sqlite>::new(
         "INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, skill, user_id, arguments, \
          decision, explanation, status, error_code, error_message, output, output_sha256, \
-         output_bytes, truncated, started_at, completed_at, duration_us, metadata) ",
+         output_bytes, truncated, started_at, completed_at, duration_us, metadata, \
+         violation_type, violation_severity) ",
     );
     qb.push_values(records.iter().zip(&sizes), |mut b, (e, size)| {
         let r = &e.record;
@@ -265,7 +312,9 @@ async fn insert(conn: &mut SqliteConnection, records: &[&Encoded]) -> Result<Vec
             .push_bind(r.started_at)
             .push_bind(r.completed_at)
             .push_bind(r.duration_us)
-            .push_bind(e.metadata.clone());
+            .push_bind(e.metadata.clone())
+            .push_bind(r.violation.as_ref().map(|v| v.kind.clone()))
+            .push_bind(r.violation.as_ref().map(|v| v.severity.as_str()));
     });
     qb.push(" RETURNING id, execution_id");
     let rows = qb.build().fetch_all(&mut *conn).await?;
@@ -315,6 +364,7 @@ mod tests {
                 completed_at: 0,
                 duration_us: 0,
                 metadata: serde_json::json!({}),
+                violation: None,
             })
         };
         // Another process holds the write lock, so the next commit waits inside SQLite.

@@ -1,0 +1,183 @@
+//! Rate limits: per tool (all callers together), per caller, and per skill and tool, each per
+//! minute and/or per hour. This module only says which counters a call must pass and turns the
+//! counting's outcome into a verdict; the counting itself must be atomic across concurrent calls
+//! and processes and survive restarts, so the runtime does it in the store.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Decision, Layer, LayerVerdict, RuleRef, SelectorSet, Severity};
+use crate::call::Caller;
+use crate::definition::ToolDefinition;
+
+/// One minute, in microseconds.
+pub const MINUTE_US: i64 = 60_000_000;
+/// One hour, in microseconds.
+pub const HOUR_US: i64 = 60 * MINUTE_US;
+
+/// Whose calls a limit counts together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Per {
+    /// Every caller's calls to the tool.
+    Tool,
+    /// Each caller's calls to the limited tools.
+    Caller,
+    /// Each skill's calls to each tool.
+    SkillTool,
+}
+
+/// A compiled `[[rate_limits]]` entry.
+#[derive(Debug, Clone)]
+pub struct RateRule {
+    /// Which tools; `None` is every tool.
+    pub tools: Option<SelectorSet>,
+    /// Whose calls count together.
+    pub per: Per,
+    /// Calls per minute.
+    pub per_minute: Option<u32>,
+    /// Calls per hour.
+    pub per_hour: Option<u32>,
+    /// Where it was written.
+    pub source: String,
+}
+
+/// One window of one counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateWindow {
+    /// Window length in microseconds.
+    pub window_us: i64,
+    /// Calls allowed in the window.
+    pub limit: u32,
+}
+
+/// A counter a call must pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateCheck {
+    /// The counter's key (rule and scope), stable across restarts.
+    pub key: String,
+    /// Its windows.
+    pub windows: Vec<RateWindow>,
+    /// The rule, for explanations.
+    pub rule: RuleRef,
+}
+
+/// What counting said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RateOutcome {
+    /// Every counter had room; the call was counted.
+    Admitted,
+    /// A counter was full; nothing was counted.
+    Limited {
+        /// The counter.
+        key: String,
+        /// The full window.
+        window_us: i64,
+        /// Its limit.
+        limit: u32,
+        /// When a slot frees up, from now.
+        retry_after_us: i64,
+    },
+}
+
+fn windows(per_minute: Option<u32>, per_hour: Option<u32>) -> Vec<RateWindow> {
+    let mut w = Vec::new();
+    if let Some(limit) = per_minute {
+        w.push(RateWindow {
+            window_us: MINUTE_US,
+            limit,
+        });
+    }
+    if let Some(limit) = per_hour {
+        w.push(RateWindow {
+            window_us: HOUR_US,
+            limit,
+        });
+    }
+    w
+}
+
+/// The counters a call to `def` by `caller` must pass: the tool's own declared limit, and every
+/// rule that names the tool.
+pub fn checks(rules: &[RateRule], def: &ToolDefinition, caller: &Caller) -> Vec<RateCheck> {
+    let mut out = Vec::new();
+    if let Some(limit) = def.rate_limit {
+        out.push(RateCheck {
+            key: format!("tool:{}", def.name),
+            windows: windows(limit.per_minute, limit.per_hour),
+            rule: RuleRef::new(
+                "rate_limit".to_owned(),
+                format!("tool {} definition", def.name),
+            ),
+        });
+    }
+    for rule in rules {
+        let selector = match &rule.tools {
+            Some(set) => match set.first_match(def) {
+                Some(r) => r.pattern.clone(),
+                None => continue,
+            },
+            None => "*".to_owned(),
+        };
+        let scope = match rule.per {
+            Per::Tool => format!("tool:{}", def.name),
+            Per::Caller => format!("caller:{}", caller.agent_id),
+            Per::SkillTool => format!(
+                "skill:{}:tool:{}",
+                caller.skill.as_deref().unwrap_or("-"),
+                def.name
+            ),
+        };
+        out.push(RateCheck {
+            key: format!("{}|{scope}", rule.source),
+            windows: windows(rule.per_minute, rule.per_hour),
+            rule: RuleRef::new(
+                format!("{selector} per {:?}", rule.per).to_lowercase(),
+                &rule.source,
+            ),
+        });
+    }
+    out
+}
+
+fn window_name(window_us: i64) -> &'static str {
+    if window_us == MINUTE_US {
+        "minute"
+    } else {
+        "hour"
+    }
+}
+
+/// The rate layer's verdict from the counting's outcome.
+pub fn judge(tool: &str, checks: &[RateCheck], outcome: &RateOutcome) -> LayerVerdict {
+    match outcome {
+        RateOutcome::Admitted if checks.is_empty() => {
+            LayerVerdict::allow(Layer::RateLimit, format!("no rate limit applies to {tool}"))
+        }
+        RateOutcome::Admitted => LayerVerdict::allow(
+            Layer::RateLimit,
+            format!("{tool} is within its {} rate limit(s)", checks.len()),
+        ),
+        RateOutcome::Limited {
+            key,
+            window_us,
+            limit,
+            retry_after_us,
+        } => {
+            let verdict = LayerVerdict::stop(
+                Layer::RateLimit,
+                Decision::Deny,
+                "rate_limited",
+                Severity::Warning,
+                format!(
+                    "{tool} reached its limit of {limit} calls per {}; retry in {} s",
+                    window_name(*window_us),
+                    (retry_after_us + 999_999) / 1_000_000
+                ),
+            );
+            match checks.iter().find(|c| &c.key == key) {
+                Some(c) => verdict.by(c.rule.clone()),
+                None => verdict,
+            }
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! Hosts, URLs and paths in tool arguments, normalized for policy matching (work in progress).

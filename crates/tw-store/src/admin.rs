@@ -1,0 +1,126 @@
+//! The admin log: who changed the rules and when (mode switches, policy reloads, grants created
+//! and revoked, tools switched on and off). The audit log says what agents did; this says why
+//! they were allowed to. Append-only in the schema, like the audit log.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
+
+use crate::codec;
+use crate::error::Result;
+use crate::query::MAX_PAGE;
+
+/// An administrative change, ready to append.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdminEvent {
+    /// When it happened (µs since the epoch).
+    pub at: i64,
+    /// Who made it (a user, or `system` for automatic changes).
+    pub actor: String,
+    /// A short snake_case kind: `mode_changed`, `policy_reloaded`, `grant_created`, ...
+    pub kind: String,
+    /// One line a person can read (`mode: normal -> lockdown`, a diff summary).
+    pub summary: String,
+    /// The change in full, as JSON.
+    pub details: Value,
+}
+
+/// A stored administrative change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdminEventRow {
+    /// Position in the log; increases with every append.
+    pub id: i64,
+    /// When it happened (µs since the epoch).
+    pub at: i64,
+    /// Who made it.
+    pub actor: String,
+    /// What kind of change.
+    pub kind: String,
+    /// One line a person can read.
+    pub summary: String,
+    /// The change in full.
+    pub details: Value,
+}
+
+/// Which administrative changes to read. The default is everything, newest first, 50 at a time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AdminQuery {
+    /// Only changes made at or after this time (µs since the epoch).
+    pub since: Option<i64>,
+    /// Only changes of this kind.
+    pub kind: Option<String>,
+    /// Continue below this id: the last id of the previous page.
+    pub cursor: Option<i64>,
+    /// Page size, 1 to [`MAX_PAGE`].
+    pub limit: u32,
+}
+
+impl Default for AdminQuery {
+    fn default() -> Self {
+        Self {
+            since: None,
+            kind: None,
+            cursor: None,
+            limit: 50,
+        }
+    }
+}
+
+/// Checks and encodes an event before the write connection is taken.
+pub(crate) fn encode(event: &AdminEvent) -> Result<String> {
+    codec::check_kind("admin event kind", &event.kind)?;
+    Ok(event.details.to_string())
+}
+
+pub(crate) async fn append(
+    conn: &mut SqliteConnection,
+    event: &AdminEvent,
+    details: String,
+) -> Result<i64> {
+    let id = sqlx::query_scalar(
+        "INSERT INTO admin_log (at, actor, kind, summary, details) VALUES (?, ?, ?, ?, ?) \
+         RETURNING id",
+    )
+    .bind(event.at)
+    .bind(event.actor.clone())
+    .bind(event.kind.clone())
+    .bind(event.summary.clone())
+    .bind(details)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(id)
+}
+
+pub(crate) async fn list(pool: &SqlitePool, q: &AdminQuery) -> Result<Vec<AdminEventRow>> {
+    let mut qb = QueryBuilder::<Sqlite>::new(
+        "SELECT id, at, actor, kind, summary, details FROM admin_log WHERE 1 = 1",
+    );
+    if let Some(since) = q.since {
+        qb.push(" AND at >= ").push_bind(since);
+    }
+    if let Some(kind) = &q.kind {
+        qb.push(" AND kind = ").push_bind(kind.clone());
+    }
+    if let Some(cursor) = q.cursor {
+        qb.push(" AND id < ").push_bind(cursor);
+    }
+    qb.push(" ORDER BY id DESC LIMIT ")
+        .push_bind(i64::from(q.limit.clamp(1, MAX_PAGE)));
+    let rows = qb.build().fetch_all(pool).await?;
+    rows.iter().map(decode).collect()
+}
+
+fn decode(row: &SqliteRow) -> Result<AdminEventRow> {
+    let id: i64 = row.try_get("id")?;
+    let details: String = row.try_get("details")?;
+    Ok(AdminEventRow {
+        id,
+        at: row.try_get("at")?,
+        actor: row.try_get("actor")?,
+        kind: row.try_get("kind")?,
+        summary: row.try_get("summary")?,
+        details: codec::json(|| format!("admin event {id}, column details"), &details)?,
+    })
+}

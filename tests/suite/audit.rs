@@ -214,7 +214,9 @@ fn an_invalid_config_refuses_to_start_with_its_location() {
     assert_eq!(
         run.stderr.trim(),
         format!(
-            "error: {cfg}:3:18: policy.allow: invalid tool name \"Not A Name\": must start with a lowercase letter"
+            "error: cannot open toolwarden with data directory {}: the policy is invalid, so nothing can be judged: \
+             {cfg}:3:18: allow: invalid tool name \"Not A Name\": must start with a lowercase letter",
+            env.data.display()
         )
     );
     // Nothing ran, so nothing was recorded.

@@ -90,6 +90,8 @@ fn every_status_has_its_exit_code_and_one_audit_record() {
 default = "deny"
 allow = ["group:fs", "group:system", "group:custom", "isolated"]
 deny = ["list_directory"]
+[policy.exec]
+security = "full"
 "#,
     );
     env.write("hello.txt", "hello\n");
@@ -179,7 +181,8 @@ deny = ["list_directory"]
     let trace = &denied["decision"]["trace"][0];
     assert_eq!(trace["rule"]["rule"], "list_directory");
     let source = trace["rule"]["source"].as_str().unwrap();
-    assert!(source.ends_with("config.toml:5"), "{source}");
+    // Line 6: the harness puts `license_tier` on line 1.
+    assert!(source.ends_with("config.toml:6"), "{source}");
 
     let rows = env.audit_rows();
     let ids: Vec<String> = runs
@@ -278,11 +281,29 @@ enabled = false
     env.cmd(&["tools", "add", spec.to_str().unwrap()])
         .run()
         .ok();
+    // The installation is downgraded to core: the tool stays registered but cannot run.
+    let env = env.with_config("license_tier = \"core\"\n");
     let run = env.call("pro_only", json!({}));
     check(&run, 7, "permission_denied", Some("tier_unavailable"));
     assert_eq!(
         run.json()["error"]["message"],
         "tool pro_only needs the pro tier; this installation runs core"
+    );
+    // And core includes no custom tools at all, so registering one is refused up front.
+    let spec = env.root.path().join("core.json");
+    std::fs::write(
+        &spec,
+        json!({"name": "mine", "description": "d", "category": "system", "command": {"argv": ["true"]}})
+            .to_string(),
+    )
+    .unwrap();
+    let add = env.cmd(&["tools", "add", spec.to_str().unwrap()]).run();
+    assert_eq!(add.code, 10, "{}", add.stderr);
+    assert!(
+        add.stderr
+            .contains("the core tier includes 0 custom tools and 0 are registered"),
+        "{}",
+        add.stderr
     );
 }
 

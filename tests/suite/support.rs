@@ -31,7 +31,8 @@ pub fn binary() -> PathBuf {
     bin
 }
 
-/// A fresh installation.
+/// A fresh installation. It runs the teams tier (which includes custom tools) unless a config
+/// names another, since most tests register custom tools.
 pub struct Env {
     pub root: tempfile::TempDir,
     pub data: PathBuf,
@@ -57,11 +58,18 @@ impl Env {
             outside,
             config: None,
         }
+        .with_config("")
     }
 
-    /// Writes a config file and uses it for every later command.
+    /// Writes a config file and uses it for every later command (with `license_tier = "teams"`
+    /// first unless the text sets a tier).
     pub fn with_config(mut self, text: &str) -> Self {
         let path = self.root.path().join("config.toml");
+        let text = if text.contains("license_tier") {
+            text.to_owned()
+        } else {
+            format!("license_tier = \"teams\"\n{text}")
+        };
         std::fs::write(&path, text).expect("write config");
         self.config = Some(path);
         self
@@ -97,9 +105,11 @@ impl Env {
         TestCommand { cmd: c }
     }
 
-    /// Runs `call TOOL --args ARGS` and returns the parsed result.
+    /// Runs `call TOOL --args ARGS --no-wait` and returns the parsed result: a call that needs
+    /// a person's approval ends at once as requires_confirmation.
     pub fn call(&self, tool: &str, args: Value) -> Run {
-        self.cmd(&["call", tool, "--args", &args.to_string()]).run()
+        self.cmd(&["call", tool, "--args", &args.to_string(), "--no-wait"])
+            .run()
     }
 
     /// Every audit row, oldest first, read straight from the SQLite file.

@@ -102,6 +102,12 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
             println!();
             println!("by caller");
             print!("{}", usage_table("CALLER", &report.by_caller));
+            // Calls made under no skill are in the two tables above only.
+            if !report.by_skill.is_empty() {
+                println!();
+                println!("by skill");
+                print!("{}", usage_table("SKILL", &report.by_skill));
+            }
             Ok(0)
         }
     }
@@ -109,7 +115,17 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
 
 fn usage_table(key: &str, rows: &[UsageRow]) -> String {
     let mut t = Table::new(&[
-        key, "CALLS", "OK", "FAILED", "DENIED", "INVALID", "ASKED", "AVG", "TOOLS", "LAST",
+        key,
+        "CALLS",
+        "OK",
+        "FAILED",
+        "DENIED",
+        "INVALID",
+        "ASKED",
+        "VIOLATIONS",
+        "AVG",
+        "TOOLS",
+        "LAST",
     ]);
     for r in rows {
         t.row(vec![
@@ -120,6 +136,7 @@ fn usage_table(key: &str, rows: &[UsageRow]) -> String {
             r.denied.to_string(),
             r.invalid.to_string(),
             r.awaiting_confirmation.to_string(),
+            r.violations.to_string(),
             duration(i64::try_from(r.avg_duration_us).unwrap_or(i64::MAX)),
             r.distinct_tools.to_string(),
             time(r.last_at),
@@ -133,14 +150,14 @@ fn print_row(r: &AuditRow) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn now_us() -> i64 {
+pub(crate) fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// RFC 3339, or a duration meaning that long ago.
-fn parse_time(s: &str) -> anyhow::Result<i64> {
+pub(crate) fn parse_time(s: &str) -> anyhow::Result<i64> {
     if let Ok(t) = humantime::parse_rfc3339_weak(s) {
         let d = t
             .duration_since(UNIX_EPOCH)
@@ -172,7 +189,7 @@ fn query(f: &AuditFilter) -> anyhow::Result<AuditQuery> {
     })
 }
 
-fn time(us: i64) -> String {
+pub(crate) fn time(us: i64) -> String {
     let t = UNIX_EPOCH + std::time::Duration::from_micros(u64::try_from(us).unwrap_or(0));
     humantime::format_rfc3339_seconds(t).to_string()
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tw_core::{ToolCall, ToolResult, ToolStatus, TraceId};
-use tw_runtime::{BatchMode, Runtime, new_execution_id, new_trace_id};
+use tw_runtime::{BatchMode, EventKind, Received, Runtime, new_execution_id, new_trace_id};
 
 use crate::cli::{BatchArgs, CallArgs};
 use crate::setup::Context;
@@ -95,10 +95,35 @@ pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Re
         execution_id: new_execution_id(),
         trace_id: parse_trace(a.trace_id.as_deref())?,
         timeout: a.timeout.map(Duration::from_millis),
+        no_wait: a.no_wait,
     };
+    let waiting = tell_when_waiting(rt, &call);
     let result = rt.execute_with_cancel(call, cancel_on_signal()).await;
+    waiting.abort();
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(exit_code(result.status))
+}
+
+/// Tells the person at the terminal when the call waits for approval, and how to give it.
+fn tell_when_waiting(rt: &Runtime, call: &ToolCall) -> tokio::task::JoinHandle<()> {
+    let mut events = rt.events().subscribe_execution(call.execution_id.clone());
+    tokio::spawn(async move {
+        while let Some(received) = events.recv().await {
+            if let Received::Event(e) = received
+                && let EventKind::ConfirmationRequested {
+                    confirmation_id,
+                    reason,
+                    expires_at,
+                } = &e.kind
+            {
+                let secs = (expires_at - e.at).max(0) / 1_000_000;
+                eprintln!(
+                    "toolwarden: {} waits for approval ({reason}).\n  approve: toolwarden confirm approve {confirmation_id}\n  deny:    toolwarden confirm deny {confirmation_id}\n  it is denied if no one answers within {secs} s",
+                    e.tool
+                );
+            }
+        }
+    })
 }
 
 #[derive(Deserialize)]
@@ -150,6 +175,7 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
             execution_id: new_execution_id(),
             trace_id: trace.clone(),
             timeout: e.timeout_ms.map(Duration::from_millis),
+            no_wait: false,
         })
         .collect();
     let mode = match a.parallel {

@@ -59,6 +59,20 @@ pub(crate) enum Command {
     /// Read the audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Inspect, explain, check and simulate the policy.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// List, approve and deny calls waiting for a person.
+    #[command(subcommand)]
+    Confirm(ConfirmCommand),
+    /// List, add and revoke standing approvals (grants).
+    #[command(subcommand)]
+    Grants(GrantsCommand),
+    /// Show or switch the operational mode (normal, alert, degraded, lockdown, recovery).
+    Mode {
+        /// Switch to this mode (for every process on this data directory).
+        set: Option<String>,
+    },
     /// Show the resolved configuration: files, directories, workspace and policy.
     Config,
 }
@@ -148,6 +162,9 @@ pub(crate) struct CallArgs {
     /// Trace id joining this call to others.
     #[arg(long)]
     pub trace_id: Option<String>,
+    /// Do not wait for a person: a call that needs approval exits at once with code 5.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 /// `toolwarden batch`
@@ -244,4 +261,120 @@ pub(crate) enum ExportFormat {
     Jsonl,
     /// Comma-separated values with a header row.
     Csv,
+}
+
+/// `toolwarden policy ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum PolicyCommand {
+    /// Where the policy comes from and every rule in it.
+    Show,
+    /// Explain how policy would judge a call, without running anything.
+    Explain {
+        /// Tool name.
+        #[arg(long)]
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// Judge as this caller (agent id); default: --agent.
+        #[arg(long)]
+        caller: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a policy: errors with their location, then rules that name unknown tools or
+    /// groups, can never match, or are shadowed by others. Default: the configured policy.
+    Check {
+        /// Policy files to check instead of the configured policy.
+        files: Vec<PathBuf>,
+    },
+    /// Replay recorded calls against a proposed policy and list every call whose decision would
+    /// change.
+    Simulate {
+        /// The proposed policy file(s), taken as the whole policy.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Only calls recorded since: RFC 3339 or a duration ago (default 7d).
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `toolwarden confirm ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfirmCommand {
+    /// Calls waiting for a person (with --all: answered ones too).
+    List {
+        /// Include answered and expired requests.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve waiting calls.
+    Approve(AnswerArgs),
+    /// Deny waiting calls.
+    Deny(AnswerArgs),
+}
+
+/// Which requests to answer, and how.
+#[derive(Debug, Args)]
+pub(crate) struct AnswerArgs {
+    /// Confirmation ids.
+    #[arg(required_unless_present = "all_pending")]
+    pub ids: Vec<String>,
+    /// Every pending request.
+    #[arg(long, conflicts_with = "ids")]
+    pub all_pending: bool,
+    /// Why (recorded with the answer).
+    #[arg(long)]
+    pub note: Option<String>,
+    /// With approve: remember it as a grant: `exact` (this exact call), `tool` (every call of
+    /// the tool) or a JSON argument pattern such as '{"path": "src/**"}'.
+    #[arg(long, value_name = "SCOPE")]
+    pub remember: Option<String>,
+    /// With --remember: only for the caller of the approved call (default: any caller).
+    #[arg(long)]
+    pub caller_only: bool,
+    /// With --remember: for this long (e.g. 30m, 8h, 7d; default: until revoked).
+    #[arg(long = "for", value_name = "DURATION")]
+    pub duration: Option<String>,
+}
+
+/// `toolwarden grants ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum GrantsCommand {
+    /// Grants in force (with --all: revoked and expired ones too).
+    List {
+        /// Include revoked and expired grants.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give a standing approval for a tool.
+    Add {
+        /// The tool.
+        tool: String,
+        /// Only calls whose arguments match this JSON pattern (default: every call).
+        #[arg(long)]
+        pattern: Option<String>,
+        /// Only this agent's calls (default: any caller).
+        #[arg(long)]
+        agent: Option<String>,
+        /// For this long (default: until revoked).
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: Option<String>,
+    },
+    /// Revoke a grant.
+    Revoke {
+        /// Grant id.
+        id: String,
+    },
 }

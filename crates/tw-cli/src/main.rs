@@ -6,6 +6,8 @@
 mod audit;
 mod call;
 mod cli;
+mod confirm;
+mod policy;
 mod setup;
 mod table;
 mod tools;
@@ -55,6 +57,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Call(args) => call::call(&rt, &ctx, args).await,
         Command::Batch(args) => call::batch(&rt, &ctx, args).await,
         Command::Audit(cmd) => audit::run(&rt, cmd).await,
+        Command::Policy(cmd) => policy::run(&rt, &ctx, cmd).await,
+        Command::Confirm(cmd) => confirm::confirm(&rt, &ctx, cmd).await,
+        Command::Grants(cmd) => confirm::grants(&rt, &ctx, cmd).await,
+        Command::Mode { set } => confirm::mode(&rt, &ctx, set).await,
         Command::Config => Ok(0),
     };
     rt.close().await;

@@ -87,7 +87,6 @@ impl Context {
 
     /// `toolwarden config`
     pub(crate) fn show(&self) -> anyhow::Result<u8> {
-        let p = &self.config.policy;
         println!(
             "config file:   {}",
             self.config_file
@@ -109,17 +108,19 @@ impl Context {
             );
         }
         println!("license tier:  {}", self.config.license_tier);
-        println!("mode:          {}", self.config.mode);
         println!(
-            "policy:        default {} ({})",
-            if p.default_deny { "deny" } else { "allow" },
-            p.default_source
+            "mode:          {} (at start; `toolwarden mode` shows the current one)",
+            self.config.mode
         );
-        for r in &p.allow {
-            println!("  allow {:<20} {}", r.pattern, r.source);
-        }
-        for r in &p.deny {
-            println!("  deny  {:<20} {}", r.pattern, r.source);
+        let files = tw_runtime::policy::policy_paths(&self.config);
+        if files.is_empty() {
+            println!(
+                "policy:        the built-in policy (`toolwarden policy show` lists its rules)"
+            );
+        } else {
+            for (i, f) in files.iter().enumerate() {
+                println!("{:<15}{}", if i == 0 { "policy:" } else { "" }, f.display());
+            }
         }
         Ok(0)
     }

@@ -4,18 +4,19 @@
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::json;
 use tw_core::export::{ExportFormat, export_tools};
-use tw_core::{Decision, DefinitionFormat, ToolFilter, load_tool_specs};
+use tw_core::{Caller, Decision, DefinitionFormat, ToolFilter, load_tool_specs};
 use tw_runtime::Runtime;
 
 use crate::cli::{Format, ListArgs, ToolsCommand};
 use crate::setup::Context;
 use crate::table::Table;
 
-pub(crate) async fn run(rt: &Runtime, _ctx: &Context, cmd: ToolsCommand) -> anyhow::Result<u8> {
+pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ToolsCommand) -> anyhow::Result<u8> {
+    let caller = &ctx.caller;
     match cmd {
-        ToolsCommand::List(args) => list(rt, args),
-        ToolsCommand::Show { name, json } => show(rt, &name, json),
-        ToolsCommand::Export { format, all } => export(rt, format, all),
+        ToolsCommand::List(args) => list(rt, caller, args),
+        ToolsCommand::Show { name, json } => show(rt, caller, &name, json),
+        ToolsCommand::Export { format, all } => export(rt, caller, format, all),
         ToolsCommand::Add { file } => add(rt, &file).await,
         ToolsCommand::Remove { name } => {
             rt.remove_custom_tool(&name).await?;
@@ -30,7 +31,7 @@ fn parse<T: std::str::FromStr<Err = String>>(v: Option<String>) -> anyhow::Resul
         .transpose()
 }
 
-fn list(rt: &Runtime, a: ListArgs) -> anyhow::Result<u8> {
+fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
     let filter = ToolFilter {
         category: parse(a.category)?,
         group: a.group.map(|g| tw_core::ToolGroup::new(&g)).transpose()?,
@@ -51,7 +52,7 @@ fn list(rt: &Runtime, a: ListArgs) -> anyhow::Result<u8> {
                     "risk_level": t.definition.risk_level,
                     "license_tier": t.definition.license_tier,
                     "requires_confirmation": t.definition.requires_confirmation,
-                    "policy": rt.explain(t.definition.name.as_str()).map(|d| d.decision),
+                    "policy": rt.tool_decision(t.definition.name.as_str(), caller).map(|d| d.decision),
                     "description": t.definition.description,
                 })
             })
@@ -72,7 +73,7 @@ fn list(rt: &Runtime, a: ListArgs) -> anyhow::Result<u8> {
     for t in &tools {
         let d = &t.definition;
         let policy = rt
-            .explain(d.name.as_str())
+            .tool_decision(d.name.as_str(), caller)
             .map_or("?".to_owned(), |p| p.decision.to_string());
         table.row(vec![
             d.name.to_string(),
@@ -89,12 +90,12 @@ fn list(rt: &Runtime, a: ListArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn show(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {
+fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Result<u8> {
     let Some(tool) = rt.registry().get(name) else {
         bail!("no tool named {name:?} is registered (see `toolwarden tools list`)");
     };
     let d = &tool.definition;
-    let explanation = rt.explain(name);
+    let explanation = rt.tool_decision(name, caller);
     if as_json {
         println!(
             "{}",
@@ -139,20 +140,11 @@ fn show(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {
         println!("  command: {}", cmd.argv().collect::<Vec<_>>().join(" "));
     }
     if let Some(p) = explanation {
-        println!("policy: {}", p.decision);
-        for v in &p.trace {
-            let rule = v
-                .rule
-                .as_ref()
-                .map_or(String::new(), |r| format!(" [{} @ {}]", r.rule, r.source));
-            println!(
-                "  {:<13} {:<5} {}{}",
-                format!("{:?}", v.layer).to_lowercase(),
-                v.decision,
-                v.reason,
-                rule
-            );
-        }
+        println!(
+            "policy for {} (before arguments are known):",
+            caller.agent_id
+        );
+        print!("{}", crate::policy::render(&p));
     }
     println!("parameters:");
     println!("{}", serde_json::to_string_pretty(&d.parameters)?);
@@ -163,12 +155,12 @@ fn show(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn export(rt: &Runtime, format: Format, all: bool) -> anyhow::Result<u8> {
+fn export(rt: &Runtime, caller: &Caller, format: Format, all: bool) -> anyhow::Result<u8> {
     let tools = rt.registry().list();
     let defs = tools.iter().filter_map(|t| {
         let callable = all
             || rt
-                .explain(t.definition.name.as_str())
+                .tool_decision(t.definition.name.as_str(), caller)
                 .is_some_and(|p| p.decision != Decision::Deny);
         callable.then_some(&t.definition)
     });

@@ -84,6 +84,10 @@ pub struct ToolCall {
     /// A tighter time limit than the tool's own, if wanted (the tool's limit still applies).
     #[serde(default, with = "opt_millis", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// Do not wait for a person: a call that needs approval (and no grant covers) ends at once
+    /// as RequiresConfirmation instead of waiting for an answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_wait: bool,
 }
 
 mod opt_millis {

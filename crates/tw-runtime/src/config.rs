@@ -2,7 +2,10 @@
 //! text, and gets either a complete `Config` or an error with file:line:column. A config that does not
 //! parse refuses to start; nothing half-applies.
 //!
-//! Policy rules keep the line they were written on, so a decision's explanation can point at it.
+//! Policy lives in policy documents: the config's own `[policy]` table (the same format as a
+//! policy file, see `tw_core::policy::doc`) and any files named by `policy_files`. They are
+//! compiled together by the runtime (`crate::policy`), which keeps the config's text so rules can
+//! be quoted with their line.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,12 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use tw_core::policy::PolicyRule;
+use tw_core::policy::PolicyDoc;
 use tw_core::{LicenseTier, OperationalMode, ToolName};
 use tw_store::Synchronous;
-
-/// Where the built-in defaults are quoted from in explanations.
-pub const BUILTIN_SOURCE: &str = "built-in default";
 
 /// A configuration file that could not be used, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,38 +50,13 @@ pub struct ToolOverride {
     pub requires_confirmation: Option<bool>,
 }
 
-/// The tool-policy layer's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyConfig {
-    /// Whether tools no rule names are denied.
-    pub default_deny: bool,
-    /// Where `default` was set.
-    pub default_source: String,
-    /// Allow rules.
-    pub allow: Vec<PolicyRule>,
-    /// Deny rules (these win).
-    pub deny: Vec<PolicyRule>,
-}
-
-impl Default for PolicyConfig {
-    /// Fail closed: nothing is allowed unless named. The built-in groups that ship with Toolwarden
-    /// (`fs`, `system`) and the administrator's own `custom` tools are named.
-    fn default() -> Self {
-        let rule = |p: &str| PolicyRule::new(p, BUILTIN_SOURCE);
-        Self {
-            default_deny: true,
-            default_source: BUILTIN_SOURCE.to_owned(),
-            allow: vec![rule("group:fs"), rule("group:system"), rule("group:custom")],
-            deny: Vec::new(),
-        }
-    }
-}
-
 /// The whole runtime configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// The file this came from, if any.
     pub source: Option<PathBuf>,
+    /// The file's text (the `[policy]` table's rules are quoted from it).
+    pub text: String,
     /// The license tier this installation runs.
     pub license_tier: LicenseTier,
     /// The operational mode at start.
@@ -94,8 +69,10 @@ pub struct Config {
     pub schema_cache_capacity: usize,
     /// Audit durability.
     pub audit_synchronous: Synchronous,
-    /// Tool policy.
-    pub policy: PolicyConfig,
+    /// The `[policy]` table, if the file has one.
+    pub policy: Option<PolicyDoc>,
+    /// Further policy files, compiled together with `[policy]`.
+    pub policy_files: Vec<PathBuf>,
     /// Per-tool overrides, by tool name.
     pub tools: BTreeMap<String, ToolOverride>,
 }
@@ -104,13 +81,15 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             source: None,
+            text: String::new(),
             license_tier: LicenseTier::Core,
             mode: OperationalMode::Normal,
             workspace: Vec::new(),
             data_dir: None,
             schema_cache_capacity: tw_core::validate::DEFAULT_CAPACITY,
             audit_synchronous: Synchronous::Normal,
-            policy: PolicyConfig::default(),
+            policy: None,
+            policy_files: Vec::new(),
             tools: BTreeMap::new(),
         }
     }
@@ -126,26 +105,11 @@ struct Doc {
     data_dir: Option<String>,
     schema_cache_capacity: Option<Spanned<usize>>,
     policy: Option<PolicyDoc>,
+    #[serde(default)]
+    policy_files: Vec<String>,
     audit: Option<AuditDoc>,
     #[serde(default)]
     tools: BTreeMap<Spanned<String>, ToolOverride>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PolicyDoc {
-    default: Option<Spanned<DefaultDoc>>,
-    #[serde(default)]
-    allow: Vec<Spanned<String>>,
-    #[serde(default)]
-    deny: Vec<Spanned<String>>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum DefaultDoc {
-    Allow,
-    Deny,
 }
 
 #[derive(Deserialize)]
@@ -217,42 +181,13 @@ impl Config {
             }
             config.schema_cache_capacity = cap.into_inner();
         }
-        if let Some(p) = doc.policy {
-            let source_of = |s: &Spanned<String>| format!("{file}:{}", at(s.span().start).0);
-            let rules = |v: &[Spanned<String>]| -> Vec<PolicyRule> {
-                v.iter()
-                    .map(|s| PolicyRule::new(s.get_ref().clone(), source_of(s)))
-                    .collect()
-            };
-            config.policy = PolicyConfig {
-                default_deny: p
-                    .default
-                    .as_ref()
-                    .is_none_or(|d| matches!(d.get_ref(), DefaultDoc::Deny)),
-                default_source: p.default.as_ref().map_or_else(
-                    || format!("{file} (no default set: deny)"),
-                    |d| format!("{file}:{}", at(d.span().start).0),
-                ),
-                allow: rules(&p.allow),
-                deny: rules(&p.deny),
-            };
-            // Compile once here so a bad rule is reported with its line at load, not at first call.
-            for (list, rules) in [("allow", &p.allow), ("deny", &p.deny)] {
-                for r in rules {
-                    let one = vec![PolicyRule::new(r.get_ref().clone(), "")];
-                    let (a, d) = if list == "allow" {
-                        (one, vec![])
-                    } else {
-                        (vec![], one)
-                    };
-                    tw_core::ToolPolicy::new(a, d, true, "").map_err(|e| {
-                        let msg = e.to_string();
-                        let msg = msg.split_once(": ").map_or(msg.as_str(), |(_, m)| m);
-                        err(Some(r.span().start), format!("policy.{list}: {msg}"))
-                    })?;
-                }
-            }
-        }
+        config.policy = doc.policy;
+        config.policy_files = doc
+            .policy_files
+            .iter()
+            .map(|f| expand(f, base, home))
+            .collect();
+        config.text = text.to_owned();
         if let Some(s) = doc.audit.and_then(|a| a.synchronous) {
             config.audit_synchronous = match s {
                 SyncDoc::Normal => Synchronous::Normal,
@@ -296,6 +231,7 @@ license_tier = "pro"
 mode = "alert"
 workspace = ["~/proj", "rel", "/abs"]
 schema_cache_capacity = 16
+policy_files = ["policy.d/base.toml"]
 
 [policy]
 default = "allow"
@@ -328,14 +264,12 @@ requires_confirmation = false
         );
         assert_eq!(c.schema_cache_capacity, 16);
         assert_eq!(c.audit_synchronous, Synchronous::Full);
+        let policy = c.policy.as_ref().unwrap();
+        assert_eq!(policy.allow.len(), 1);
+        assert_eq!(policy.deny[0].get_ref(), "delete_*");
         assert_eq!(
-            c.policy,
-            PolicyConfig {
-                default_deny: false,
-                default_source: "/etc/tw/config.toml:8".into(),
-                allow: vec![PolicyRule::new("group:fs", "/etc/tw/config.toml:9")],
-                deny: vec![PolicyRule::new("delete_*", "/etc/tw/config.toml:11")],
-            }
+            c.policy_files,
+            vec![PathBuf::from("/etc/tw/policy.d/base.toml")]
         );
         assert_eq!(
             c.tools.get("delete_file"),
@@ -355,15 +289,9 @@ requires_confirmation = false
             ),
         );
         check(
-            "[policy]\nallow = [\"ok\", \"Not Valid\"]\n",
-            Err(
-                "/etc/tw/config.toml:2:16: policy.allow: invalid tool name \"Not Valid\": must start with a lowercase letter",
-            ),
-        );
-        check(
             "[policy]\nalow = []\n",
             Err(
-                "/etc/tw/config.toml:2:1: unknown field `alow`, expected one of `default`, `allow`, `deny`",
+                "/etc/tw/config.toml:2:1: unknown field `alow`, expected one of `default`, `allow`, `deny`, `modes`, `exec`, `rules`, `access`, `rate_limits`, `confirmation`",
             ),
         );
         check(
@@ -380,6 +308,6 @@ requires_confirmation = false
 
     #[test]
     fn empty_file_is_the_default_policy() {
-        check("", Ok("default_deny: true"));
+        check("", Ok("policy: None, policy_files: []"));
     }
 }

@@ -25,6 +25,22 @@ pub enum RuntimeError {
     /// A spec without a command was given where a custom tool was expected.
     #[error("tool {0} has no `command`, so it cannot be added as a custom tool")]
     NotCustom(String),
+    /// The policy could not be loaded.
+    #[error("the policy is invalid, so nothing can be judged")]
+    Policy(#[from] crate::policy::PolicyLoadError),
+    /// The license tier allows no more custom tools.
+    #[error(
+        "the {tier} tier includes {limit} custom tools and {limit} are registered; remove one or upgrade the tier"
+    )]
+    TierLimit {
+        /// The tier.
+        tier: tw_core::LicenseTier,
+        /// Its allowance.
+        limit: usize,
+    },
+    /// A confirmation or grant operation was refused.
+    #[error("{0}")]
+    Confirmation(String),
     /// A custom tool tried to take a built-in tool's name, or a built-in was to be removed.
     #[error("tool {0} is built in; custom tools cannot replace or remove it")]
     BuiltinName(String),

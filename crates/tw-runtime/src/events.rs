@@ -65,6 +65,24 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// The call waits for a person's approval.
+    ConfirmationRequested {
+        /// The pending request's id (`toolwarden confirm approve ID`).
+        confirmation_id: String,
+        /// Why policy asked.
+        reason: String,
+        /// When the request expires and the call is denied (µs since the epoch).
+        expires_at: i64,
+    },
+    /// The request was answered, expired or withdrawn.
+    ConfirmationResolved {
+        /// The request's id.
+        confirmation_id: String,
+        /// `approved`, `denied` or `expired`.
+        state: String,
+        /// Who answered, if anyone did.
+        by: Option<String>,
+    },
     /// Something needs attention (e.g. an audit write failed, a subscriber missed events).
     Warning {
         /// What.

@@ -9,17 +9,21 @@ pub mod batch;
 pub mod builtins;
 pub mod clock;
 pub mod config;
+pub mod confirm;
 mod custom;
 pub mod error;
 pub mod events;
 pub mod paths;
+pub mod policy;
 pub mod runtime;
 
 pub use batch::BatchMode;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::{Config, ConfigError, ToolOverride};
+pub use confirm::{Answer, GrantSpec, Remember, Who};
 pub use error::{Result, RuntimeError};
 pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
+pub use policy::PolicyLoadError;
 pub use runtime::{
-    DATABASE_FILE, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id,
+    DATABASE_FILE, MODE_SETTING, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id,
 };

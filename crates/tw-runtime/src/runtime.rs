@@ -1,20 +1,23 @@
 //! The governed pipeline. `Runtime::execute` is the one door every tool call goes through:
 //!
 //! 1. look up the tool,
-//! 2. tool policy (allow/deny by name, glob, group; disabled tools),
-//! 3. license tier and operational mode,
-//! 4. argument validation (every violation),
-//! 5. confirmation,
+//! 2. policy: every layer of `tw_core::policy` at once (tools, license, mode, exec, arguments,
+//!    access, confirmation), with its explanation; a denial stops the call here,
+//! 3. argument validation (every violation),
+//! 4. rate limits, counted atomically in the store,
+//! 5. confirmation: a standing grant, or a person's answer (the call waits),
 //! 6. run with time limit and cancellation,
 //! 7. output-schema validation,
 //! 8. output cap,
 //! 9. audit record,
 //! 10. events.
 //!
-//! Validation runs before the confirmation stage (the issue lists it after): a person should never be
-//! asked to approve a call that would be refused as invalid anyway, and the arguments they are shown
-//! are then known to be well formed. Likewise the output schema is checked before the cap, on the
-//! whole output, because a truncated document cannot be validated.
+//! Validation runs before rate counting and confirmation (the issue lists it after): a person should
+//! never be asked to approve a call that would be refused as invalid anyway, and the arguments they
+//! are shown are then known to be well formed. Policy runs before validation so a denied tool is
+//! denied whatever its arguments; its argument rules are written to be safe on any JSON. Likewise
+//! the output schema is checked before the cap, on the whole output, because a truncated document
+//! cannot be validated.
 //!
 //! Architecture invariant: exactly one audit record per call, committed before the result is
 //! returned. The pipeline runs in its own task, so a caller that stops waiting (a dropped future, a
@@ -26,27 +29,36 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use tw_core::policy::{self, Decision, LayerVerdict, PolicyDecision};
+use tw_core::policy::{self, Decision, Policy, PolicyDecision, Request, RuleRef};
 use tw_core::{
-    Caller, CommandTemplate, ErrorCode, ExecutionId, RegisteredTool, ToolCall, ToolDefinition,
-    ToolError, ToolPolicy, ToolRegistry, ToolResult, ToolSpec, ToolStatus, TraceId, ValidatorCache,
-    Violation,
+    Caller, CommandTemplate, ErrorCode, ExecutionId, LicenseTier, OperationalMode, RegisteredTool,
+    ToolCall, ToolDefinition, ToolError, ToolRegistry, ToolResult, ToolSpec, ToolStatus, TraceId,
+    ValidatorCache, Violation,
 };
 use tw_sandbox::{Sandbox, Workspace};
-use tw_store::{AuditRecord, Store, StoreOptions};
+use tw_store::{AuditRecord, AuditViolation, Store, StoreOptions};
 
 use crate::builtins::{self, BuiltinTool, ToolContext};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, ToolOverride};
+use crate::confirm::{Held, Waiters};
 use crate::custom;
 use crate::error::{Result, RuntimeError};
 use crate::events::{EventBus, EventKind, ExecutionEvent};
+use crate::policy::PolicyWatcher;
+
+/// The setting that holds the operational mode, shared by every process on the data directory.
+pub const MODE_SETTING: &str = "mode";
+
+/// How often a runtime re-reads settings another process may have changed (the mode).
+pub const SETTINGS_REFRESH: Duration = Duration::from_secs(1);
 
 /// How a registered tool runs.
 #[derive(Clone)]
@@ -105,14 +117,27 @@ impl RuntimeOptions {
 }
 
 /// The state policy is judged against; replaced as a whole when it changes.
-struct PolicyState {
-    tools: ToolPolicy,
+pub(crate) struct PolicyState {
+    pub(crate) policy: Arc<Policy>,
     overrides: std::collections::BTreeMap<String, ToolOverride>,
-    tier: tw_core::LicenseTier,
-    mode: tw_core::OperationalMode,
+    tier: LicenseTier,
+    mode: OperationalMode,
 }
 
-struct Inner {
+impl PolicyState {
+    fn with(&self, f: impl FnOnce(&mut PolicyState)) -> PolicyState {
+        let mut next = PolicyState {
+            policy: Arc::clone(&self.policy),
+            overrides: self.overrides.clone(),
+            tier: self.tier,
+            mode: self.mode,
+        };
+        f(&mut next);
+        next
+    }
+}
+
+pub(crate) struct Inner {
     registry: ToolRegistry<ToolKind>,
     validators: ValidatorCache,
     policy: RwLock<Arc<PolicyState>>,
@@ -123,6 +148,12 @@ struct Inner {
     clock: Arc<dyn Clock>,
     running: Mutex<HashMap<ExecutionId, CancellationToken>>,
     warnings: Vec<String>,
+    pub(crate) waiters: Waiters,
+    /// The config file, re-read when policy reloads.
+    config_file: Option<PathBuf>,
+    /// Position of each custom tool among the custom tools, by registration.
+    custom_ranks: RwLock<HashMap<String, usize>>,
+    watcher: Mutex<Option<PolicyWatcher>>,
 }
 
 /// The governed tool runtime. Cheap to clone; clones share everything.
@@ -189,7 +220,8 @@ pub fn new_trace_id() -> TraceId {
 }
 
 impl Runtime {
-    /// Opens the audit store, registers the built-in tools and the persisted custom tools.
+    /// Opens the audit store, loads the policy, registers the built-in tools and the persisted
+    /// custom tools, and starts watching the policy files. An invalid policy refuses to start.
     pub async fn open(options: RuntimeOptions) -> Result<Self> {
         let RuntimeOptions {
             data_dir,
@@ -197,19 +229,18 @@ impl Runtime {
             config,
             clock,
         } = options;
-        if workspace.is_empty() {
+        let Some(first_root) = workspace.first().cloned() else {
             return Err(RuntimeError::NoWorkspace);
-        }
+        };
         let workspace = Arc::new(Workspace::open(&workspace)?);
-        let tools = ToolPolicy::new(
-            config.policy.allow.clone(),
-            config.policy.deny.clone(),
-            config.policy.default_deny,
-            config.policy.default_source.clone(),
-        )?;
+        let policy = crate::policy::load(&config, crate::policy::env(&first_root))?;
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
         store_options.synchronous = config.audit_synchronous;
         let store = Store::open(store_options).await?;
+        let mode = match store.get_setting(MODE_SETTING).await? {
+            Some(s) => s.value.parse().unwrap_or(config.mode),
+            None => config.mode,
+        };
 
         let registry = ToolRegistry::new();
         for tool in builtins::all() {
@@ -230,15 +261,15 @@ impl Runtime {
         for w in &warnings {
             tracing::warn!(warning = %w, "a stored custom tool was not loaded");
         }
-        Ok(Self {
+        let rt = Self {
             inner: Arc::new(Inner {
                 registry,
                 validators: ValidatorCache::new(config.schema_cache_capacity),
                 policy: RwLock::new(Arc::new(PolicyState {
-                    tools,
+                    policy: Arc::new(policy),
                     overrides: config.tools.clone(),
                     tier: config.license_tier,
-                    mode: config.mode,
+                    mode,
                 })),
                 store,
                 events: EventBus::new(),
@@ -247,8 +278,206 @@ impl Runtime {
                 clock,
                 running: Mutex::new(HashMap::new()),
                 warnings,
+                waiters: Waiters::default(),
+                config_file: config.source.clone(),
+                custom_ranks: RwLock::new(HashMap::new()),
+                watcher: Mutex::new(None),
             }),
-        })
+        };
+        rt.refresh_custom_ranks().await?;
+        let files = crate::policy::policy_paths(&config);
+        if !files.is_empty() {
+            match PolicyWatcher::start(files, Arc::downgrade(&rt.inner)) {
+                Ok(w) => {
+                    *rt.inner
+                        .watcher
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(w)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "policy files cannot be watched; changes need a restart")
+                }
+            }
+        }
+        rt.spawn_settings_refresh();
+        Ok(rt)
+    }
+
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
+        Self { inner }
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
+    pub(crate) fn now_us(&self) -> i64 {
+        self.inner.clock.now_us()
+    }
+
+    /// Re-reads settings other processes may change (the mode) while this runtime lives.
+    fn spawn_settings_refresh(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SETTINGS_REFRESH).await;
+                let Some(inner) = weak.upgrade() else { break };
+                let rt = Runtime::from_inner(inner);
+                if !rt.inner.store.is_healthy() {
+                    continue;
+                }
+                if let Ok(Some(setting)) = rt.inner.store.get_setting(MODE_SETTING).await
+                    && let Ok(mode) = setting.value.parse::<OperationalMode>()
+                    && mode != rt.mode()
+                {
+                    tracing::info!(%mode, by = %setting.updated_by, "operational mode changed by another process");
+                    rt.swap_state(|s| s.mode = mode);
+                }
+            }
+        });
+    }
+
+    fn swap_state(&self, f: impl FnOnce(&mut PolicyState)) {
+        let mut guard = self
+            .inner
+            .policy
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let next = guard.with(f);
+        *guard = Arc::new(next);
+    }
+
+    /// The current operational mode.
+    pub fn mode(&self) -> OperationalMode {
+        self.policy_state().mode
+    }
+
+    /// The installation's license tier.
+    pub fn tier(&self) -> LicenseTier {
+        self.policy_state().tier
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy_state().policy)
+    }
+
+    /// Switches the operational mode for every process on this data directory, and records who
+    /// did it.
+    pub async fn set_mode(&self, mode: OperationalMode, actor: &str) -> Result<OperationalMode> {
+        let before = self.mode();
+        self.inner
+            .store
+            .set_setting(MODE_SETTING, mode.as_str(), actor, self.now_us())
+            .await?;
+        self.swap_state(|s| s.mode = mode);
+        self.admin(
+            actor,
+            "mode_changed",
+            format!("operational mode {before} -> {mode}"),
+            json!({"from": before.as_str(), "to": mode.as_str()}),
+        )
+        .await;
+        Ok(before)
+    }
+
+    /// Reloads the policy from its files. On success the new policy takes effect at once and the
+    /// change is recorded; on failure the running policy stays and the errors are reported.
+    pub async fn reload_policy(&self, actor: &str) -> std::result::Result<Vec<String>, String> {
+        let config = match &self.inner.config_file {
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) => Config::parse(&text, path, crate::paths::home_dir().as_deref())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+            },
+            None => Ok(Config::default()),
+        };
+        let base = self
+            .inner
+            .workspace
+            .roots()
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        let loaded = config.and_then(|c| {
+            crate::policy::load(&c, crate::policy::env(&base))
+                .map(|p| (p, c))
+                .map_err(|e| e.to_string())
+        });
+        match loaded {
+            Ok((policy, config)) => {
+                let old = self.policy();
+                let diff = policy.diff(&old);
+                let policy = Arc::new(policy);
+                self.swap_state(|s| {
+                    s.policy = policy;
+                    s.overrides = config.tools.clone();
+                });
+                let summary = if diff.is_empty() {
+                    "policy reloaded; no rule changed".to_owned()
+                } else {
+                    format!("policy reloaded: {}", diff.join("; "))
+                };
+                tracing::info!(%summary, "policy reloaded");
+                self.admin(
+                    actor,
+                    "policy_reloaded",
+                    summary,
+                    json!({ "changes": diff }),
+                )
+                .await;
+                Ok(diff)
+            }
+            Err(errors) => {
+                tracing::error!(%errors, "the changed policy is invalid; the previous policy stays in force");
+                if self.inner.events.has_subscribers() {
+                    self.inner.events.publish(ExecutionEvent {
+                        execution_id: new_execution_id(),
+                        trace_id: new_trace_id(),
+                        tool: String::new(),
+                        at: self.now_us(),
+                        kind: EventKind::Warning {
+                            message: format!(
+                                "the changed policy is invalid and was not applied:\n{errors}"
+                            ),
+                        },
+                    });
+                }
+                self.admin(
+                    actor,
+                    "policy_reload_failed",
+                    "the changed policy is invalid; the previous policy stays in force".to_owned(),
+                    json!({ "errors": errors }),
+                )
+                .await;
+                Err(errors)
+            }
+        }
+    }
+
+    async fn refresh_custom_ranks(&self) -> Result<()> {
+        let mut stored = self.inner.store.custom_tools().await?;
+        stored.sort_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));
+        let ranks = stored
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| (t.name, i))
+            .collect();
+        *self
+            .inner
+            .custom_ranks
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = ranks;
+        Ok(())
+    }
+
+    fn custom_rank(&self, name: &str) -> Option<usize> {
+        self.inner
+            .custom_ranks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .copied()
     }
 
     /// The tool registry.
@@ -291,6 +520,7 @@ impl Runtime {
             execution_id: new_execution_id(),
             trace_id: new_trace_id(),
             timeout: None,
+            no_wait: false,
         }
     }
 
@@ -330,8 +560,23 @@ impl Runtime {
         {
             return Err(RuntimeError::BuiltinName(spec.definition.name.to_string()));
         }
+        let is_new = self.custom_rank(spec.definition.name.as_str()).is_none();
+        let tier = self.tier();
+        if let Some(limit) = policy::custom_tool_limit(tier) {
+            let count = self
+                .inner
+                .custom_ranks
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len();
+            if is_new && count >= limit {
+                return Err(RuntimeError::TierLimit { tier, limit });
+            }
+        }
         self.inner.store.save_custom_tool(&spec, now_us).await?;
-        register_custom(&self.inner.registry, spec)
+        let added = register_custom(&self.inner.registry, spec)?;
+        self.refresh_custom_ranks().await?;
+        Ok(added)
     }
 
     /// Removes a custom tool from the registry and the store.
@@ -345,21 +590,118 @@ impl Runtime {
         }
         self.inner.store.delete_custom_tool(name).await?;
         self.inner.registry.unregister(name)?;
+        self.refresh_custom_ranks().await?;
         Ok(())
     }
 
-    /// Explains how policy would judge a call to `tool` now, without running anything.
-    pub fn explain(&self, tool: &str) -> Option<PolicyDecision> {
+    /// Explains how policy would judge a call now, without running or counting anything. Rate
+    /// limits are listed as the counters the call would be checked against.
+    pub fn explain(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        caller: &Caller,
+    ) -> Option<PolicyDecision> {
+        self.explain_with(None, tool, arguments, caller)
+    }
+
+    /// Like [`Runtime::explain`], under another policy (`None`: the one in force). For simulating
+    /// a proposed policy against recorded calls.
+    pub fn explain_with(
+        &self,
+        policy: Option<&Arc<Policy>>,
+        tool: &str,
+        arguments: &Value,
+        caller: &Caller,
+    ) -> Option<PolicyDecision> {
         let entry = self.inner.registry.get(tool)?;
-        let state = self.policy_state();
-        let mut trace = Vec::new();
-        let _ = stage_tool_policy(&state, &entry.definition, &mut trace);
-        let _ = stage_license_and_mode(&state, &entry.definition, &mut trace);
-        let _ = stage_confirmation(&state, &entry.definition, &mut trace);
+        let mut state = self.policy_state();
+        if let Some(p) = policy {
+            state = Arc::new(state.with(|s| s.policy = Arc::clone(p)));
+        }
+        let argv = render_argv(&entry);
+        let argv = argv(arguments);
+        let evaluation = self.evaluate(
+            &state,
+            &entry,
+            arguments,
+            &caller.sanitized(),
+            argv.as_deref(),
+        );
+        let mut decision = evaluation.decision;
+        if !evaluation.rate_checks.is_empty() {
+            decision.push(policy::LayerVerdict::allow(
+                policy::Layer::RateLimit,
+                format!(
+                    "the call would be counted against {} rate limit(s): {}",
+                    evaluation.rate_checks.len(),
+                    evaluation
+                        .rate_checks
+                        .iter()
+                        .map(|c| format!("{} ({})", c.rule.rule, c.rule.source))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        Some(decision)
+    }
+
+    /// What policy decides for a tool before any arguments are known: every layer that does not
+    /// look at arguments (tools, license, mode, access, confirmation). For listings and exports.
+    pub fn tool_decision(&self, tool: &str, caller: &Caller) -> Option<PolicyDecision> {
+        let decision = self.explain(tool, &json!({}), caller)?;
+        let trace = decision
+            .trace
+            .into_iter()
+            .filter(|v| {
+                !matches!(
+                    v.layer,
+                    policy::Layer::Exec | policy::Layer::Arguments | policy::Layer::RateLimit
+                )
+            })
+            .collect();
         Some(PolicyDecision::from_verdicts(trace))
     }
 
-    fn policy_state(&self) -> Arc<PolicyState> {
+    fn evaluate(
+        &self,
+        state: &PolicyState,
+        entry: &Entry,
+        arguments: &Value,
+        caller: &Caller,
+        argv: Option<&[String]>,
+    ) -> policy::Evaluation {
+        let def = &entry.definition;
+        let name = def.name.as_str();
+        let overrides = state.overrides.get(name);
+        let disabled = overrides
+            .filter(|o| o.enabled == Some(false))
+            .map(|_| RuleRef::new(format!("[tools.{name}] enabled = false"), "configuration"));
+        let requires_confirmation = overrides
+            .and_then(|o| o.requires_confirmation)
+            .unwrap_or(def.requires_confirmation);
+        let custom_rank = match entry.kind {
+            ToolKind::Custom(_) => Some(self.custom_rank(name).unwrap_or(usize::MAX)),
+            ToolKind::Builtin(_) => None,
+        };
+        policy::evaluate(
+            &state.policy,
+            &Request {
+                tool: def,
+                arguments,
+                caller,
+                tier: state.tier,
+                mode: state.mode,
+                custom_rank,
+                argv,
+                requires_confirmation,
+                disabled,
+            },
+        )
+    }
+
+    pub(crate) fn policy_state(&self) -> Arc<PolicyState> {
         Arc::clone(
             &self
                 .inner
@@ -421,16 +763,15 @@ impl Runtime {
             agent = %call.caller.agent_id,
         );
         let caller = call.caller.sanitized();
-        let mut trace = Vec::new();
+        let mut decision = None;
         let outcome = match self
-            .stages(&call, &cancel, &mut trace)
+            .stages(&call, &cancel, &mut decision)
             .instrument(span.clone())
             .await
         {
             Ok(o) | Err(o) => o,
         };
         let duration_us = i64::try_from(clock.elapsed().as_micros()).unwrap_or(i64::MAX);
-        let decision = (!trace.is_empty()).then(|| PolicyDecision::from_verdicts(trace));
         let result = ToolResult {
             execution_id: call.execution_id,
             trace_id: call.trace_id,
@@ -508,15 +849,20 @@ impl Runtime {
         &self,
         call: &ToolCall,
         cancel: &CancellationToken,
-        trace: &mut Vec<LayerVerdict>,
+        decision_out: &mut Option<PolicyDecision>,
     ) -> Stage<Outcome> {
         let entry = self.stage_lookup(&call.tool)?;
         let def = &entry.definition;
+        let caller = call.caller.sanitized();
+        let argv = render_argv(&entry)(&call.arguments);
+        // Policy, grants and confirmations see what the audit log will hold: secrets redacted,
+        // so a grant made from a logged call matches the call it was made from.
+        let redacted = redacted(&call.arguments);
         let state = self.policy_state();
-        stage_tool_policy(&state, def, trace)?;
-        stage_license_and_mode(&state, def, trace)?;
+        let evaluation = self.evaluate(&state, &entry, &redacted, &caller, argv.as_deref());
+        let decision = decision_out.insert(evaluation.decision);
+        stage_policy(decision)?;
         self.stage_validate_arguments(def, &call.arguments)?;
-        stage_confirmation(&state, def, trace)?;
         if !self.inner.store.is_healthy() {
             return Err(Outcome::stop(
                 ToolStatus::Failed,
@@ -524,6 +870,10 @@ impl Runtime {
                 "the audit store is unavailable, so no tool may run",
             ));
         }
+        self.stage_rate_limits(&call.tool, &evaluation.rate_checks, decision)
+            .await?;
+        self.stage_confirmation(call, &redacted, decision, cancel)
+            .await?;
         if cancel.is_cancelled() {
             return Err(Outcome::stop(
                 ToolStatus::Cancelled,
@@ -534,6 +884,90 @@ impl Runtime {
         let produced = self.stage_execute(&entry, call, cancel).await?;
         self.stage_validate_output(def, &produced)?;
         Ok(stage_cap(def, produced))
+    }
+
+    /// Stage 4: counts the call against its rate limits, atomically, in the store.
+    async fn stage_rate_limits(
+        &self,
+        tool: &str,
+        checks: &[policy::rate::RateCheck],
+        decision: &mut PolicyDecision,
+    ) -> Stage<()> {
+        if checks.is_empty() {
+            return Ok(());
+        }
+        let outcome = self
+            .inner
+            .store
+            .rate_acquire(checks, self.now_us())
+            .await
+            .map_err(|e| {
+                Outcome::stop(
+                    ToolStatus::Failed,
+                    ErrorCode::AUDIT_UNAVAILABLE,
+                    format!("rate limits could not be counted, so the call is refused: {e}"),
+                )
+            })?;
+        decision.push(policy::rate::judge(tool, checks, &outcome));
+        stage_policy(decision)
+    }
+
+    /// Stage 5: an Ask is answered by a standing grant or by a person; the call waits.
+    async fn stage_confirmation(
+        &self,
+        call: &ToolCall,
+        arguments: &Value,
+        decision: &mut PolicyDecision,
+        cancel: &CancellationToken,
+    ) -> Stage<()> {
+        if decision.decision != Decision::Ask {
+            return Ok(());
+        }
+        let unavailable = |e: RuntimeError| {
+            Outcome::stop(
+                ToolStatus::Failed,
+                ErrorCode::AUDIT_UNAVAILABLE,
+                format!("the confirmation could not be handled, so the call is refused: {e}"),
+            )
+        };
+        if self
+            .apply_grants(call, arguments, decision)
+            .await
+            .map_err(unavailable)?
+        {
+            return Ok(());
+        }
+        let reason = decision.deciding().map_or_else(
+            || "policy asks for approval".to_owned(),
+            |v| v.reason.clone(),
+        );
+        if call.no_wait {
+            return Err(Outcome::stop(
+                ToolStatus::RequiresConfirmation,
+                ErrorCode::CONFIRMATION_REQUIRED,
+                reason,
+            ));
+        }
+        match self
+            .hold(call, arguments, decision, cancel)
+            .await
+            .map_err(unavailable)?
+        {
+            Held::Approved(verdict) => {
+                decision.settle_ask(verdict);
+                Ok(())
+            }
+            Held::Refused { verdict, cancelled } => {
+                let message = verdict.reason.clone();
+                let code = verdict.code.clone().unwrap_or_default();
+                decision.settle_ask(verdict);
+                Err(if cancelled {
+                    Outcome::stop(ToolStatus::Cancelled, ErrorCode::CANCELLED, message)
+                } else {
+                    Outcome::stop(ToolStatus::PermissionDenied, &code, message)
+                })
+            }
+        }
     }
 
     fn stage_lookup(&self, name: &str) -> Stage<Arc<Entry>> {
@@ -678,11 +1112,8 @@ impl Runtime {
         arguments: Value,
         result: &ToolResult,
     ) -> tw_store::Result<i64> {
-        let arguments = if tw_core::redact::needs_redaction(&arguments) {
-            tw_core::redact::redact(&arguments)
-        } else {
-            arguments
-        };
+        let arguments = redacted(&arguments);
+        let violation = violation(result);
         let record = AuditRecord {
             execution_id: result.execution_id.to_string(),
             trace_id: result.trace_id.to_string(),
@@ -714,6 +1145,7 @@ impl Runtime {
             completed_at: result.metadata.completed_at,
             duration_us: result.metadata.duration_us,
             metadata: audit_metadata(result),
+            violation,
         };
         self.inner.store.append(record).await
     }
@@ -780,7 +1212,7 @@ impl Runtime {
         }
     }
 
-    fn emit_for(&self, call: &ToolCall, kind: EventKind) {
+    pub(crate) fn emit_for(&self, call: &ToolCall, kind: EventKind) {
         if self.inner.events.has_subscribers() {
             self.inner.events.publish(ExecutionEvent {
                 execution_id: call.execution_id.clone(),
@@ -829,101 +1261,60 @@ fn invalid(status: ToolStatus, code: &str, what: &str, violations: Vec<Violation
     o
 }
 
-/// Stage 2: the tool policy (allow/deny lists) and administrator overrides that disable a tool.
-fn stage_tool_policy(
-    state: &PolicyState,
-    def: &ToolDefinition,
-    trace: &mut Vec<LayerVerdict>,
-) -> Stage<()> {
-    if state
-        .overrides
-        .get(def.name.as_str())
-        .is_some_and(|o| o.enabled == Some(false))
-    {
-        trace.push(LayerVerdict {
-            layer: policy::Layer::Tools,
-            decision: Decision::Deny,
-            rule: Some(policy::RuleRef {
-                rule: format!("[tools.{}] enabled = false", def.name),
-                source: "configuration".to_owned(),
-            }),
-            reason: format!("tool {} is disabled", def.name),
-        });
-        return Err(Outcome::stop(
-            ToolStatus::PermissionDenied,
-            ErrorCode::TOOL_DISABLED,
-            format!("tool {} is disabled by the administrator", def.name),
-        ));
+/// Stage 2 (and after each later verdict): a denial stops the call with the deciding layer's
+/// code and reason.
+fn stage_policy(decision: &PolicyDecision) -> Stage<()> {
+    if decision.decision != Decision::Deny {
+        return Ok(());
     }
-    let verdict = state.tools.evaluate(def);
-    let denied = verdict.decision == Decision::Deny;
-    let reason = verdict.reason.clone();
-    trace.push(verdict);
-    if denied {
-        return Err(Outcome::stop(
-            ToolStatus::PermissionDenied,
-            ErrorCode::POLICY_DENIED,
-            reason,
-        ));
-    }
-    Ok(())
+    let deciding = decision.deciding();
+    Err(Outcome::stop(
+        ToolStatus::PermissionDenied,
+        deciding
+            .and_then(|v| v.code.as_deref())
+            .unwrap_or(ErrorCode::POLICY_DENIED),
+        deciding.map_or_else(|| "policy denies the call".to_owned(), |v| v.reason.clone()),
+    ))
 }
 
-/// Stage 3: is the tool in this installation's license tier, and may it run in the current mode?
-fn stage_license_and_mode(
-    state: &PolicyState,
-    def: &ToolDefinition,
-    trace: &mut Vec<LayerVerdict>,
-) -> Stage<()> {
-    let license = policy::license_layer(def, state.tier);
-    let denied = license.decision == Decision::Deny;
-    let reason = license.reason.clone();
-    trace.push(license);
-    if denied {
-        return Err(Outcome::stop(
-            ToolStatus::PermissionDenied,
-            ErrorCode::TIER_UNAVAILABLE,
-            reason,
-        ));
+/// Arguments as they may be stored and judged: secrets redacted.
+fn redacted(arguments: &Value) -> Value {
+    if tw_core::redact::needs_redaction(arguments) {
+        tw_core::redact::redact(arguments)
+    } else {
+        arguments.clone()
     }
-    let mode = policy::mode_layer(def, state.mode);
-    let denied = mode.decision == Decision::Deny;
-    let reason = mode.reason.clone();
-    trace.push(mode);
-    if denied {
-        return Err(Outcome::stop(
-            ToolStatus::PermissionDenied,
-            ErrorCode::MODE_FORBIDDEN,
-            reason,
-        ));
-    }
-    Ok(())
 }
 
-/// Stage 5: a tool (or an override) that asks for a person's approval stops here with
-/// RequiresConfirmation; the confirmation broker of the policy work will wait here instead.
-fn stage_confirmation(
-    state: &PolicyState,
-    def: &ToolDefinition,
-    trace: &mut Vec<LayerVerdict>,
-) -> Stage<()> {
-    let requires = state
-        .overrides
-        .get(def.name.as_str())
-        .and_then(|o| o.requires_confirmation)
-        .unwrap_or(def.requires_confirmation);
-    let verdict = policy::confirmation_layer(def, requires);
-    let ask = verdict.decision == Decision::Ask;
-    let reason = verdict.reason.clone();
-    trace.push(verdict);
-    if ask {
-        return Err(Outcome::stop(
-            ToolStatus::RequiresConfirmation,
-            ErrorCode::CONFIRMATION_REQUIRED,
-            reason,
-        ));
+/// A custom tool's command for given arguments (for the exec layer); `None` for built-ins and for
+/// arguments the template cannot render (the exec layer then cannot judge, and denies).
+fn render_argv(entry: &Entry) -> impl Fn(&Value) -> Option<Vec<String>> + '_ {
+    move |arguments| match &entry.kind {
+        ToolKind::Custom(template) => template
+            .render(arguments, &entry.definition.parameters)
+            .ok(),
+        ToolKind::Builtin(_) => None,
     }
-    Ok(())
+}
+
+/// The violation a refused call records: the policy's, or one the tool itself reported (a path
+/// outside the workspace is an attempt at the boundary).
+fn violation(result: &ToolResult) -> Option<AuditViolation> {
+    if let Some((kind, severity)) = result.decision.as_ref().and_then(PolicyDecision::violation) {
+        return Some(AuditViolation { kind, severity });
+    }
+    let code = &result.error.as_ref()?.code;
+    match result.status {
+        ToolStatus::PermissionDenied => Some(AuditViolation {
+            kind: code.clone(),
+            severity: if code == "path_outside_workspace" {
+                policy::Severity::Critical
+            } else {
+                policy::Severity::Error
+            },
+        }),
+        _ => None,
+    }
 }
 
 /// Stage 8: the output cap.

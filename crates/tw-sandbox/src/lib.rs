@@ -15,10 +15,12 @@
 pub mod error;
 pub mod fs;
 pub mod process;
+pub mod resolve;
 pub mod workspace;
 
 pub use error::{Result, SandboxError};
 pub use process::{
     ExitInfo, OutputChunk, ProcessOutput, ProcessSpec, ResourceLimits, RunOutcome, Sandbox,
 };
+pub use resolve::HostResolver;
 pub use workspace::{PathError, Workspace, WsPath};

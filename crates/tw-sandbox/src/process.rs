@@ -54,7 +54,7 @@ use tw_core::IsolationLevel;
 use crate::error::{Result, SandboxError};
 
 /// The search path every child gets unless its spec sets `PATH` itself.
-const BASE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub(crate) const BASE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How long a stopped child may take to exit after SIGTERM before its group is killed.
 const DEFAULT_GRACE: Duration = Duration::from_millis(300);
 /// How long readers may keep going after the child exited, for pipes held open elsewhere.
@@ -530,7 +530,7 @@ fn check_cwd(cwd: &Path) -> Result<()> {
 }
 
 /// Finds `program` the way `execvp` would, but in the child's `PATH` rather than ours.
-fn find_program(program: &str, path_var: &str, cwd: &Path) -> io::Result<PathBuf> {
+pub(crate) fn find_program(program: &str, path_var: &str, cwd: &Path) -> io::Result<PathBuf> {
     if program.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -98,6 +98,7 @@ fn main() {
     let checks = |key: String| {
         vec![RateCheck {
             key,
+            rule: tw_core::RuleRef::new("bench", "bench"),
             windows: vec![
                 RateWindow {
                     window_us: 1_000_000,

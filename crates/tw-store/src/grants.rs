@@ -9,34 +9,15 @@ use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
 use crate::codec;
 use crate::error::{Result, StoreError};
 
-/// What calls of the tool a grant covers. Serialized as `"scope"` with the JSON, if any, beside
-/// it as `"arguments"`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "scope", content = "arguments", rename_all = "snake_case")]
-pub enum GrantScope {
-    /// Calls with exactly these arguments.
-    Exact(Value),
-    /// Calls whose arguments match this pattern object.
-    Pattern(Value),
-    /// Any call of the tool.
-    Tool,
-}
+/// What calls of the tool a grant covers: the policy engine's own type, stored as `scope` and
+/// `arguments` columns.
+pub use tw_core::policy::grant::GrantScope;
 
-impl GrantScope {
-    /// The stored name.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Exact(_) => "exact",
-            Self::Pattern(_) => "pattern",
-            Self::Tool => "tool",
-        }
-    }
-
-    fn arguments(&self) -> Option<String> {
-        match self {
-            Self::Exact(v) | Self::Pattern(v) => Some(v.to_string()),
-            Self::Tool => None,
-        }
+fn scope_arguments(scope: &GrantScope) -> Option<String> {
+    match scope {
+        GrantScope::Exact(v) => Some(v.to_string()),
+        GrantScope::Pattern(map) => Some(Value::Object(map.clone()).to_string()),
+        GrantScope::Tool => None,
     }
 }
 
@@ -118,8 +99,8 @@ pub(crate) async fn create(
     )
     .bind(grant.id.clone())
     .bind(grant.tool.clone())
-    .bind(grant.scope.as_str())
-    .bind(grant.scope.arguments())
+    .bind(grant.scope.kind())
+    .bind(scope_arguments(&grant.scope))
     .bind(grant.agent_id.clone())
     .bind(grant.skill.clone())
     .bind(now_us)
@@ -196,7 +177,7 @@ fn decode(row: &SqliteRow) -> Result<GrantRow> {
         .transpose()?;
     let scope = match (scope.as_str(), arguments) {
         ("exact", Some(v)) => GrantScope::Exact(v),
-        ("pattern", Some(v)) => GrantScope::Pattern(v),
+        ("pattern", Some(Value::Object(map))) => GrantScope::Pattern(map),
         ("tool", None) => GrantScope::Tool,
         (scope, arguments) => {
             return Err(StoreError::Corrupt {

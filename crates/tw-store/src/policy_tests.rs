@@ -608,7 +608,7 @@ async fn grants_are_listed_by_tool_time_and_revocation() {
                 expires_at: Some(T0 + 100),
                 ..new_grant(
                     "g-pattern",
-                    GrantScope::Pattern(json!({"path": {"glob": "docs/**"}})),
+                    GrantScope::Pattern(json!({"path": "docs/**"}).as_object().unwrap().clone()),
                 )
             },
             T0 + 1,
@@ -631,7 +631,7 @@ async fn grants_are_listed_by_tool_time_and_revocation() {
         GrantRow {
             id: "g-pattern".to_owned(),
             tool: "write_file".to_owned(),
-            scope: GrantScope::Pattern(json!({"path": {"glob": "docs/**"}})),
+            scope: GrantScope::Pattern(json!({"path": "docs/**"}).as_object().unwrap().clone()),
             agent_id: Some("agent-a".to_owned()),
             skill: Some("reviewer".to_owned()),
             created_at: T0 + 1,
@@ -718,6 +718,7 @@ fn grant_scopes_serialize_beside_their_arguments() {
 fn per_minute(key: &str, limit: u32) -> RateCheck {
     RateCheck {
         key: key.to_owned(),
+        rule: tw_core::RuleRef::new("test", "test"),
         windows: vec![RateWindow {
             window_us: MINUTE,
             limit,
@@ -880,6 +881,7 @@ async fn every_window_of_every_key_must_have_room_or_nothing_is_counted() {
     let second = 1_000_000;
     let burst = RateCheck {
         key: "tool:shell".to_owned(),
+        rule: tw_core::RuleRef::new("test", "test"),
         windows: vec![
             RateWindow {
                 window_us: MINUTE,
@@ -952,6 +954,7 @@ async fn every_window_of_every_key_must_have_room_or_nothing_is_counted() {
         .rate_acquire(
             &[RateCheck {
                 key: "k".to_owned(),
+                rule: tw_core::RuleRef::new("test", "test"),
                 windows: vec![RateWindow {
                     window_us: 0,
                     limit: 1,

@@ -4,52 +4,15 @@
 //! Counting and recording happen in one `BEGIN IMMEDIATE` transaction on the store's write
 //! connection, so no two checks can both see the last free slot.
 
-use serde::{Deserialize, Serialize};
 use sqlx::Row as _;
 use sqlx::sqlite::SqliteConnection;
 
 use crate::codec;
 use crate::error::{Result, StoreError};
 
-/// At most `limit` calls in any `window_us`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RateWindow {
-    /// The window's length in µs (positive).
-    pub window_us: i64,
-    /// Calls admitted within it. With 0 nothing is ever admitted.
-    pub limit: u32,
-}
-
-/// The limits one key is held to. A key should always be checked with the same windows: events
-/// older than the largest window checked are deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RateCheck {
-    /// What is being limited (`tool:write_file`, `agent:claude`, ...).
-    pub key: String,
-    /// Every window the key must be under.
-    pub windows: Vec<RateWindow>,
-}
-
-/// Whether a call got through its rate limits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum RateOutcome {
-    /// Under every limit; the call was counted against each key.
-    Admitted,
-    /// Over a limit (the first one found, in the order given); nothing was counted.
-    Limited {
-        /// The key over its limit.
-        key: String,
-        /// The window it is over.
-        window_us: i64,
-        /// The window's limit.
-        limit: u32,
-        /// Calls already counted in the window.
-        count: u64,
-        /// How long until enough of those calls leave the window for one more to fit.
-        retry_after_us: i64,
-    },
-}
+/// The counters and their outcome are the policy engine's own types: it says which counters a
+/// call must pass, the store counts them.
+pub use tw_core::policy::rate::{RateCheck, RateOutcome, RateWindow};
 
 /// Refuses windows that could never be counted, before the write connection is taken.
 pub(crate) fn check(checks: &[RateCheck]) -> Result<()> {

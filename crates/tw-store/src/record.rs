@@ -113,48 +113,8 @@ pub struct AuditViolation {
     pub severity: Severity,
 }
 
-/// How serious a violation is. Ordered, so the worst of several is their `max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// Worth knowing about; routine refusals.
-    Warning,
-    /// A rule was broken.
-    Error,
-    /// An attempt to get past the boundary itself (escaping the workspace, forbidden paths).
-    Critical,
-}
-
-impl Severity {
-    /// The stored and serialized name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Warning => "warning",
-            Self::Error => "error",
-            Self::Critical => "critical",
-        }
-    }
-}
-
-impl std::fmt::Display for Severity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Severity {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "warning" => Ok(Self::Warning),
-            "error" => Ok(Self::Error),
-            "critical" => Ok(Self::Critical),
-            other => Err(format!(
-                "unknown severity {other:?}: expected \"warning\", \"error\" or \"critical\""
-            )),
-        }
-    }
-}
+/// How serious a violation is (shared with the policy engine that decides it).
+pub use tw_core::policy::Severity;
 
 /// The SHA-256 of an output as the log stores it.
 pub fn output_digest(output: &Value) -> String {

@@ -17,6 +17,7 @@ pub mod doc;
 pub mod eval;
 pub mod exec;
 pub mod grant;
+pub mod lint;
 pub mod rate;
 pub mod selector;
 
@@ -145,6 +146,26 @@ impl Severity {
     }
 }
 
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Severity {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "warning" => Ok(Self::Warning),
+            "error" => Ok(Self::Error),
+            "critical" => Ok(Self::Critical),
+            other => Err(format!(
+                "unknown severity {other:?}: expected \"warning\", \"error\" or \"critical\""
+            )),
+        }
+    }
+}
+
 /// One layer's verdict with its reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayerVerdict {
@@ -236,12 +257,18 @@ impl PolicyDecision {
 
     /// A grant turns an Ask into an Allow; it cannot touch a Deny. Returns whether it applied.
     pub fn apply_grant(&mut self, grant: RuleRef, reason: impl Into<String>) -> bool {
+        self.settle_ask(LayerVerdict::allow(Layer::Grant, reason).by(grant))
+    }
+
+    /// A person's answer to an Ask: an approval (an allowing verdict) turns the decision into an
+    /// Allow, a refusal into a Deny. Nothing changes unless the decision is Ask. Returns whether
+    /// it applied.
+    pub fn settle_ask(&mut self, answer: LayerVerdict) -> bool {
         if self.decision != Decision::Ask {
             return false;
         }
-        self.trace
-            .push(LayerVerdict::allow(Layer::Grant, reason).by(grant));
-        self.decision = Decision::Allow;
+        self.decision = answer.decision;
+        self.trace.push(answer);
         true
     }
 

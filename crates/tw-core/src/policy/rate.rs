@@ -41,7 +41,7 @@ pub struct RateRule {
     pub source: String,
 }
 
-/// One window of one counter.
+/// At most `limit` calls in any `window_us`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RateWindow {
     /// Window length in microseconds.
@@ -62,7 +62,8 @@ pub struct RateCheck {
 }
 
 /// What counting said.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum RateOutcome {
     /// Every counter had room; the call was counted.
     Admitted,
@@ -74,6 +75,8 @@ pub enum RateOutcome {
         window_us: i64,
         /// Its limit.
         limit: u32,
+        /// Calls already counted in the window.
+        count: u64,
         /// When a slot frees up, from now.
         retry_after_us: i64,
     },
@@ -162,6 +165,7 @@ pub fn judge(tool: &str, checks: &[RateCheck], outcome: &RateOutcome) -> LayerVe
             window_us,
             limit,
             retry_after_us,
+            ..
         } => {
             let verdict = LayerVerdict::stop(
                 Layer::RateLimit,

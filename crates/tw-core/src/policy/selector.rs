@@ -167,17 +167,6 @@ impl SelectorSet {
         }
         best.map(|i| &self.rules[i])
     }
-
-    /// Every selector matching the tool, in written order.
-    pub fn all_matches(&self, def: &ToolDefinition) -> Vec<&PolicyRule> {
-        (0..self.rules.len())
-            .filter(|&i| {
-                let one = SelectorSet::build(vec![self.rules[i].clone()]);
-                one.is_ok_and(|s| s.first_match(def).is_some())
-            })
-            .map(|i| &self.rules[i])
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -698,6 +698,7 @@ per_hour = 1000
             key: checks[0].key.clone(),
             window_us: rate::MINUTE_US,
             limit: 100,
+            count: 100,
             retry_after_us: 1_500_000,
         },
     );

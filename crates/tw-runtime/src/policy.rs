@@ -1,0 +1,160 @@
+//! Where policy comes from and how it stays current: the config's `[policy]` table and the files
+//! `policy_files` names are read and compiled together (the built-in policy when there are none);
+//! a watcher reloads them when they change.
+//!
+//! A process that starts with an invalid policy refuses to start. A running process that sees an
+//! invalid change keeps its last good policy, says so (log, warning event, admin log) and keeps
+//! watching. Every successful reload is recorded in the admin log with what changed.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher as _};
+use tokio::sync::mpsc;
+use tw_core::policy::compile::BUILTIN_FILE;
+use tw_core::policy::{Policy, PolicyDoc, PolicyEnv, PolicyError, PolicySource};
+
+use crate::config::Config;
+use crate::runtime::Inner;
+
+/// How long the watcher waits for a burst of writes (an editor's save) to settle.
+pub const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// Why a policy could not be loaded: every problem, each with its file and position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct PolicyLoadError {
+    /// The problems.
+    pub errors: Vec<PolicyError>,
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> PolicyError {
+    PolicyError {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message: format!("cannot read the policy file: {e}"),
+    }
+}
+
+/// The files a config's policy is read from: the config itself (if it has `[policy]`) and its
+/// `policy_files`.
+pub fn policy_paths(config: &Config) -> Vec<PathBuf> {
+    config
+        .source
+        .iter()
+        .filter(|_| config.policy.is_some())
+        .cloned()
+        .chain(config.policy_files.iter().cloned())
+        .collect()
+}
+
+/// Reads and compiles the policy a config names.
+pub fn load(config: &Config, env: PolicyEnv) -> Result<Policy, PolicyLoadError> {
+    let config_file = config
+        .source
+        .as_ref()
+        .map_or_else(|| "config".to_owned(), |p| p.display().to_string());
+    let mut texts = Vec::new();
+    let mut errors = Vec::new();
+    for path in &config.policy_files {
+        match std::fs::read_to_string(path) {
+            Ok(text) => texts.push((path.display().to_string(), text)),
+            Err(e) => errors.push(io_error(path, &e)),
+        }
+    }
+    let mut docs = Vec::new();
+    for (file, text) in &texts {
+        match PolicyDoc::parse(text, file) {
+            Ok(doc) => docs.push((file.as_str(), text.as_str(), doc)),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(PolicyLoadError { errors });
+    }
+    let mut sources: Vec<PolicySource<'_>> = Vec::new();
+    if let Some(doc) = &config.policy {
+        sources.push(PolicySource {
+            file: &config_file,
+            text: &config.text,
+            doc,
+        });
+    }
+    for (file, text, doc) in &docs {
+        sources.push(PolicySource { file, text, doc });
+    }
+    let compiled = if sources.is_empty() {
+        Policy::builtin(env)
+    } else {
+        Policy::compile(&sources, env)
+    };
+    compiled.map_err(|errors| PolicyLoadError { errors })
+}
+
+/// Describes where a loaded policy came from, for `config` and explanations.
+pub fn describe(policy: &Policy) -> String {
+    if policy.files.iter().any(|f| f == BUILTIN_FILE) {
+        "the built-in policy".to_owned()
+    } else {
+        policy.files.join(", ")
+    }
+}
+
+/// Watches the policy's files and asks the runtime to reload when one changes. Dropping it stops
+/// the watching.
+pub(crate) struct PolicyWatcher {
+    _watcher: notify::RecommendedWatcher,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl PolicyWatcher {
+    /// Starts watching `files` (their directories, since editors replace files by renaming).
+    pub(crate) fn start(files: Vec<PathBuf>, runtime: Weak<Inner>) -> notify::Result<Self> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        let names: Vec<PathBuf> = files.clone();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if let Ok(event) = event
+                    && event.paths.iter().any(|p| names.iter().any(|n| n == p))
+                {
+                    let _ = tx.send(());
+                }
+            })?;
+        let mut dirs: Vec<&Path> = files.iter().filter_map(|f| f.parent()).collect();
+        dirs.sort();
+        dirs.dedup();
+        for dir in dirs {
+            watcher.watch(dir, RecursiveMode::NonRecursive)?;
+        }
+        let task = tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                // Let a burst of writes settle, then reload once.
+                tokio::time::sleep(DEBOUNCE).await;
+                while rx.try_recv().is_ok() {}
+                let Some(inner) = runtime.upgrade() else {
+                    break;
+                };
+                // A failed reload is logged, announced and recorded by `reload_policy` itself;
+                // the watcher just keeps watching.
+                let _ = crate::runtime::Runtime::from_inner(inner)
+                    .reload_policy("file watcher")
+                    .await;
+            }
+        });
+        Ok(Self {
+            _watcher: watcher,
+            _task: task,
+        })
+    }
+}
+
+/// The policy environment of a runtime: the host resolver, home and first workspace root.
+pub(crate) fn env(base: &Path) -> PolicyEnv {
+    PolicyEnv {
+        home: crate::paths::home_dir().and_then(|h| h.to_str().map(str::to_owned)),
+        base: base.to_str().unwrap_or("/").to_owned(),
+        resolver: Arc::new(tw_sandbox::HostResolver::new()),
+    }
+}

@@ -1360,4 +1360,6 @@ impl Drop for Running<'_> {
 }
 
 #[cfg(test)]
+mod policy_tests;
+#[cfg(test)]
 mod tests;

@@ -8,16 +8,21 @@
 //! would run (`cat ~/.ssh/id_rsa`). Paths are normalized (home expanded, joined to the workspace
 //! root, `..` folded) and, when the runtime's resolver can see the file, also checked as the
 //! canonical path a symlink leads to: a forbidden file stays forbidden behind a link.
+//!
+//! Speed: a call's arguments are read once ([`Prepared`]), and the forbidden paths and blocked
+//! patterns of every rule are compiled into one glob set and one regex set ([`ArgLayer`]), so a
+//! call only runs a rule's own checks when one of those sets flags it or the rule has checks the
+//! sets cannot cover (allow lists, domains, sizes). A hundred rules cost about what one does.
 
 use regex::RegexSet;
 use serde_json::Value;
 
 use super::compile::Resolver;
 use super::exec::commands_of;
-use super::{Decision, Layer, LayerVerdict, RuleRef, SelectorSet, Severity};
+use super::{Decision, Layer, LayerVerdict, RuleIndex, RuleRef, SelectorSet, Severity};
 use crate::definition::ToolDefinition;
 use crate::shell::Parsed;
-use crate::target::{DomainList, PathList, normalize_path, parse_host, parse_url};
+use crate::target::{DomainList, Host, PathCase, PathList, normalize_path, parse_host, parse_url};
 
 /// A compiled `[[rules]]` entry.
 #[derive(Debug, Clone)]
@@ -30,6 +35,8 @@ pub struct ArgRule {
     pub tools: Option<SelectorSet>,
     /// Paths no argument may name.
     pub forbid_paths: Option<PathList>,
+    /// The same, as written (compiled again into the layer's combined set).
+    pub forbid_written: Vec<String>,
     /// If set, paths must match one of these.
     pub allow_paths: Option<PathList>,
     /// If set, hosts must match one of these.
@@ -69,10 +76,12 @@ enum Kind {
 
 fn kind_of_key(key: &str) -> Kind {
     let k = key.to_ascii_lowercase();
+    // `path`, `input_path`: the name itself, or ending in `_name`.
     let is = |names: &[&str]| {
-        names
-            .iter()
-            .any(|n| k == *n || k.ends_with(&format!("_{n}")))
+        names.iter().any(|n| {
+            k.strip_suffix(n)
+                .is_some_and(|prefix| prefix.is_empty() || prefix.ends_with('_'))
+        })
     };
     if is(&["url", "uri", "href", "endpoint", "link"]) || k == "urls" {
         Kind::Url
@@ -218,6 +227,72 @@ pub fn targets(
     out
 }
 
+/// A call's arguments read once for every rule: each path with the forms it is checked in, each
+/// host parsed, each string.
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    arguments: &'a Value,
+    /// (pointer, as written, forms: normalized and, if it leads elsewhere, canonical).
+    paths: Vec<(String, String, Vec<String>)>,
+    /// (pointer, as written, the host or why it cannot be read).
+    hosts: Vec<(String, String, Result<Host, String>)>,
+    strings: Vec<(String, String)>,
+    size: std::cell::OnceCell<u64>,
+}
+
+impl<'a> Prepared<'a> {
+    /// Reads `arguments` (see [`targets`]) and normalizes what they name.
+    pub fn new(
+        def: Option<&ToolDefinition>,
+        arguments: &'a Value,
+        argv: Option<&[String]>,
+        base: &str,
+        home: Option<&str>,
+        resolver: &dyn Resolver,
+    ) -> Self {
+        let t = targets(def, arguments, argv);
+        let paths = t
+            .paths
+            .into_iter()
+            .map(|(pointer, raw)| {
+                let normalized = normalize_path(&raw, base, home);
+                let mut forms = vec![normalized.clone()];
+                if let Some(real) = resolver.canonicalize(&normalized)
+                    && real != normalized
+                {
+                    forms.push(real);
+                }
+                (pointer, raw, forms)
+            })
+            .collect();
+        let hosts = t
+            .urls
+            .into_iter()
+            .map(|(p, raw)| {
+                let host = parse_url(&raw).map(|u| u.host).map_err(|e| e.to_string());
+                (p, raw, host)
+            })
+            .chain(t.hosts.into_iter().map(|(p, raw)| {
+                let host = parse_host(&raw).map_err(|e| e.to_string());
+                (p, raw, host)
+            }))
+            .collect();
+        Self {
+            arguments,
+            paths,
+            hosts,
+            strings: t.strings,
+            size: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn size(&self) -> u64 {
+        *self
+            .size
+            .get_or_init(|| self.arguments.to_string().len() as u64)
+    }
+}
+
 /// Where a rule's check failed.
 struct Breach {
     code: &'static str,
@@ -234,26 +309,13 @@ impl ArgRule {
             .is_none_or(|t| t.first_match(def).is_some())
     }
 
-    fn check_paths(
-        &self,
-        targets: &Targets,
-        base: &str,
-        home: Option<&str>,
-        resolver: &dyn Resolver,
-    ) -> Option<Breach> {
-        for (pointer, raw) in &targets.paths {
-            let normalized = normalize_path(raw, base, home);
-            let mut forms = vec![normalized.clone()];
-            if let Some(real) = resolver.canonicalize(&normalized)
-                && real != normalized
-            {
-                forms.push(real);
-            }
-            for form in &forms {
+    fn check_paths(&self, p: &Prepared<'_>) -> Option<Breach> {
+        for (pointer, raw, forms) in &p.paths {
+            for form in forms {
                 if let Some(list) = &self.forbid_paths
-                    && let Some(p) = list.first_match(form)
+                    && let Some(pattern) = list.first_match(form)
                 {
-                    let via = if *form == normalized {
+                    let via = if *form == forms[0] {
                         String::new()
                     } else {
                         format!(" (it leads to {form})")
@@ -261,8 +323,8 @@ impl ArgRule {
                     return Some(Breach {
                         code: "path_forbidden",
                         severity: Severity::Critical,
-                        reason: format!("{pointer}: path {raw:?}{via} is forbidden by {p:?}"),
-                        rule: format!("forbid_paths {p:?}"),
+                        reason: format!("{pointer}: path {raw:?}{via} is forbidden by {pattern:?}"),
+                        rule: format!("forbid_paths {pattern:?}"),
                     });
                 }
                 if let Some(list) = &self.allow_paths
@@ -282,27 +344,11 @@ impl ArgRule {
         None
     }
 
-    fn check_hosts(&self, targets: &Targets) -> Option<Breach> {
+    fn check_hosts(&self, p: &Prepared<'_>) -> Option<Breach> {
         if self.allow_domains.is_none() && self.block_domains.is_none() {
             return None;
         }
-        let hosts = targets
-            .urls
-            .iter()
-            .map(|(p, raw)| {
-                (
-                    p,
-                    raw,
-                    parse_url(raw).map(|u| u.host).map_err(|e| e.to_string()),
-                )
-            })
-            .chain(
-                targets
-                    .hosts
-                    .iter()
-                    .map(|(p, raw)| (p, raw, parse_host(raw).map_err(|e| e.to_string()))),
-            );
-        for (pointer, raw, host) in hosts {
+        for (pointer, raw, host) in &p.hosts {
             let host = match host {
                 Ok(h) => h,
                 Err(e) => {
@@ -317,20 +363,20 @@ impl ArgRule {
                 }
             };
             if let Some(list) = &self.block_domains
-                && let Some(p) = list.first_match(&host)
+                && let Some(pattern) = list.first_match(host)
             {
                 return Some(Breach {
                     code: "domain_blocked",
                     severity: Severity::Error,
                     reason: format!(
                         "{pointer}: host {host} (from {raw:?}) is blocked by {:?}",
-                        p.as_str()
+                        pattern.as_str()
                     ),
-                    rule: format!("block_domains {:?}", p.as_str()),
+                    rule: format!("block_domains {:?}", pattern.as_str()),
                 });
             }
             if let Some(list) = &self.allow_domains
-                && list.first_match(&host).is_none()
+                && list.first_match(host).is_none()
             {
                 return Some(Breach {
                     code: "domain_not_allowed",
@@ -345,9 +391,9 @@ impl ArgRule {
         None
     }
 
-    fn check_strings(&self, arguments: &Value, targets: &Targets) -> Option<Breach> {
+    fn check_strings(&self, p: &Prepared<'_>) -> Option<Breach> {
         if let Some(max) = self.max_argument_bytes {
-            let size = arguments.to_string().len() as u64;
+            let size = p.size();
             if size > max {
                 return Some(Breach {
                     code: "argument_too_large",
@@ -357,7 +403,7 @@ impl ArgRule {
                 });
             }
         }
-        for (pointer, s) in &targets.strings {
+        for (pointer, s) in &p.strings {
             if let Some(max) = self.max_string_length {
                 let len = s.chars().count() as u64;
                 if len > max {
@@ -370,6 +416,7 @@ impl ArgRule {
                 }
             }
             if let Some((set, written)) = &self.block_patterns
+                && set.is_match(s)
                 && let Some(i) = set.matches(s).iter().next()
             {
                 return Some(Breach {
@@ -383,19 +430,22 @@ impl ArgRule {
         None
     }
 
+    /// Whether the rule has checks the layer's merged sets do not cover, for a call with these
+    /// arguments (a domain list cannot be broken by a call that names no host).
+    fn needs_own_check(&self, p: &Prepared<'_>) -> bool {
+        (self.allow_paths.is_some() && !p.paths.is_empty())
+            || ((self.allow_domains.is_some() || self.block_domains.is_some())
+                && !p.hosts.is_empty())
+            || self.max_argument_bytes.is_some()
+            || self.max_string_length.is_some()
+    }
+
     /// The rule's verdict on a call, or `None` if the call passes it.
-    pub fn check(
-        &self,
-        arguments: &Value,
-        targets: &Targets,
-        base: &str,
-        home: Option<&str>,
-        resolver: &dyn Resolver,
-    ) -> Option<LayerVerdict> {
+    pub fn check(&self, p: &Prepared<'_>) -> Option<LayerVerdict> {
         let breach = self
-            .check_paths(targets, base, home, resolver)
-            .or_else(|| self.check_hosts(targets))
-            .or_else(|| self.check_strings(arguments, targets))?;
+            .check_paths(p)
+            .or_else(|| self.check_hosts(p))
+            .or_else(|| self.check_strings(p))?;
         Some(
             LayerVerdict::stop(
                 Layer::Arguments,
@@ -412,37 +462,123 @@ impl ArgRule {
     }
 }
 
-/// The argument layer: the strictest verdict of every rule that applies (the first-written on a
-/// tie), or a pass.
-pub fn layer(
-    rules: &[ArgRule],
-    def: &ToolDefinition,
-    arguments: &Value,
-    argv: Option<&[String]>,
-    base: &str,
-    home: Option<&str>,
-    resolver: &dyn Resolver,
-) -> LayerVerdict {
-    let applicable: Vec<&ArgRule> = rules.iter().filter(|r| r.applies_to(def)).collect();
-    if applicable.is_empty() {
-        return LayerVerdict::allow(
-            Layer::Arguments,
-            format!("no argument rule applies to {}", def.name),
-        );
-    }
-    let targets = targets(Some(def), arguments, argv);
-    let mut worst: Option<LayerVerdict> = None;
-    for rule in &applicable {
-        if let Some(v) = rule.check(arguments, &targets, base, home, resolver)
-            && worst.as_ref().is_none_or(|w| v.decision > w.decision)
-        {
-            worst = Some(v);
+/// The compiled argument layer: the rules, and their forbidden paths and blocked patterns merged
+/// into one set each.
+#[derive(Debug, Clone, Default)]
+pub struct ArgLayer {
+    /// The rules, in written order.
+    pub rules: Vec<ArgRule>,
+    /// Every rule's forbidden paths, and for each pattern its rule.
+    forbid: Option<(PathList, Vec<usize>)>,
+    /// Every rule's blocked patterns, and for each its rule.
+    block: Option<(RegexSet, Vec<usize>)>,
+    /// Whether the merged sets hold every rule's forbidden paths and blocked patterns (otherwise
+    /// each rule is checked on its own).
+    merged: bool,
+    /// Which rules apply to a tool (`None` if the selectors could not be merged: each rule is
+    /// then asked on its own).
+    index: Option<RuleIndex>,
+}
+
+impl ArgLayer {
+    /// Merges the rules' sets. Patterns were checked rule by rule when they compiled; should a
+    /// merge still fail, every rule is simply checked on its own.
+    pub fn new(rules: Vec<ArgRule>, base: &str, home: Option<&str>) -> Self {
+        let mut paths = Vec::new();
+        let mut path_owner = Vec::new();
+        let mut patterns = Vec::new();
+        let mut pattern_owner = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            for p in &r.forbid_written {
+                paths.push(p.clone());
+                path_owner.push(i);
+            }
+            for p in r.block_patterns.iter().flat_map(|(_, w)| w) {
+                patterns.push(p.clone());
+                pattern_owner.push(i);
+            }
+        }
+        let forbid = (!paths.is_empty())
+            .then(|| PathList::new(&paths, base, home, PathCase::Sensitive).ok())
+            .flatten()
+            .map(|l| (l, path_owner));
+        let block = (!patterns.is_empty())
+            .then(|| RegexSet::new(&patterns).ok())
+            .flatten()
+            .map(|s| (s, pattern_owner));
+        let merged =
+            (forbid.is_some() || paths.is_empty()) && (block.is_some() || patterns.is_empty());
+        let selectors: Vec<Option<&SelectorSet>> = rules.iter().map(|r| r.tools.as_ref()).collect();
+        let index = RuleIndex::new(&selectors).ok();
+        Self {
+            rules,
+            forbid,
+            block,
+            merged,
+            index,
         }
     }
-    worst.unwrap_or_else(|| {
-        LayerVerdict::allow(
-            Layer::Arguments,
-            format!("the arguments pass {} argument rule(s)", applicable.len()),
-        )
-    })
+
+    /// The argument layer: the strictest verdict of every rule that applies (the first-written
+    /// on a tie), or a pass.
+    pub fn evaluate(
+        &self,
+        def: &ToolDefinition,
+        arguments: &Value,
+        argv: Option<&[String]>,
+        base: &str,
+        home: Option<&str>,
+        resolver: &dyn Resolver,
+    ) -> LayerVerdict {
+        let applies: Vec<bool> = match &self.index {
+            Some(index) => index.applying(def),
+            None => self.rules.iter().map(|r| r.applies_to(def)).collect(),
+        };
+        let count = applies.iter().filter(|a| **a).count();
+        if count == 0 {
+            return LayerVerdict::allow(
+                Layer::Arguments,
+                format!("no argument rule applies to {}", def.name),
+            );
+        }
+        let p = Prepared::new(Some(def), arguments, argv, base, home, resolver);
+        let mut flagged: Vec<bool> = self
+            .rules
+            .iter()
+            .zip(&applies)
+            .map(|(r, &a)| a && (!self.merged || r.needs_own_check(&p)))
+            .collect();
+        if let Some((list, owner)) = &self.forbid {
+            for (_, _, forms) in &p.paths {
+                for form in forms {
+                    for i in list.matching(form) {
+                        flagged[owner[i]] |= applies[owner[i]];
+                    }
+                }
+            }
+        }
+        if let Some((set, owner)) = &self.block {
+            for (_, s) in &p.strings {
+                if set.is_match(s) {
+                    for i in set.matches(s).iter() {
+                        flagged[owner[i]] |= applies[owner[i]];
+                    }
+                }
+            }
+        }
+        let mut worst: Option<LayerVerdict> = None;
+        for (rule, _) in self.rules.iter().zip(&flagged).filter(|(_, f)| **f) {
+            if let Some(v) = rule.check(&p)
+                && worst.as_ref().is_none_or(|w| v.decision > w.decision)
+            {
+                worst = Some(v);
+            }
+        }
+        worst.unwrap_or_else(|| {
+            LayerVerdict::allow(
+                Layer::Arguments,
+                format!("the arguments pass {count} argument rule(s)"),
+            )
+        })
+    }
 }

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use regex::RegexSet;
 
 use super::access::{AccessLevel, AccessPolicy, Held};
-use super::args::{ArgRule, targets};
+use super::args::{ArgLayer, ArgRule, Prepared};
 use super::doc::{DefaultDoc, PolicyDoc};
 use super::exec::{AskMode, ExecEntry, ExecPolicy, Security};
-use super::rate::{Per, RateRule};
+use super::rate::{Per, RateLayer, RateRule};
 use super::{Decision, PolicyRule, SelectorSet, ToolPolicy, selector};
 use crate::definition::OperationalMode;
 use crate::load::line_col;
@@ -180,11 +180,11 @@ pub struct Policy {
     /// Exec approvals.
     pub exec: ExecPolicy,
     /// Argument rules.
-    pub rules: Vec<ArgRule>,
+    pub rules: ArgLayer,
     /// Access levels.
     pub access: AccessPolicy,
     /// Rate limits.
-    pub rates: Vec<RateRule>,
+    pub rates: RateLayer,
     /// How long a call waits for a person, and where that was set.
     pub confirmation_timeout: (u64, String),
     /// Paths, home and resolver.
@@ -628,6 +628,7 @@ impl Gather {
             source: loc.at(rule.span()),
             tools,
             forbid_paths,
+            forbid_written: r.forbid_paths.iter().map(|p| p.get_ref().clone()).collect(),
             allow_paths,
             allow_domains,
             block_domains,
@@ -639,17 +640,15 @@ impl Gather {
         for (examples, want) in [(&r.matches, true), (&r.not_match, false)] {
             for ex in examples {
                 let call = ex.get_ref();
-                let argv = None;
-                let found = targets(None, &call.arguments, argv);
-                let stopped = compiled
-                    .check(
-                        &call.arguments,
-                        &found,
-                        &env.base,
-                        home,
-                        env.resolver.as_ref(),
-                    )
-                    .is_some();
+                let prepared = Prepared::new(
+                    None,
+                    &call.arguments,
+                    None,
+                    &env.base,
+                    home,
+                    env.resolver.as_ref(),
+                );
+                let stopped = compiled.check(&prepared).is_some();
                 if stopped != want {
                     errors.push(loc.error(
                         ex.span(),
@@ -790,9 +789,9 @@ impl Policy {
             tools,
             modes,
             exec,
-            rules: g.rules,
+            rules: ArgLayer::new(g.rules, &env.base, env.home.as_deref()),
             access,
-            rates: g.rates,
+            rates: RateLayer::new(g.rates),
             confirmation_timeout: g
                 .timeout
                 .unwrap_or((DEFAULT_CONFIRMATION_TIMEOUT_SECS, "default".to_owned())),

@@ -10,9 +10,9 @@
 use serde_json::Value;
 
 use super::compile::Policy;
-use super::rate::{self, RateCheck};
+use super::rate::RateCheck;
 use super::{
-    Decision, Layer, LayerVerdict, PolicyDecision, RuleRef, Severity, args, confirmation_layer,
+    Decision, Layer, LayerVerdict, PolicyDecision, RuleRef, Severity, confirmation_layer,
     license_layer,
 };
 use crate::call::Caller;
@@ -139,8 +139,7 @@ pub fn evaluate(policy: &Policy, req: &Request<'_>) -> Evaluation {
     ) {
         trace.push(v);
     }
-    trace.push(args::layer(
-        &policy.rules,
+    trace.push(policy.rules.evaluate(
         def,
         req.arguments,
         req.argv,
@@ -151,7 +150,7 @@ pub fn evaluate(policy: &Policy, req: &Request<'_>) -> Evaluation {
     trace.push(policy.access.evaluate(def, req.caller));
     trace.push(confirmation_layer(def, req.requires_confirmation));
     let decision = PolicyDecision::from_verdicts(trace);
-    let rate_checks = rate::checks(&policy.rates, def, req.caller);
+    let rate_checks = policy.rates.checks(def, req.caller);
     Evaluation {
         decision,
         rate_checks,

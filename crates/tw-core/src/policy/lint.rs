@@ -136,7 +136,7 @@ pub fn lint(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
             });
         }
     }
-    for rule in &policy.rules {
+    for rule in &policy.rules.rules {
         if let Some(set) = &rule.tools {
             for r in set.rules() {
                 unmatched(&format!("rule {:?} tools", rule.name), r, tools, &mut out);
@@ -148,7 +148,7 @@ pub fn lint(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
             unmatched(&format!("access needing {level}"), rule, tools, &mut out);
         }
     }
-    for rate in &policy.rates {
+    for rate in &policy.rates.rules {
         if let Some(set) = &rate.tools {
             for rule in set.rules() {
                 unmatched("rate_limits", rule, tools, &mut out);

@@ -31,7 +31,7 @@ use crate::error::CoreError;
 pub use compile::{LexicalResolver, Policy, PolicyEnv, PolicyError, PolicySource, Resolver};
 pub use doc::PolicyDoc;
 pub use eval::{Evaluation, Request, evaluate};
-pub use selector::{PolicyRule, SelectorSet};
+pub use selector::{PolicyRule, RuleIndex, SelectorSet};
 
 /// A policy verdict, ordered from most to least permissive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Decision, Layer, LayerVerdict, RuleRef, SelectorSet, Severity};
+use super::{Decision, Layer, LayerVerdict, RuleIndex, RuleRef, SelectorSet, Severity};
 use crate::call::Caller;
 use crate::definition::ToolDefinition;
 
@@ -99,47 +99,71 @@ fn windows(per_minute: Option<u32>, per_hour: Option<u32>) -> Vec<RateWindow> {
     w
 }
 
-/// The counters a call to `def` by `caller` must pass: the tool's own declared limit, and every
-/// rule that names the tool.
-pub fn checks(rules: &[RateRule], def: &ToolDefinition, caller: &Caller) -> Vec<RateCheck> {
-    let mut out = Vec::new();
-    if let Some(limit) = def.rate_limit {
-        out.push(RateCheck {
-            key: format!("tool:{}", def.name),
-            windows: windows(limit.per_minute, limit.per_hour),
-            rule: RuleRef::new(
-                "rate_limit".to_owned(),
-                format!("tool {} definition", def.name),
-            ),
-        });
+/// The compiled rate layer: the rules and an index of the tools each applies to.
+#[derive(Debug, Clone, Default)]
+pub struct RateLayer {
+    /// The rules, in written order.
+    pub rules: Vec<RateRule>,
+    index: Option<RuleIndex>,
+}
+
+impl RateLayer {
+    /// Indexes the rules.
+    pub fn new(rules: Vec<RateRule>) -> Self {
+        let selectors: Vec<Option<&SelectorSet>> = rules.iter().map(|r| r.tools.as_ref()).collect();
+        let index = RuleIndex::new(&selectors).ok();
+        Self { rules, index }
     }
-    for rule in rules {
-        let selector = match &rule.tools {
-            Some(set) => match set.first_match(def) {
-                Some(r) => r.pattern.clone(),
-                None => continue,
-            },
-            None => "*".to_owned(),
+
+    /// The counters a call to `def` by `caller` must pass: the tool's own declared limit, and
+    /// every rule that names the tool.
+    pub fn checks(&self, def: &ToolDefinition, caller: &Caller) -> Vec<RateCheck> {
+        let mut out = Vec::new();
+        if let Some(limit) = def.rate_limit {
+            out.push(RateCheck {
+                key: format!("tool:{}", def.name),
+                windows: windows(limit.per_minute, limit.per_hour),
+                rule: RuleRef::new(
+                    "rate_limit".to_owned(),
+                    format!("tool {} definition", def.name),
+                ),
+            });
+        }
+        let applies = match &self.index {
+            Some(index) => index.applying(def),
+            None => vec![true; self.rules.len()],
         };
-        let scope = match rule.per {
-            Per::Tool => format!("tool:{}", def.name),
-            Per::Caller => format!("caller:{}", caller.agent_id),
-            Per::SkillTool => format!(
-                "skill:{}:tool:{}",
-                caller.skill.as_deref().unwrap_or("-"),
-                def.name
-            ),
-        };
-        out.push(RateCheck {
-            key: format!("{}|{scope}", rule.source),
-            windows: windows(rule.per_minute, rule.per_hour),
-            rule: RuleRef::new(
-                format!("{selector} per {:?}", rule.per).to_lowercase(),
-                &rule.source,
-            ),
-        });
+        for (rule, applies) in self.rules.iter().zip(applies) {
+            if !applies {
+                continue;
+            }
+            let selector = match &rule.tools {
+                Some(set) => match set.first_match(def) {
+                    Some(r) => r.pattern.clone(),
+                    None => continue,
+                },
+                None => "*".to_owned(),
+            };
+            let scope = match rule.per {
+                Per::Tool => format!("tool:{}", def.name),
+                Per::Caller => format!("caller:{}", caller.agent_id),
+                Per::SkillTool => format!(
+                    "skill:{}:tool:{}",
+                    caller.skill.as_deref().unwrap_or("-"),
+                    def.name
+                ),
+            };
+            out.push(RateCheck {
+                key: format!("{}|{scope}", rule.source),
+                windows: windows(rule.per_minute, rule.per_hour),
+                rule: RuleRef::new(
+                    format!("{selector} per {:?}", rule.per).to_lowercase(),
+                    &rule.source,
+                ),
+            });
+        }
+        out
     }
-    out
 }
 
 fn window_name(window_us: i64) -> &'static str {

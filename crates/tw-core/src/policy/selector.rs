@@ -84,8 +84,9 @@ pub fn check_selector(pattern: &str) -> Result<(), String> {
 #[derive(Debug, Default, Clone)]
 pub struct SelectorSet {
     rules: Vec<PolicyRule>,
-    exact: HashMap<String, usize>,
-    groups: HashMap<String, usize>,
+    /// Name -> every selector naming it, in written order (the first is the earliest).
+    exact: HashMap<String, Vec<usize>>,
+    groups: HashMap<String, Vec<usize>>,
     /// Category, risk and side-effect selectors: few, checked in order.
     attributes: Vec<(Kind, usize)>,
     globs: Option<GlobSet>,
@@ -104,12 +105,8 @@ impl SelectorSet {
             };
             let pattern = rule.pattern.trim();
             match parse(pattern).map_err(bad)? {
-                Kind::Exact(name) => {
-                    set.exact.entry(name).or_insert(i);
-                }
-                Kind::Group(group) => {
-                    set.groups.entry(group).or_insert(i);
-                }
+                Kind::Exact(name) => set.exact.entry(name).or_default().push(i),
+                Kind::Group(group) => set.groups.entry(group).or_default().push(i),
                 Kind::Glob => {
                     // Checked by `parse`; building again cannot fail differently.
                     let glob = Glob::new(pattern).map_err(|e| CoreError::PolicyRule {
@@ -142,30 +139,85 @@ impl SelectorSet {
         &self.rules
     }
 
-    /// The earliest-written selector matching the tool.
-    pub fn first_match(&self, def: &ToolDefinition) -> Option<&PolicyRule> {
-        let mut best = self.exact.get(def.name.as_str()).copied();
-        let mut consider = |i: usize| best = Some(best.map_or(i, |b: usize| b.min(i)));
-        if let Some(&g) = self.groups.get(def.group.as_str()) {
-            consider(g);
+    /// Calls `hit` with the index of every selector matching the tool (not in order; an index
+    /// may come more than once).
+    fn each_match(&self, def: &ToolDefinition, mut hit: impl FnMut(usize)) {
+        for i in self.exact.get(def.name.as_str()).into_iter().flatten() {
+            hit(*i);
+        }
+        for i in self.groups.get(def.group.as_str()).into_iter().flatten() {
+            hit(*i);
         }
         for (kind, i) in &self.attributes {
-            let hit = match kind {
+            let matched = match kind {
                 Kind::Category(c) => def.category == *c,
                 Kind::Risk(r) => def.risk_level == *r,
                 Kind::SideEffects => def.constraints.side_effects,
                 _ => false,
             };
-            if hit {
-                consider(*i);
+            if matched {
+                hit(*i);
             }
         }
         if let Some(globs) = &self.globs {
             for m in globs.matches(def.name.as_str()) {
-                consider(self.glob_index[m]);
+                hit(self.glob_index[m]);
             }
         }
+    }
+
+    /// The earliest-written selector matching the tool.
+    pub fn first_match(&self, def: &ToolDefinition) -> Option<&PolicyRule> {
+        let mut best: Option<usize> = None;
+        self.each_match(def, |i| best = Some(best.map_or(i, |b| b.min(i))));
         best.map(|i| &self.rules[i])
+    }
+}
+
+/// Which of many rules apply to a tool, found in one pass: every rule's selectors merged into one
+/// set, each remembering its rule. A layer with a hundred rules pays for one lookup, not a hundred.
+#[derive(Debug, Clone, Default)]
+pub struct RuleIndex {
+    set: SelectorSet,
+    owner: Vec<usize>,
+    /// Rules without selectors: they apply to every tool.
+    everywhere: Vec<usize>,
+    len: usize,
+}
+
+impl RuleIndex {
+    /// Indexes rules by their selectors; `None` means the rule applies to every tool.
+    pub fn new(per_rule: &[Option<&SelectorSet>]) -> Result<Self, CoreError> {
+        let mut all = Vec::new();
+        let mut owner = Vec::new();
+        let mut everywhere = Vec::new();
+        for (i, set) in per_rule.iter().enumerate() {
+            match set {
+                Some(set) => {
+                    for r in set.rules() {
+                        all.push(r.clone());
+                        owner.push(i);
+                    }
+                }
+                None => everywhere.push(i),
+            }
+        }
+        Ok(Self {
+            set: SelectorSet::build(all)?,
+            owner,
+            everywhere,
+            len: per_rule.len(),
+        })
+    }
+
+    /// For each rule, whether it applies to the tool.
+    pub fn applying(&self, def: &ToolDefinition) -> Vec<bool> {
+        let mut applies = vec![false; self.len];
+        for &i in &self.everywhere {
+            applies[i] = true;
+        }
+        self.set.each_match(def, |i| applies[self.owner[i]] = true);
+        applies
     }
 }
 

@@ -682,7 +682,7 @@ per_hour = 1000
     );
     let defs = tools();
     let caller = Caller::agent("bot").with_skill("research");
-    let checks = rate::checks(&p.rates, &defs["http_fetch"], &caller);
+    let checks = p.rates.checks(&defs["http_fetch"], &caller);
     let keys: Vec<&str> = checks.iter().map(|c| c.key.as_str()).collect();
     assert_eq!(
         keys,
@@ -710,7 +710,7 @@ per_hour = 1000
             Some("p.toml:3".to_owned())
         )
     );
-    assert!(rate::checks(&p.rates, &defs["echo"], &Caller::agent("x")).len() == 1);
+    assert!(p.rates.checks(&defs["echo"], &Caller::agent("x")).len() == 1);
 }
 
 #[test]

@@ -128,6 +128,25 @@ impl PathList {
         Ok(list)
     }
 
+    /// The indices (in list order, ascending, no repeats) of every pattern that covers
+    /// `normalized_path`; see [`PathList::first_match`].
+    pub fn matching(&self, normalized_path: &str) -> Vec<usize> {
+        let mut hits: Vec<usize> = self
+            .set
+            .matches(normalized_path)
+            .into_iter()
+            .filter_map(|g| self.owners.get(g).copied())
+            .collect();
+        hits.sort_unstable();
+        hits.dedup();
+        hits
+    }
+
+    /// The pattern at `index`, as written.
+    pub fn pattern(&self, index: usize) -> Option<&str> {
+        self.patterns.get(index).map(String::as_str)
+    }
+
     /// The first pattern, in list order and as written, that covers `normalized_path`. The path
     /// must come from [`normalize_path`] (with the same base and home), or `..` could walk out.
     pub fn first_match(&self, normalized_path: &str) -> Option<&str> {

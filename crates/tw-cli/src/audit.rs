@@ -91,6 +91,30 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
             eprintln!("exported {n} records");
             Ok(0)
         }
+        AuditCommand::Changes {
+            since,
+            kind,
+            limit,
+            json,
+        } => {
+            let q = tw_store::AdminQuery {
+                since: since.as_deref().map(parse_time).transpose()?,
+                kind,
+                cursor: None,
+                limit,
+            };
+            let rows = store.admin_events(&q).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(0);
+            }
+            let mut table = Table::new(&["AT", "BY", "KIND", "WHAT"]).max_width(400);
+            for r in rows {
+                table.row(vec![time(r.at), r.actor, r.kind, r.summary]);
+            }
+            print!("{}", table.render());
+            Ok(0)
+        }
         AuditCommand::Report { filter, json } => {
             let report = store.usage_report(&query(&filter)?).await?;
             if json {

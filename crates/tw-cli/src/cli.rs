@@ -70,8 +70,8 @@ pub(crate) enum Command {
     Grants(GrantsCommand),
     /// Show or switch the operational mode (normal, alert, degraded, lockdown, recovery).
     Mode {
-        /// Switch to this mode (for every process on this data directory).
-        set: Option<String>,
+        #[command(subcommand)]
+        cmd: Option<ModeCommand>,
     },
     /// Show the resolved configuration: files, directories, workspace and policy.
     Config,
@@ -252,6 +252,23 @@ pub(crate) enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Administrative changes, newest first: mode switches, policy reloads (with what changed),
+    /// grants given and revoked.
+    Changes {
+        /// From this time: RFC 3339 or a duration ago.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only this kind (mode_changed, policy_reloaded, policy_reload_failed, grant_created,
+        /// grant_revoked).
+        #[arg(long)]
+        kind: Option<String>,
+        /// Most changes shown.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Audit export formats.
@@ -376,5 +393,17 @@ pub(crate) enum GrantsCommand {
     Revoke {
         /// Grant id.
         id: String,
+    },
+}
+
+/// `toolwarden mode ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ModeCommand {
+    /// Print the current mode (the default).
+    Show,
+    /// Switch every process on this data directory to MODE; recorded in `audit changes`.
+    Set {
+        /// normal, alert, degraded, lockdown or recovery.
+        mode: String,
     },
 }

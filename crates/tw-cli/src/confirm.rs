@@ -10,7 +10,7 @@ use tw_runtime::{Answer, GrantSpec, Remember, Runtime, Who};
 use tw_store::{ConfirmationQuery, ResolveOutcome};
 
 use crate::audit::{now_us, time};
-use crate::cli::{AnswerArgs, ConfirmCommand, GrantsCommand};
+use crate::cli::{AnswerArgs, ConfirmCommand, GrantsCommand, ModeCommand};
 use crate::setup::Context;
 use crate::table::Table;
 
@@ -245,10 +245,14 @@ pub(crate) async fn grants(rt: &Runtime, ctx: &Context, cmd: GrantsCommand) -> a
     }
 }
 
-pub(crate) async fn mode(rt: &Runtime, ctx: &Context, set: Option<String>) -> anyhow::Result<u8> {
-    match set {
-        None => println!("{}", rt.mode()),
-        Some(m) => {
+pub(crate) async fn mode(
+    rt: &Runtime,
+    ctx: &Context,
+    cmd: Option<ModeCommand>,
+) -> anyhow::Result<u8> {
+    match cmd {
+        None | Some(ModeCommand::Show) => println!("{}", rt.mode()),
+        Some(ModeCommand::Set { mode: m }) => {
             let mode: OperationalMode = m.parse().map_err(|e: String| anyhow!(e))?;
             let before = rt.set_mode(mode, &actor(ctx)).await?;
             println!("operational mode {before} -> {mode}");

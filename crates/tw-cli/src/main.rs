@@ -60,7 +60,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Policy(cmd) => policy::run(&rt, &ctx, cmd).await,
         Command::Confirm(cmd) => confirm::confirm(&rt, &ctx, cmd).await,
         Command::Grants(cmd) => confirm::grants(&rt, &ctx, cmd).await,
-        Command::Mode { set } => confirm::mode(&rt, &ctx, set).await,
+        Command::Mode { cmd } => confirm::mode(&rt, &ctx, cmd).await,
         Command::Config => Ok(0),
     };
     rt.close().await;

@@ -17,6 +17,12 @@ impl Table {
         }
     }
 
+    /// Cuts cells at `width` characters instead of 60 (for tables whose last column is prose).
+    pub(crate) fn max_width(mut self, width: usize) -> Self {
+        self.max_width = width.max(2);
+        self
+    }
+
     pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(
             cells

@@ -667,16 +667,30 @@ impl Gather {
                 }
             }
         }
-        self.summary.insert(format!(
-            "rule {name}: forbid {:?} allow {:?} allow_domains {:?} block_domains {:?} patterns {:?} max {:?}/{:?} -> {decision}",
-            r.forbid_paths.iter().map(|p| p.get_ref()).collect::<Vec<_>>(),
-            r.allow_paths.iter().map(|p| p.get_ref()).collect::<Vec<_>>(),
-            r.allow_domains.iter().map(|p| p.get_ref()).collect::<Vec<_>>(),
-            r.block_domains.iter().map(|p| p.get_ref()).collect::<Vec<_>>(),
-            r.block_patterns.iter().map(|p| p.get_ref()).collect::<Vec<_>>(),
-            r.max_argument_bytes.as_ref().map(|v| *v.get_ref()),
-            r.max_string_length.as_ref().map(|v| *v.get_ref()),
-        ));
+        let list = |what: &str, v: &[toml::Spanned<String>]| {
+            (!v.is_empty()).then(|| {
+                let items: Vec<&str> = v.iter().map(|p| p.get_ref().as_str()).collect();
+                format!("{what} {}", items.join(", "))
+            })
+        };
+        let parts: Vec<String> = [
+            list("forbid_paths", &r.forbid_paths),
+            list("allow_paths", &r.allow_paths),
+            list("allow_domains", &r.allow_domains),
+            list("block_domains", &r.block_domains),
+            list("block_patterns", &r.block_patterns),
+            r.max_argument_bytes
+                .as_ref()
+                .map(|v| format!("max_argument_bytes {}", v.get_ref())),
+            r.max_string_length
+                .as_ref()
+                .map(|v| format!("max_string_length {}", v.get_ref())),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        self.summary
+            .insert(format!("rule {name} ({decision}): {}", parts.join("; ")));
         Some(compiled)
     }
 }

@@ -61,8 +61,19 @@ fn unmatched(
     true
 }
 
-/// Every finding for `policy` against the registered `tools`.
+/// Every finding for `policy` against the registered `tools`. Rules Toolwarden supplies itself
+/// (the built-in policy and defaults) are not the administrator's to fix and are left out.
 pub fn lint(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
+    let mut findings = all_findings(policy, tools);
+    findings.retain(|f| {
+        !(f.source.starts_with(super::compile::BUILTIN_FILE)
+            || f.source.starts_with(super::compile::MODE_DEFAULTS_FILE)
+            || f.source == "exec default")
+    });
+    findings
+}
+
+fn all_findings(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
     let mut out = Vec::new();
     let deny = policy.tools.deny().rules();
     let allow = policy.tools.allow().rules();

@@ -871,3 +871,38 @@ fn a_thousand_rules_compile_and_the_first_written_match_is_quoted() {
     check(&p, call("read_file", json!({})), "allow");
     check(&p, call("echo", json!({})), "deny tools policy_denied");
 }
+
+#[test]
+fn check_finds_unknown_dead_shadowed_and_redundant_rules() {
+    let p = policy(
+        r#"
+default = "deny"
+allow = ["group:fs", "read_file", "reed_file", "group:nosuch", "zz_*", "delete_file"]
+deny = ["delete_*"]
+[modes.alert]
+ask = ["risk:high"]
+[exec]
+tools = ["run"]
+[[exec.allow]]
+command = "no-such-program-anywhere status"
+"#,
+    );
+    let defs = tools();
+    let mut registered: Vec<ToolDefinition> = defs.into_values().collect();
+    registered.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    let findings: Vec<String> = lint::lint(&p, &registered)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        findings,
+        [
+            "p.toml:3: allow \"read_file\" adds nothing: the earlier rule \"group:fs\" at p.toml:3 already allows every tool it matches",
+            "p.toml:3: allow \"reed_file\" names a tool that is not registered",
+            "p.toml:3: allow \"group:nosuch\": no registered tool is in group \"nosuch\"",
+            "p.toml:3: allow \"zz_*\" matches no registered tool, so it can never apply",
+            "p.toml:3: allow \"delete_file\" is shadowed: every tool it matches is denied (by \"delete_*\" at p.toml:4), and deny wins",
+            "p.toml:10: exec.allow \"no-such-program-anywhere status\": its program is not on this host, so the entry matches nothing",
+        ]
+    );
+}

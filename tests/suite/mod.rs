@@ -5,5 +5,6 @@ mod audit;
 mod batch;
 mod custom_tools;
 mod escapes;
+mod policy;
 mod statuses;
 mod support;

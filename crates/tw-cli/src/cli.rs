@@ -382,8 +382,9 @@ pub(crate) enum GrantsCommand {
         /// Only calls whose arguments match this JSON pattern (default: every call).
         #[arg(long)]
         pattern: Option<String>,
-        /// Only this agent's calls (default: any caller).
-        #[arg(long)]
+        /// Only this agent's calls (default: any caller). Its own id: the global `--agent`
+        /// names who is giving the grant.
+        #[arg(long = "for-agent", id = "grant_agent", value_name = "AGENT")]
         agent: Option<String>,
         /// For this long (default: until revoked).
         #[arg(long = "for", value_name = "DURATION")]

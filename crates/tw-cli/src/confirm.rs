@@ -253,7 +253,14 @@ pub(crate) async fn mode(
     match cmd {
         None | Some(ModeCommand::Show) => println!("{}", rt.mode()),
         Some(ModeCommand::Set { mode: m }) => {
-            let mode: OperationalMode = m.parse().map_err(|e: String| anyhow!(e))?;
+            let mode: OperationalMode = match m.parse() {
+                Ok(mode) => mode,
+                Err(e) => {
+                    // A usage error (exit 2), like any other bad argument.
+                    eprintln!("error: {e}");
+                    return Ok(2);
+                }
+            };
             let before = rt.set_mode(mode, &actor(ctx)).await?;
             println!("operational mode {before} -> {mode}");
         }

@@ -34,12 +34,12 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// Bringing the schema up to date failed.
-    #[error("cannot migrate {path}: {source}")]
+    #[error("cannot migrate {path}: {cause}")]
     Migrate {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: sqlx::migrate::MigrateError,
+        /// The cause (in the message, not chained: it would print twice).
+        cause: sqlx::migrate::MigrateError,
     },
     /// The writer has stopped (the store was closed).
     #[error("the store's writer has stopped; nothing more can be recorded")]

@@ -114,6 +114,11 @@ impl Store {
     pub async fn open(options: StoreOptions) -> Result<Self> {
         let path = options.path.clone();
         create_private(&path)?;
+        // Several processes may open a new data directory at once (an agent's CLI and the desktop
+        // app). Switching a new file to WAL fails at once with "database is locked" while another
+        // connection has it open, and sqlx's migrator takes no lock either: so opening, up to the
+        // migrated schema and the write connection, is done one process at a time.
+        let _lock = open_lock(&path).await?;
         let connect = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(true)
@@ -135,9 +140,9 @@ impl Store {
         MIGRATOR
             .run(&pool)
             .await
-            .map_err(|source| StoreError::Migrate {
+            .map_err(|cause| StoreError::Migrate {
                 path: path.clone(),
-                source,
+                cause,
             })?;
         // Why this checkpoint interval: see `writer`.
         let conn = connect
@@ -386,6 +391,30 @@ fn create_private(path: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(io(e)),
     }
+}
+
+/// Takes the exclusive lock on `<database>.lock` (created owner-only beside the database), waiting
+/// for another process that holds it. Released when the returned file is dropped.
+async fn open_lock(db: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut name = db.as_os_str().to_owned();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let io = |source| StoreError::Io {
+        path: path.clone(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io)?;
+    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+        .await
+        .map_err(|e| io(std::io::Error::other(e)))?
+        .map_err(io)
 }
 
 fn classify(path: &Path, e: sqlx::Error) -> StoreError {

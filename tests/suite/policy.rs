@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+use super::support::check_status as expect;
 use super::support::{Env, Run};
 
 /// How long any one wait in this module may take before the test fails.
@@ -97,21 +98,6 @@ fn pending(env: &Env, n: usize) -> Vec<Value> {
 /// The one pending request's id, once the call is waiting.
 fn pending_id(env: &Env) -> String {
     pending(env, 1)[0]["id"].as_str().unwrap().to_owned()
-}
-
-/// Exit code, status and error code, compared as one so a failure shows all three.
-fn expect(run: &Run, code: i32, status: &str, error_code: Option<&str>) {
-    assert_eq!(
-        (
-            run.code,
-            run.status(),
-            run.json()["error"]["code"].as_str().map(str::to_owned)
-        ),
-        (code, status.to_owned(), error_code.map(str::to_owned)),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
 }
 
 /// The last verdict of a result's decision trace: the one an answer or grant added.

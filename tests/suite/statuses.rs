@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use super::support::check_status as check;
 use super::support::{Env, Run};
 
 /// Custom tools used across this module: a sleeper (timeouts, cancellation), a failing command and
@@ -47,20 +48,6 @@ pub fn env_with_tools() -> Env {
         .run()
         .ok();
     env
-}
-
-fn check(run: &Run, code: i32, status: &str, error_code: Option<&str>) {
-    assert_eq!(
-        (
-            run.code,
-            run.status(),
-            run.json()["error"]["code"].as_str().map(str::to_owned)
-        ),
-        (code, status.to_owned(), error_code.map(str::to_owned)),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
 }
 
 /// Whether a process is gone (or a zombie nobody has reaped yet, which runs nothing).

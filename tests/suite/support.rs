@@ -216,3 +216,19 @@ impl Run {
         self
     }
 }
+
+/// Exit code, status and error code of a call, compared as one so a failure shows all three
+/// (and the whole output).
+pub fn check_status(run: &Run, code: i32, status: &str, error_code: Option<&str>) {
+    assert_eq!(
+        (
+            run.code,
+            run.status(),
+            run.json()["error"]["code"].as_str().map(str::to_owned)
+        ),
+        (code, status.to_owned(), error_code.map(str::to_owned)),
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+}

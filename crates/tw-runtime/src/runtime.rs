@@ -619,12 +619,12 @@ impl Runtime {
         if let Some(p) = policy {
             state = Arc::new(state.with(|s| s.policy = Arc::clone(p)));
         }
-        let argv = render_argv(&entry);
-        let argv = argv(arguments);
+        let argv = render_argv(&entry, arguments);
+        let hidden = redacted(arguments);
         let evaluation = self.evaluate(
             &state,
             &entry,
-            arguments,
+            hidden.as_ref().unwrap_or(arguments),
             &caller.sanitized(),
             argv.as_deref(),
         );
@@ -763,9 +763,15 @@ impl Runtime {
             agent = %call.caller.agent_id,
         );
         let caller = call.caller.sanitized();
+        let hidden = redacted(&call.arguments);
         let mut decision = None;
         let outcome = match self
-            .stages(&call, &cancel, &mut decision)
+            .stages(
+                &call,
+                hidden.as_ref().unwrap_or(&call.arguments),
+                &cancel,
+                &mut decision,
+            )
             .instrument(span.clone())
             .await
         {
@@ -789,7 +795,8 @@ impl Runtime {
                 execution: outcome.execution,
             },
         };
-        self.finish(&caller, call.arguments, result, &span).await
+        let stored = hidden.unwrap_or(call.arguments);
+        self.finish(&caller, stored, result, &span).await
     }
 
     /// Records a call that will not run (e.g. one a stopped batch never reached): Cancelled with
@@ -812,11 +819,12 @@ impl Runtime {
                 ..Default::default()
             },
         };
-        self.finish(&caller, call.arguments, result, &span).await
+        let stored = redacted(&call.arguments).unwrap_or(call.arguments);
+        self.finish(&caller, stored, result, &span).await
     }
 
     /// Stages 9 and 10: the audit record (the result is withheld if it cannot be written), then the
-    /// events.
+    /// events. `arguments` are already redacted.
     async fn finish(
         &self,
         caller: &Caller,
@@ -845,21 +853,22 @@ impl Runtime {
         result
     }
 
+    /// `redacted` is the call's arguments as the audit log will hold them: policy, grants and
+    /// confirmations judge those, so a grant made from a logged call matches the call it was
+    /// made from.
     async fn stages(
         &self,
         call: &ToolCall,
+        redacted: &Value,
         cancel: &CancellationToken,
         decision_out: &mut Option<PolicyDecision>,
     ) -> Stage<Outcome> {
         let entry = self.stage_lookup(&call.tool)?;
         let def = &entry.definition;
         let caller = call.caller.sanitized();
-        let argv = render_argv(&entry)(&call.arguments);
-        // Policy, grants and confirmations see what the audit log will hold: secrets redacted,
-        // so a grant made from a logged call matches the call it was made from.
-        let redacted = redacted(&call.arguments);
+        let argv = render_argv(&entry, &call.arguments);
         let state = self.policy_state();
-        let evaluation = self.evaluate(&state, &entry, &redacted, &caller, argv.as_deref());
+        let evaluation = self.evaluate(&state, &entry, redacted, &caller, argv.as_deref());
         let decision = decision_out.insert(evaluation.decision);
         stage_policy(decision)?;
         self.stage_validate_arguments(def, &call.arguments)?;
@@ -872,7 +881,7 @@ impl Runtime {
         }
         self.stage_rate_limits(&call.tool, &evaluation.rate_checks, decision)
             .await?;
-        self.stage_confirmation(call, &redacted, decision, cancel)
+        self.stage_confirmation(call, redacted, decision, cancel)
             .await?;
         if cancel.is_cancelled() {
             return Err(Outcome::stop(
@@ -1112,7 +1121,6 @@ impl Runtime {
         arguments: Value,
         result: &ToolResult,
     ) -> tw_store::Result<i64> {
-        let arguments = redacted(&arguments);
         let violation = violation(result);
         let record = AuditRecord {
             execution_id: result.execution_id.to_string(),
@@ -1277,19 +1285,16 @@ fn stage_policy(decision: &PolicyDecision) -> Stage<()> {
     ))
 }
 
-/// Arguments as they may be stored and judged: secrets redacted.
-fn redacted(arguments: &Value) -> Value {
-    if tw_core::redact::needs_redaction(arguments) {
-        tw_core::redact::redact(arguments)
-    } else {
-        arguments.clone()
-    }
+/// Arguments as they may be stored and judged, secrets redacted: `None` when there is nothing to
+/// redact, so the common call copies nothing.
+fn redacted(arguments: &Value) -> Option<Value> {
+    tw_core::redact::needs_redaction(arguments).then(|| tw_core::redact::redact(arguments))
 }
 
 /// A custom tool's command for given arguments (for the exec layer); `None` for built-ins and for
 /// arguments the template cannot render (the exec layer then cannot judge, and denies).
-fn render_argv(entry: &Entry) -> impl Fn(&Value) -> Option<Vec<String>> + '_ {
-    move |arguments| match &entry.kind {
+fn render_argv(entry: &Entry, arguments: &Value) -> Option<Vec<String>> {
+    match &entry.kind {
         ToolKind::Custom(template) => template
             .render(arguments, &entry.definition.parameters)
             .ok(),

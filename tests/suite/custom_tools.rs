@@ -65,9 +65,13 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
         [
             "delete_file",
             "echo",
+            "exec",
             "file_search",
             "list_directory",
+            "python_exec",
             "read_file",
+            "run_linter",
+            "run_tests",
             "show_args",
             "write_file"
         ]
@@ -201,5 +205,5 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 6);
+    assert_eq!(all.as_array().unwrap().len(), 10);
 }

@@ -6,5 +6,6 @@ mod batch;
 mod custom_tools;
 mod escapes;
 mod policy;
+mod sandbox;
 mod statuses;
 mod support;

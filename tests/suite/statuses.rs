@@ -10,7 +10,7 @@ use super::support::check_status as check;
 use super::support::{Env, Run};
 
 /// Custom tools used across this module: a sleeper (timeouts, cancellation), a failing command and
-/// one that needs isolation this build cannot give.
+/// one that needs strict isolation (refused where the sandbox cannot be built).
 pub const TOOLS: &str = r#"
 [[tools]]
 name = "sleeper"
@@ -82,6 +82,18 @@ security = "full"
 "#,
     );
     env.write("hello.txt", "hello\n");
+    // The same tools where the sandbox helper is missing: strict cannot be given, so the call is
+    // refused, never run with less.
+    let no_sandbox = env_with_tools().with_config(
+        r#"
+[policy]
+allow = ["isolated"]
+[policy.exec]
+security = "full"
+[sandbox]
+helper = "/nonexistent/tw-sandbox-helper"
+"#,
+    );
     let pidfile = env.root.path().join("pids");
     let pidfile = pidfile.to_str().unwrap();
 
@@ -119,7 +131,7 @@ security = "full"
         ),
         (
             "sandbox",
-            env.call("isolated", json!({})),
+            no_sandbox.call("isolated", json!({})),
             6,
             Some(Some("sandbox_unavailable")),
         ),
@@ -171,11 +183,23 @@ security = "full"
     // Line 6: the harness puts `license_tier` on line 1.
     assert!(source.ends_with("config.toml:6"), "{source}");
 
-    let rows = env.audit_rows();
-    let ids: Vec<String> = runs
+    // Each call left its record in the data directory of the Toolwarden it went to.
+    let mut ids: Vec<String> = runs
         .iter()
         .map(|r| r.1.json()["execution_id"].as_str().unwrap().to_owned())
         .collect();
+    let sandbox_id = ids.remove(6);
+    let sandbox_rows = no_sandbox.audit_rows();
+    assert_eq!(
+        sandbox_rows
+            .iter()
+            .map(|r| (r.execution_id.clone(), r.status.to_string()))
+            .collect::<Vec<_>>(),
+        [(sandbox_id, "sandbox_error".to_owned())]
+    );
+    let mut expected_status = expected_status.to_vec();
+    expected_status.remove(6);
+    let rows = env.audit_rows();
     assert_eq!(
         rows.iter()
             .map(|r| r.execution_id.clone())
@@ -186,7 +210,7 @@ security = "full"
         rows.iter()
             .map(|r| r.status.to_string())
             .collect::<Vec<_>>(),
-        expected_status.to_vec()
+        expected_status
     );
     assert_eq!(rows[2].decision.as_deref(), Some("deny"));
     assert_eq!(rows[0].agent_id, "cli");

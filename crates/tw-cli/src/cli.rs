@@ -73,8 +73,23 @@ pub(crate) enum Command {
         #[command(subcommand)]
         cmd: Option<ModeCommand>,
     },
+    /// Inspect the process sandbox.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
     /// Show the resolved configuration: files, directories, workspace and policy.
     Config,
+}
+
+/// `toolwarden sandbox ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum SandboxCommand {
+    /// Report what this host supports: the helper, kernel features, each isolation level, and
+    /// the escape self-test case by case. Exits 1 if any escape succeeded.
+    Doctor {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `toolwarden tools ...`

@@ -8,6 +8,7 @@ mod call;
 mod cli;
 mod confirm;
 mod policy;
+mod sandbox;
 mod setup;
 mod table;
 mod tools;
@@ -61,6 +62,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Confirm(cmd) => confirm::confirm(&rt, &ctx, cmd).await,
         Command::Grants(cmd) => confirm::grants(&rt, &ctx, cmd).await,
         Command::Mode { cmd } => confirm::mode(&rt, &ctx, cmd).await,
+        Command::Sandbox(cmd) => sandbox::run(&rt, cmd).await,
         Command::Config => Ok(0),
     };
     rt.close().await;

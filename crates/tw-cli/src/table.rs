@@ -41,6 +41,15 @@ impl Table {
     }
 
     pub(crate) fn render(&self) -> String {
+        self.render_with(true)
+    }
+
+    /// The rows alone, for a two-column list of facts.
+    pub(crate) fn render_rows(&self) -> String {
+        self.render_with(false)
+    }
+
+    fn render_with(&self, header: bool) -> String {
         let cols = self.header.len();
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {
@@ -61,8 +70,11 @@ impl Table {
             }
             s.trim_end().to_owned()
         };
-        let mut out = line(&self.header);
-        out.push('\n');
+        let mut out = String::new();
+        if header {
+            out.push_str(&line(&self.header));
+            out.push('\n');
+        }
         for r in &self.rows {
             out.push_str(&line(r));
             out.push('\n');

@@ -104,7 +104,9 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
                 "definition": d,
                 "command": match &tool.kind {
                     tw_runtime::ToolKind::Custom(c) => serde_json::to_value(c)?,
-                    tw_runtime::ToolKind::Builtin(_) => serde_json::Value::Null,
+                    tw_runtime::ToolKind::Builtin(_) | tw_runtime::ToolKind::Process(_) => {
+                        serde_json::Value::Null
+                    }
                 },
                 "policy": explanation,
             }))?
@@ -193,7 +195,7 @@ async fn add(rt: &Runtime, file: &std::path::Path) -> anyhow::Result<u8> {
         if rt
             .registry()
             .get(spec.definition.name.as_str())
-            .is_some_and(|t| matches!(t.kind, tw_runtime::ToolKind::Builtin(_)))
+            .is_some_and(|t| t.kind.is_builtin())
         {
             bail!(
                 "{shown}: tool {} is built in; choose another name",

@@ -75,6 +75,35 @@ pub struct Config {
     pub policy_files: Vec<PathBuf>,
     /// Per-tool overrides, by tool name.
     pub tools: BTreeMap<String, ToolOverride>,
+    /// How the sandbox is set up (`[sandbox]`).
+    pub sandbox: SandboxSettings,
+    /// The commands the exec tools run (`[commands]`).
+    pub commands: Commands,
+}
+
+/// `[sandbox]`: where the helper is, the uid strict tools run as when Toolwarden is root, and
+/// extra read-only paths for every strict tool (an interpreter or toolchain outside `/usr`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// The helper executable (default: next to the running program).
+    pub helper: Option<PathBuf>,
+    /// `uid` and `gid` for strict tools when running as root.
+    pub ids: Option<(u32, u32)>,
+    /// Extra paths strict tools may read and execute.
+    pub read_only: Vec<PathBuf>,
+}
+
+/// `[commands]`: what `run_tests` and `run_linter` run, and which environment variables an
+/// agent may pass to `exec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Commands {
+    /// The test command (default: detected from the workspace).
+    pub test: Option<Vec<String>>,
+    /// The lint command (default: detected from the workspace).
+    pub lint: Option<Vec<String>>,
+    /// Variable names (a trailing `*` matches a prefix) an agent may set, beyond the built-in
+    /// list.
+    pub env_allow: Vec<String>,
 }
 
 impl Default for Config {
@@ -91,6 +120,8 @@ impl Default for Config {
             policy: None,
             policy_files: Vec::new(),
             tools: BTreeMap::new(),
+            sandbox: SandboxSettings::default(),
+            commands: Commands::default(),
         }
     }
 }
@@ -110,6 +141,27 @@ struct Doc {
     audit: Option<AuditDoc>,
     #[serde(default)]
     tools: BTreeMap<Spanned<String>, ToolOverride>,
+    sandbox: Option<SandboxDoc>,
+    commands: Option<CommandsDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxDoc {
+    helper: Option<String>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    #[serde(default)]
+    read_only: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandsDoc {
+    test: Option<Spanned<Vec<String>>>,
+    lint: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    env_allow: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +244,41 @@ impl Config {
             config.audit_synchronous = match s {
                 SyncDoc::Normal => Synchronous::Normal,
                 SyncDoc::Full => Synchronous::Full,
+            };
+        }
+        if let Some(sb) = doc.sandbox {
+            config.sandbox = SandboxSettings {
+                helper: sb.helper.as_deref().map(|h| expand(h, base, home)),
+                ids: match (sb.uid, sb.gid) {
+                    (None, None) => None,
+                    (Some(u), g) => Some((u, g.unwrap_or(u))),
+                    (None, Some(g)) => Some((g, g)),
+                },
+                read_only: sb.read_only.iter().map(|p| expand(p, base, home)).collect(),
+            };
+            if config.sandbox.ids.is_some_and(|(u, g)| u == 0 || g == 0) {
+                return Err(err(
+                    None,
+                    "sandbox.uid and sandbox.gid must not be 0: strict tools never run as root"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(c) = doc.commands {
+            for cmd in [&c.test, &c.lint].into_iter().flatten() {
+                if cmd.get_ref().first().is_none_or(|p| p.is_empty()) {
+                    return Err(err(
+                        Some(cmd.span().start),
+                        "commands: a command is a non-empty argv list whose first element names \
+                         the program"
+                            .into(),
+                    ));
+                }
+            }
+            config.commands = Commands {
+                test: c.test.map(Spanned::into_inner),
+                lint: c.lint.map(Spanned::into_inner),
+                env_allow: c.env_allow,
             };
         }
         for (name, o) in doc.tools {
@@ -302,6 +389,54 @@ requires_confirmation = false
             "[tools.\"Bad\"]\nenabled = false\n",
             Err(
                 "/etc/tw/config.toml:1:8: tools: invalid tool name \"Bad\": must start with a lowercase letter",
+            ),
+        );
+    }
+
+    #[test]
+    fn sandbox_and_commands_sections() {
+        let c = Config::parse(
+            "[sandbox]\nread_only = [\"~/.cargo\", \"tools\"]\nuid = 5000\nhelper = \"bin/h\"\n\
+             [commands]\ntest = [\"cargo\", \"test\"]\nenv_allow = [\"MY_*\"]\n",
+            Path::new("/etc/tw/config.toml"),
+            Some(Path::new("/home/u")),
+        )
+        .unwrap();
+        assert_eq!(
+            c.sandbox,
+            SandboxSettings {
+                helper: Some(PathBuf::from("/etc/tw/bin/h")),
+                ids: Some((5000, 5000)),
+                read_only: vec![
+                    PathBuf::from("/home/u/.cargo"),
+                    PathBuf::from("/etc/tw/tools")
+                ],
+            }
+        );
+        assert_eq!(
+            c.commands,
+            Commands {
+                test: Some(vec!["cargo".into(), "test".into()]),
+                lint: None,
+                env_allow: vec!["MY_*".into()],
+            }
+        );
+        check(
+            "[sandbox]\nuid = 0\n",
+            Err(
+                "/etc/tw/config.toml: sandbox.uid and sandbox.gid must not be 0: strict tools never run as root",
+            ),
+        );
+        check(
+            "[commands]\ntest = []\n",
+            Err(
+                "/etc/tw/config.toml:2:8: commands: a command is a non-empty argv list whose first element names the program",
+            ),
+        );
+        check(
+            "[sandbox]\nnetwork = true\n",
+            Err(
+                "/etc/tw/config.toml:2:1: unknown field `network`, expected one of `helper`, `uid`, `gid`, `read_only`",
             ),
         );
     }

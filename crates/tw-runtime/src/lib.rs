@@ -16,10 +16,11 @@ pub mod events;
 pub mod paths;
 pub mod policy;
 pub mod runtime;
+mod sandboxed;
 
 pub use batch::BatchMode;
 pub use clock::{Clock, FixedClock, SystemClock};
-pub use config::{Config, ConfigError, ToolOverride};
+pub use config::{Commands, Config, ConfigError, SandboxSettings, ToolOverride};
 pub use confirm::{Answer, GrantSpec, Remember, Who};
 pub use error::{Result, RuntimeError};
 pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
@@ -27,3 +28,4 @@ pub use policy::PolicyLoadError;
 pub use runtime::{
     DATABASE_FILE, MODE_SETTING, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id,
 };
+pub use tw_sandbox::Doctor as SandboxDoctor;

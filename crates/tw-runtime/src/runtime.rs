@@ -45,14 +45,16 @@ use tw_core::{
 use tw_sandbox::{Sandbox, Workspace};
 use tw_store::{AuditRecord, AuditViolation, Store, StoreOptions};
 
+use crate::builtins::exec::{ProcessContext, ProcessTool};
 use crate::builtins::{self, BuiltinTool, ToolContext};
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Config, ToolOverride};
+use crate::config::{Commands, Config, ToolOverride};
 use crate::confirm::{Held, Waiters};
 use crate::custom;
 use crate::error::{Result, RuntimeError};
 use crate::events::{EventBus, EventKind, ExecutionEvent};
 use crate::policy::PolicyWatcher;
+use crate::sandboxed;
 
 /// The setting that holds the operational mode, shared by every process on the data directory.
 pub const MODE_SETTING: &str = "mode";
@@ -67,15 +69,22 @@ pub enum ToolKind {
     Builtin(Arc<dyn BuiltinTool>),
     /// A command run as a sandboxed child process.
     Custom(CommandTemplate),
+    /// Built into Toolwarden, run as a sandboxed child process.
+    Process(Arc<dyn ProcessTool>),
 }
 
 impl ToolKind {
     /// `builtin` or `custom`.
     pub fn label(&self) -> &'static str {
         match self {
-            ToolKind::Builtin(_) => "builtin",
+            ToolKind::Builtin(_) | ToolKind::Process(_) => "builtin",
             ToolKind::Custom(_) => "custom",
         }
+    }
+
+    /// Whether the tool ships with Toolwarden (and cannot be replaced by a custom tool).
+    pub fn is_builtin(&self) -> bool {
+        !matches!(self, ToolKind::Custom(_))
     }
 }
 
@@ -145,6 +154,7 @@ pub(crate) struct Inner {
     events: EventBus,
     workspace: Arc<Workspace>,
     sandbox: Sandbox,
+    commands: Commands,
     clock: Arc<dyn Clock>,
     running: Mutex<HashMap<ExecutionId, CancellationToken>>,
     warnings: Vec<String>,
@@ -247,6 +257,10 @@ impl Runtime {
             let def = tool.definition()?;
             registry.register(def, ToolKind::Builtin(tool))?;
         }
+        for tool in builtins::exec::all() {
+            let def = tool.definition()?;
+            registry.register(def, ToolKind::Process(tool))?;
+        }
         let mut warnings = Vec::new();
         for stored in store.custom_tools().await? {
             match stored.spec {
@@ -274,7 +288,8 @@ impl Runtime {
                 store,
                 events: EventBus::new(),
                 workspace,
-                sandbox: Sandbox::new(),
+                sandbox: sandbox_for(&config, &data_dir),
+                commands: config.commands.clone(),
                 clock,
                 running: Mutex::new(HashMap::new()),
                 warnings,
@@ -506,6 +521,24 @@ impl Runtime {
         &self.inner.warnings
     }
 
+    /// The sandbox's report on this host: helper, kernel features, each level's status, and the
+    /// escape self-test (run now if it has not run yet).
+    pub async fn sandbox_doctor(&self) -> tw_sandbox::Doctor {
+        self.inner.sandbox.doctor().await
+    }
+
+    /// Starts the sandbox's escape self-test in the background, so the first strict tool call
+    /// does not wait for it. Long-running hosts (the desktop app, `serve`) call this at start;
+    /// otherwise the test runs before the first strict or restricted call.
+    pub fn start_sandbox_self_test(&self) {
+        let sandbox = self.inner.sandbox.clone();
+        tokio::spawn(async move {
+            if let Err(e) = sandbox.check(tw_core::IsolationLevel::Strict).await {
+                tracing::error!(error = %e, "strict and restricted tools are unavailable");
+            }
+        });
+    }
+
     /// Flushes and closes the audit store.
     pub async fn close(&self) {
         self.inner.store.close().await;
@@ -556,7 +589,7 @@ impl Runtime {
             return Err(RuntimeError::NotCustom(spec.definition.name.to_string()));
         }
         if let Some(existing) = self.inner.registry.get(spec.definition.name.as_str())
-            && matches!(existing.kind, ToolKind::Builtin(_))
+            && existing.kind.is_builtin()
         {
             return Err(RuntimeError::BuiltinName(spec.definition.name.to_string()));
         }
@@ -582,7 +615,7 @@ impl Runtime {
     /// Removes a custom tool from the registry and the store.
     pub async fn remove_custom_tool(&self, name: &str) -> Result<()> {
         match self.inner.registry.get(name) {
-            Some(e) if matches!(e.kind, ToolKind::Builtin(_)) => {
+            Some(e) if e.kind.is_builtin() => {
                 return Err(RuntimeError::BuiltinName(name.to_owned()));
             }
             None => return Err(tw_core::CoreError::UnknownTool(name.to_owned()).into()),
@@ -619,7 +652,7 @@ impl Runtime {
         if let Some(p) = policy {
             state = Arc::new(state.with(|s| s.policy = Arc::clone(p)));
         }
-        let argv = render_argv(&entry, arguments);
+        let argv = render_argv(&entry, arguments, &self.process_context());
         let hidden = redacted(arguments);
         let evaluation = self.evaluate(
             &state,
@@ -683,7 +716,7 @@ impl Runtime {
             .unwrap_or(def.requires_confirmation);
         let custom_rank = match entry.kind {
             ToolKind::Custom(_) => Some(self.custom_rank(name).unwrap_or(usize::MAX)),
-            ToolKind::Builtin(_) => None,
+            ToolKind::Builtin(_) | ToolKind::Process(_) => None,
         };
         policy::evaluate(
             &state.policy,
@@ -866,7 +899,7 @@ impl Runtime {
         let entry = self.stage_lookup(&call.tool)?;
         let def = &entry.definition;
         let caller = call.caller.sanitized();
-        let argv = render_argv(&entry, &call.arguments);
+        let argv = render_argv(&entry, &call.arguments, &self.process_context());
         let state = self.policy_state();
         let evaluation = self.evaluate(&state, &entry, redacted, &caller, argv.as_deref());
         let decision = decision_out.insert(evaluation.decision);
@@ -1027,20 +1060,20 @@ impl Runtime {
                     .await
             }
             ToolKind::Custom(template) => {
+                let policy = Arc::clone(&self.policy_state().policy);
                 custom::run(
-                    custom::CustomRun {
-                        sandbox: &self.inner.sandbox,
-                        workspace: &self.inner.workspace,
-                        events: &self.inner.events,
-                        clock: Arc::clone(&self.inner.clock),
-                        call,
-                        definition: def,
-                        template,
-                        limit,
-                    },
+                    self.launch(call, def),
+                    &policy,
+                    &self.inner.workspace,
+                    template,
+                    limit,
                     cancel,
                 )
                 .await
+            }
+            ToolKind::Process(tool) => {
+                self.run_process(tool.as_ref(), call, def, limit, cancel)
+                    .await
             }
         };
         run.map_err(|f| Outcome {
@@ -1051,6 +1084,67 @@ impl Runtime {
             truncated: false,
             execution: f.execution,
         })
+    }
+
+    fn launch<'a>(&'a self, call: &'a ToolCall, def: &'a ToolDefinition) -> sandboxed::Launch<'a> {
+        sandboxed::Launch {
+            sandbox: &self.inner.sandbox,
+            events: &self.inner.events,
+            clock: Arc::clone(&self.inner.clock),
+            call,
+            definition: def,
+            raised_by: None,
+        }
+    }
+
+    fn process_context(&self) -> ProcessContext<'_> {
+        ProcessContext {
+            workspace: &self.inner.workspace,
+            commands: &self.inner.commands,
+        }
+    }
+
+    async fn run_process(
+        &self,
+        tool: &dyn ProcessTool,
+        call: &ToolCall,
+        def: &ToolDefinition,
+        limit: Duration,
+        cancel: &CancellationToken,
+    ) -> std::result::Result<Produced, ExecFailure> {
+        let to_failure =
+            |f: builtins::ToolFailure| sandboxed::failure(f.status, &f.code, f.message, Map::new());
+        let planned = tool
+            .plan(&self.process_context(), &call.arguments)
+            .map_err(to_failure)?;
+        let mut argv = planned.argv.into_iter();
+        let program = argv.next().unwrap_or_default();
+        let policy = Arc::clone(&self.policy_state().policy);
+        let (mut spec, raised_by) =
+            sandboxed::base_spec(&policy, def, &self.inner.workspace, limit, program);
+        spec.args = argv.collect();
+        spec.env = planned.env;
+        spec.stdin = planned.stdin;
+        if let Some(cwd) = planned.cwd {
+            spec.cwd = cwd;
+        }
+        if let Some(t) = planned.timeout {
+            spec.timeout = spec.timeout.min(t);
+        }
+        let launch = sandboxed::Launch {
+            raised_by: raised_by.clone(),
+            ..self.launch(call, def)
+        };
+        let out = sandboxed::run(launch, spec, cancel).await?;
+        let execution = sandboxed::facts(&out, raised_by.as_deref());
+        match tool.finish(&out) {
+            Ok(output) => Ok(Produced {
+                output,
+                execution,
+                truncated: out.stdout_truncated || out.stderr_truncated,
+            }),
+            Err(f) => Err(sandboxed::failure(f.status, &f.code, f.message, execution)),
+        }
     }
 
     async fn run_builtin(
@@ -1293,13 +1387,26 @@ fn redacted(arguments: &Value) -> Option<Value> {
 
 /// A custom tool's command for given arguments (for the exec layer); `None` for built-ins and for
 /// arguments the template cannot render (the exec layer then cannot judge, and denies).
-fn render_argv(entry: &Entry, arguments: &Value) -> Option<Vec<String>> {
+fn render_argv(entry: &Entry, arguments: &Value, ctx: &ProcessContext<'_>) -> Option<Vec<String>> {
     match &entry.kind {
         ToolKind::Custom(template) => template
             .render(arguments, &entry.definition.parameters)
             .ok(),
+        ToolKind::Process(tool) => tool.policy_argv(ctx, arguments),
         ToolKind::Builtin(_) => None,
     }
+}
+
+/// The sandbox the configuration describes; its self-test scratch files go in the data
+/// directory, which (unlike /tmp) a sandboxed tool cannot see.
+fn sandbox_for(config: &Config, data_dir: &std::path::Path) -> Sandbox {
+    let defaults = tw_sandbox::SandboxConfig::default();
+    Sandbox::with_config(tw_sandbox::SandboxConfig {
+        helper: config.sandbox.helper.clone(),
+        sandbox_ids: config.sandbox.ids.unwrap_or(defaults.sandbox_ids),
+        extra_read_only: config.sandbox.read_only.clone(),
+        scratch_dir: data_dir.to_path_buf(),
+    })
 }
 
 /// The violation a refused call records: the policy's, or one the tool itself reported (a path
@@ -1364,6 +1471,8 @@ impl Drop for Running<'_> {
     }
 }
 
+#[cfg(test)]
+mod exec_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]

@@ -1,17 +1,14 @@
 //! Hot paths of tw-sandbox: what one governed file operation and one process run cost. The file
 //! operations run inline on async workers for small files, so their cost is what a call adds to
-//! the pipeline; the process run is the floor for every custom tool.
+//! the pipeline; process spawning has its own bench (`spawn`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use tokio_util::sync::CancellationToken;
-use tw_core::IsolationLevel;
+use tw_sandbox::Workspace;
 use tw_sandbox::fs::{self, ListOptions, ReadOptions, SearchOptions, WriteMode};
-use tw_sandbox::{ProcessSpec, ResourceLimits, RunOutcome, Sandbox, Workspace};
 
 fn workspace() -> (tempfile::TempDir, Workspace) {
     let dir = tempfile::TempDir::new().unwrap();
@@ -73,32 +70,5 @@ fn file_ops(c: &mut Criterion) {
     });
 }
 
-fn process_run(c: &mut Criterion) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let sandbox = Sandbox::new();
-    let dir = tempfile::TempDir::new().unwrap();
-    let spec = ProcessSpec {
-        program: "true".into(),
-        args: Vec::new(),
-        env: Default::default(),
-        cwd: dir.path().to_owned(),
-        isolation: IsolationLevel::Standard,
-        timeout: Duration::from_secs(10),
-        max_output_bytes: 1 << 20,
-        limits: ResourceLimits::default(),
-    };
-    let mut group = c.benchmark_group("process");
-    group.sample_size(50);
-    group.bench_function("run /bin/true (spawn, limits, wait)", |b| {
-        b.iter(|| {
-            let out = rt
-                .block_on(sandbox.run(spec.clone(), CancellationToken::new(), None))
-                .unwrap();
-            assert!(matches!(out, RunOutcome::Exited(_)));
-        })
-    });
-    group.finish();
-}
-
-criterion_group!(benches, file_ops, process_run);
+criterion_group!(benches, file_ops);
 criterion_main!(benches);

@@ -19,6 +19,16 @@ pub enum SandboxError {
         /// What is missing, and what can be done about it.
         reason: String,
     },
+    /// The helper could not build the sandbox for a run; nothing ran.
+    #[error("the {level} sandbox could not be set up: {step} failed: {error}")]
+    Setup {
+        /// The level that was being built.
+        level: IsolationLevel,
+        /// The step that failed.
+        step: String,
+        /// Why, and what to do about it.
+        error: String,
+    },
     /// The program could not be started.
     #[error("could not start program {program:?}: {source}")]
     Spawn {
@@ -34,18 +44,6 @@ pub enum SandboxError {
         path: PathBuf,
         /// What is wrong with it.
         reason: String,
-    },
-    /// A resource limit could not be applied to a started child, which was then killed.
-    #[error(
-        "could not apply the {resource} limit to child process {pid}, so it was killed: {source}"
-    )]
-    Limit {
-        /// The limit that failed (`RLIMIT_AS`, ...).
-        resource: &'static str,
-        /// The child's process id.
-        pid: u32,
-        /// The error from prlimit.
-        source: io::Error,
     },
     /// Waiting for or reading from a running child failed.
     #[error("lost track of child process {pid}: {source}")]

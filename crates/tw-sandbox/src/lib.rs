@@ -14,13 +14,16 @@
 
 pub mod error;
 pub mod fs;
+#[doc(hidden)]
+pub mod helper;
 pub mod process;
 pub mod resolve;
 pub mod workspace;
 
 pub use error::{Result, SandboxError};
 pub use process::{
-    ExitInfo, OutputChunk, ProcessOutput, ProcessSpec, ResourceLimits, RunOutcome, Sandbox,
+    Doctor, ExitInfo, FsView, LevelSupport, OutputChunk, ProcessOutput, ProcessSpec,
+    ResourceLimits, RunMetrics, RunOutcome, Sandbox, SandboxConfig, SelfTestCase,
 };
 pub use resolve::HostResolver;
 pub use workspace::{PathError, Workspace, WsPath};

@@ -1,50 +1,43 @@
-//! Runs a custom tool's command as a child process at the isolation level its definition asks
-//! for, with a time limit, cancellation, per-stream output caps and resource limits.
+//! Runs a tool's command as a child process at the isolation level its definition asks for,
+//! with a time limit, cancellation, per-stream output caps, resource limits and metrics.
 //!
 //! Design decisions:
-//! - **Fail closed.** [`Sandbox::check`] and [`Sandbox::run`] refuse a level this build cannot
-//!   give (`strict`, `restricted`) instead of running the command with less. `none` is refused
-//!   too: it means "in-process", which a command can never be.
-//! - **No `pre_exec`.** A `pre_exec` closure makes std fall back from `posix_spawn` to `fork`,
-//!   which copies the page tables of a large parent. The process group is a spawn attribute, and
-//!   resource limits are applied with `prlimit` on the child right after spawn; if that fails the
-//!   child is killed and the run is an error. For the same reason the program is looked up in the
-//!   child's `PATH` here: std falls back to `fork` when it has to search a changed `PATH` itself.
-//! - **The process group is the unit of cleanup.** Timeout and cancellation send SIGTERM to the
-//!   group, then SIGKILL after a grace period; a normal exit is followed by SIGKILL to the group
-//!   too, so background grandchildren cannot outlive the call. A guard kills the group if the
-//!   future running the child is dropped. Pipes held open by processes that left the group are
-//!   given a short deadline after the child exits, then abandoned.
+//! - **Every level goes through the helper.** The runtime spawns `tw-sandbox-helper` (see
+//!   [`crate::helper`]) with `posix_spawn`: no `pre_exec`, whose `fork` fallback copies the page
+//!   tables of a large parent. The helper sets the limits before `exec`, so no window exists in
+//!   which the tool runs unlimited, and builds the namespaces, Landlock and seccomp for strict and
+//!   restricted.
+//! - **Fail closed.** A level the host cannot give is [`SandboxError::Unsupported`] with what is
+//!   missing; a helper that fails to build the sandbox is [`SandboxError::Setup`] with the step.
+//!   Nothing is ever run with less isolation than asked for. `none` is refused too: it means
+//!   "in-process", which a command can never be.
+//! - **The helper does the cleanup.** Timeout and cancellation send SIGTERM to the helper, which
+//!   passes it to the tool's whole tree, then SIGKILLs whatever remains after a grace period; a
+//!   tool that exits has its leftovers killed the same way. At strict and above that tree is a pid
+//!   namespace, which nothing escapes. The runtime SIGKILLs the helper only as a backstop.
 //! - **Output is drained to the end.** Bytes beyond a stream's cap are read and dropped, never left
 //!   in the pipe, so a chatty child cannot block on a full pipe and run into its timeout.
-//!
-//! Known gaps (the planned helper binary, which sets everything up before `exec`, closes both):
-//! - The resource limits land shortly after `exec`, not before it: `posix_spawn` returns once the
-//!   child has exec'd, and only then can `prlimit` reach it. Measured with a debug build, a child
-//!   running `sh -c 'ulimit -n'` saw the old limit in 36 of 300 runs on an idle machine and 140
-//!   of 300 with the CPUs busy. A child that forks inside that window leaves a descendant with
-//!   Toolwarden's own limits. So at `standard` the limits guard against runaway tools, not
-//!   hostile ones (`standard` is the level for trusted tools). Closing the window needs the
-//!   limits set before `exec`: a `/bin/sh -c 'ulimit ...; exec "$0" "$@"'` trampoline would do it
-//!   at about 0.7 ms per spawn; the planned helper would do it as part of its own setup.
-//! - The group is killed after the leader has been reaped, so if every member of the group had
-//!   already exited and the kernel handed the same number to a new process group within those
-//!   microseconds, that group would get the SIGKILL. Linux does not reuse a pid while any process
-//!   still has it as its group id, so this needs the group to be empty already.
 // tw-sandbox is the one crate that spawns processes.
 #![allow(clippy::disallowed_methods)]
 
+mod host;
+
+pub use host::{DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
+
 use std::collections::BTreeMap;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use rustix::process::{Pid, Resource, Rlimit, Signal};
+use rustix::process::{Pid, Signal};
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -52,18 +45,24 @@ use tokio_util::sync::CancellationToken;
 use tw_core::IsolationLevel;
 
 use crate::error::{Result, SandboxError};
+use crate::helper::wire::{self, Finished, Level, Message};
+
+pub use host::{Doctor, LevelSupport, SandboxConfig, SelfTestCase};
 
 /// The search path every child gets unless its spec sets `PATH` itself.
 pub(crate) const BASE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-/// How long a stopped child may take to exit after SIGTERM before its group is killed.
-const DEFAULT_GRACE: Duration = Duration::from_millis(300);
+/// How long the runtime waits for the helper to finish stopping a tool (it gives the tool 300 ms
+/// between SIGTERM and SIGKILL) before it kills the helper itself.
+const HELPER_GRACE: Duration = Duration::from_millis(2000);
 /// How long readers may keep going after the child exited, for pipes held open elsewhere.
 const DEFAULT_DRAIN: Duration = Duration::from_millis(250);
 /// Size of each stream's read buffer: large enough to empty a full pipe in one read.
 const READ_CHUNK: usize = 64 * 1024;
+/// The most standard input a run may be given.
+pub const MAX_STDIN_BYTES: usize = 16 * 1024 * 1024;
 
-/// Resource limits applied to the child with `prlimit`. `None` leaves the inherited limit.
-/// A limit is never raised above what Toolwarden itself runs with.
+/// Resource limits the helper sets on the tool before `exec`. `None` leaves the inherited
+/// limit. A limit is never raised above what Toolwarden itself runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ResourceLimits {
     /// Address-space limit (`RLIMIT_AS`), in bytes.
@@ -74,6 +73,10 @@ pub struct ResourceLimits {
     pub max_file_bytes: Option<u64>,
     /// Most open file descriptors (`RLIMIT_NOFILE`).
     pub max_open_files: Option<u64>,
+    /// Most processes alive at once (strict and above, through the pid namespace's `pid_max`).
+    /// The kernel skips the first 300 pids once they wrap, so a run may briefly hold up to 300
+    /// more than this; it never gets fewer.
+    pub max_processes: Option<u64>,
 }
 
 impl Default for ResourceLimits {
@@ -83,8 +86,52 @@ impl Default for ResourceLimits {
             cpu_seconds: Some(300),
             max_file_bytes: Some(1024 * 1024 * 1024),
             max_open_files: Some(256),
+            max_processes: Some(256),
         }
     }
+}
+
+impl ResourceLimits {
+    /// The tighter defaults of the restricted level: 128 MiB, 60 s of CPU, 64 MiB files, 64 open
+    /// files.
+    pub fn restricted() -> Self {
+        Self {
+            memory_bytes: Some(128 * 1024 * 1024),
+            cpu_seconds: Some(60),
+            max_file_bytes: Some(64 * 1024 * 1024),
+            max_open_files: Some(64),
+            max_processes: Some(64),
+        }
+    }
+
+    /// Each limit of `self`, tightened to `other`'s where `other` sets a lower one.
+    pub fn min(self, other: Self) -> Self {
+        let m = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Self {
+            memory_bytes: m(self.memory_bytes, other.memory_bytes),
+            cpu_seconds: m(self.cpu_seconds, other.cpu_seconds),
+            max_file_bytes: m(self.max_file_bytes, other.max_file_bytes),
+            max_open_files: m(self.max_open_files, other.max_open_files),
+            max_processes: m(self.max_processes, other.max_processes),
+        }
+    }
+}
+
+/// What a strict or restricted tool sees of the filesystem, on top of the system allowlist
+/// (programs, libraries, a few files under `/etc`), a private `/tmp` and `/dev/shm`, and a
+/// `/proc` that shows only its own processes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FsView {
+    /// Paths the tool may read and execute (the workspace at restricted).
+    pub read_only: Vec<PathBuf>,
+    /// Paths the tool may read, change and execute (the workspace at strict).
+    pub read_write: Vec<PathBuf>,
+    /// Paths inside those that the tool must not see at all (policy's forbidden paths); an
+    /// empty read-only file or directory is mounted over each.
+    pub masked: Vec<PathBuf>,
 }
 
 /// What to run and under which constraints.
@@ -102,12 +149,42 @@ pub struct ProcessSpec {
     pub cwd: PathBuf,
     /// The isolation the tool's definition asks for.
     pub isolation: IsolationLevel,
-    /// Wall-clock limit, after which the process group is stopped.
+    /// Wall-clock limit, after which the process tree is stopped.
     pub timeout: Duration,
     /// How much of each of stdout and stderr is kept.
     pub max_output_bytes: usize,
     /// Resource limits for the child.
     pub limits: ResourceLimits,
+    /// The filesystem view at strict and restricted (ignored at standard).
+    pub fs: FsView,
+    /// Whether a strict or restricted tool keeps the host's network.
+    pub network: bool,
+    /// Bytes for the child's standard input (otherwise `/dev/null`).
+    pub stdin: Option<Vec<u8>>,
+}
+
+impl ProcessSpec {
+    /// A spec with the default limits, no stdin and no network, whose filesystem view is `cwd`
+    /// read-write.
+    pub fn new(program: impl Into<String>, cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: cwd.clone(),
+            isolation: IsolationLevel::Standard,
+            timeout: Duration::from_secs(60),
+            max_output_bytes: 32 * 1024,
+            limits: ResourceLimits::default(),
+            fs: FsView {
+                read_write: vec![cwd],
+                ..FsView::default()
+            },
+            network: false,
+            stdin: None,
+        }
+    }
 }
 
 /// How a child ended.
@@ -117,6 +194,21 @@ pub struct ExitInfo {
     pub code: Option<i32>,
     /// The signal that ended it, if one did.
     pub signal: Option<i32>,
+}
+
+/// What a run cost, measured by the helper over the tool's whole process tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunMetrics {
+    /// Identifies this run's sandbox in logs and the audit record.
+    pub sandbox_id: String,
+    /// Time from spawning the helper until the tool ended.
+    pub wall_time: Duration,
+    /// User plus system CPU time of every process of the run, when the helper could report it.
+    pub cpu_time: Option<Duration>,
+    /// The largest resident set any single process reached, bytes.
+    pub peak_memory_bytes: Option<u64>,
+    /// Processes the tool left running, which were killed when it ended.
+    pub killed_leftovers: u32,
 }
 
 /// Everything known about a finished (or stopped) child.
@@ -134,10 +226,12 @@ pub struct ProcessOutput {
     pub stderr_truncated: bool,
     /// Time from spawn until the child exited.
     pub wall_time: Duration,
-    /// The child's process id (also its process group id); 0 if it was never started.
+    /// The helper's process id; 0 if nothing was started.
     pub pid: u32,
     /// The isolation that was actually applied.
     pub isolation: IsolationLevel,
+    /// CPU, memory and identity of the run.
+    pub metrics: RunMetrics,
 }
 
 /// A piece of output, forwarded while the child runs.
@@ -154,9 +248,9 @@ pub enum OutputChunk {
 pub enum RunOutcome {
     /// The child exited on its own (with any status or signal).
     Exited(ProcessOutput),
-    /// The time limit passed and the child's process group was stopped.
+    /// The time limit passed and the child's process tree was stopped.
     TimedOut(ProcessOutput),
-    /// The cancellation token fired and the child's process group was stopped.
+    /// The cancellation token fired and the child's process tree was stopped.
     Cancelled(ProcessOutput),
 }
 
@@ -169,10 +263,10 @@ impl RunOutcome {
     }
 }
 
-/// The process runner. Cheap to clone; holds no per-run state.
+/// The process runner. Cheap to clone; what it learns about the host is shared by its clones.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
-    grace: Duration,
+    host: Arc<host::Host>,
     drain: Duration,
 }
 
@@ -188,44 +282,40 @@ enum Stop {
     Cancelled,
 }
 
+/// Numbers the runs of this process, for sandbox ids.
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
 impl Sandbox {
-    /// A runner with the default grace period (300 ms) between SIGTERM and SIGKILL.
+    /// A runner with the default configuration (see [`SandboxConfig`]).
     pub fn new() -> Self {
+        Self::with_config(SandboxConfig::default())
+    }
+
+    /// A runner with an explicit configuration.
+    pub fn with_config(config: SandboxConfig) -> Self {
         Self {
-            grace: DEFAULT_GRACE,
+            host: Arc::new(host::Host::new(config)),
             drain: DEFAULT_DRAIN,
         }
     }
 
-    /// Whether this host and build can run a process at `level`. A level that cannot be given
-    /// exactly is an error: a tool is never run with less isolation than it asks for.
-    pub fn check(&self, level: IsolationLevel) -> Result<()> {
-        let reason = match level {
-            IsolationLevel::Standard => return Ok(()),
-            IsolationLevel::None => {
-                "it means running inside the Toolwarden process, which only built-in tools can do; \
-                 a command always runs as a sandboxed child process. Declare the tool with \
-                 isolation standard"
-            }
-            IsolationLevel::Strict => {
-                "this build's sandbox backend provides process groups, a scrubbed environment and \
-                 rlimits (standard); strict also needs no network, a read-only system, a private \
-                 /tmp, its own pid namespace and seccomp, which come with the \
-                 namespace/Landlock/seccomp helper that this build does not have. Lower the \
-                 tool's isolation to standard only if you trust it"
-            }
-            IsolationLevel::Restricted => {
-                "this build's sandbox backend provides process groups, a scrubbed environment and \
-                 rlimits (standard); restricted also needs everything strict needs (namespaces, a \
-                 read-only system, seccomp) plus a read-only workspace, which come with the \
-                 namespace/Landlock/seccomp helper that this build does not have. Lower the \
-                 tool's isolation to standard only if you trust it"
-            }
-        };
-        Err(SandboxError::Unsupported {
-            level,
-            reason: reason.to_owned(),
-        })
+    /// The configuration in effect, with the helper found (or not).
+    pub fn config(&self) -> &SandboxConfig {
+        self.host.config()
+    }
+
+    /// Whether this host can run a process at `level`. The first check of strict or restricted
+    /// builds a sandbox and runs the escape self-test in it (a few milliseconds, once per
+    /// [`Sandbox`]); if any escape succeeds, those levels are refused with the reason. A level
+    /// that cannot be given exactly is an error: a tool never runs with less isolation than it
+    /// asks for.
+    pub async fn check(&self, level: IsolationLevel) -> Result<()> {
+        self.host.check(self, level).await
+    }
+
+    /// Everything this host supports, each level's status, and the self-test's cases.
+    pub async fn doctor(&self) -> Doctor {
+        self.host.doctor(self).await
     }
 
     /// Runs `spec` to completion, until its timeout, or until `cancel` fires. Output chunks are
@@ -237,9 +327,40 @@ impl Sandbox {
         cancel: CancellationToken,
         progress: Option<mpsc::Sender<OutputChunk>>,
     ) -> Result<RunOutcome> {
-        self.check(spec.isolation)?;
+        self.check(spec.isolation).await?;
+        self.run_checked(spec, cancel, progress).await
+    }
+
+    /// [`Sandbox::run`] without the level check, for the self-test itself.
+    async fn run_checked(
+        &self,
+        spec: ProcessSpec,
+        cancel: CancellationToken,
+        progress: Option<mpsc::Sender<OutputChunk>>,
+    ) -> Result<RunOutcome> {
+        let level = match spec.isolation {
+            IsolationLevel::Standard => Level::Standard,
+            IsolationLevel::Strict => Level::Strict,
+            IsolationLevel::Restricted => Level::Restricted,
+            IsolationLevel::None => {
+                return Err(SandboxError::Unsupported {
+                    level: IsolationLevel::None,
+                    reason: host::NONE_REASON.to_owned(),
+                });
+            }
+        };
+        let helper = self.host.helper()?;
         let env = child_env(&spec)?;
         check_cwd(&spec.cwd)?;
+        if spec
+            .stdin
+            .as_ref()
+            .is_some_and(|s| s.len() > MAX_STDIN_BYTES)
+        {
+            return Err(SandboxError::InvalidSpec(format!(
+                "standard input is larger than {MAX_STDIN_BYTES} bytes"
+            )));
+        }
         let path_var = env.get("PATH").map_or(BASE_PATH, String::as_str);
         let program = find_program(&spec.program, path_var, &spec.cwd).map_err(|source| {
             SandboxError::Spawn {
@@ -247,69 +368,101 @@ impl Sandbox {
                 source,
             }
         })?;
-
+        let request = self.host.request(&spec, level, program.clone());
+        let frame = wire::encode_request(&request).map_err(|e| {
+            SandboxError::InvalidSpec(format!("the run cannot be described to the helper: {e}"))
+        })?;
+        let sandbox_id = format!(
+            "{}-{}-{}",
+            spec.isolation,
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
+        );
+        let empty_output = |pid: u32, wall_time: Duration| ProcessOutput {
+            exit: ExitInfo {
+                code: None,
+                signal: None,
+            },
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            wall_time,
+            pid,
+            isolation: spec.isolation,
+            metrics: RunMetrics {
+                sandbox_id: sandbox_id.clone(),
+                wall_time,
+                cpu_time: None,
+                peak_memory_bytes: None,
+                killed_leftovers: 0,
+            },
+        };
         if cancel.is_cancelled() {
-            return Ok(RunOutcome::Cancelled(ProcessOutput {
-                exit: ExitInfo {
-                    code: None,
-                    signal: None,
-                },
-                stdout: Vec::new(),
-                stderr: Vec::new(),
-                stdout_truncated: false,
-                stderr_truncated: false,
-                wall_time: Duration::ZERO,
-                pid: 0,
-                isolation: spec.isolation,
-            }));
+            return Ok(RunOutcome::Cancelled(empty_output(0, Duration::ZERO)));
         }
 
-        let mut cmd = Command::new(&program);
-        cmd.arg0(&spec.program)
-            .args(&spec.args)
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Spawn {
+                program: spec.program.clone(),
+                source,
+            })?;
+        let mut cmd = Command::new(helper);
+        cmd.arg0("tw-sandbox-helper")
             .env_clear()
             .envs(&env)
-            .current_dir(&spec.cwd)
-            .stdin(Stdio::null())
+            .current_dir("/")
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-
+            .kill_on_drop(false);
         let start = Instant::now();
-        let mut child = cmd.spawn().map_err(|source| SandboxError::Spawn {
+        let spawned = cmd.spawn();
+        // The command holds the helper's end of the socket; it must go for EOF to arrive.
+        drop(cmd);
+        let mut child = spawned.map_err(|source| SandboxError::Spawn {
             program: spec.program.clone(),
-            source,
+            source: io::Error::new(
+                source.kind(),
+                format!(
+                    "the sandbox helper {} did not start: {source}",
+                    helper.display()
+                ),
+            ),
         })?;
         let pid = child.id().unwrap_or(0);
-        let Some(pgid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        let Some(helper_pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
             return Err(SandboxError::Child {
                 pid,
-                source: io::Error::other("the child has no usable process id"),
+                source: io::Error::other("the helper has no usable process id"),
             });
         };
-        // Declared after `child`, so it drops first: the group is killed while its leader is
-        // still unreaped and its id cannot have been reused.
-        let mut group = GroupGuard { pgid, armed: true };
-        tracing::debug!(pid, program = %program.display(), "spawned child");
+        let mut guard = HelperGuard {
+            pid: helper_pid,
+            armed: true,
+        };
+        tracing::debug!(pid, sandbox_id, program = %program.display(), "spawned sandbox helper");
 
-        if let Err((resource, source)) = apply_limits(pgid, &spec.limits) {
-            group.kill(Signal::KILL);
-            let _ = child.wait().await;
-            group.armed = false;
-            return Err(SandboxError::Limit {
-                resource,
-                pid,
-                source,
-            });
+        let mut ctl = ours
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixStream::from_std(ours))
+            .map_err(|source| SandboxError::Child { pid, source })?;
+        // A helper that died early cannot read; its report says why.
+        let _ = ctl.write_all(&frame).await;
+        if let Some(stdin) = &spec.stdin {
+            let _ = ctl.write_all(stdin).await;
         }
+        let _ = ctl.shutdown().await;
 
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
+        let mut report = Some(ctl);
         let mut out = Capture::new(spec.max_output_bytes);
         let mut err = Capture::new(spec.max_output_bytes);
+        let mut messages = Vec::new();
         let mut obuf = vec![0u8; READ_CHUNK];
         let mut ebuf = vec![0u8; READ_CHUNK];
+        let mut rbuf = vec![0u8; 4096];
         let mut progress = progress;
 
         let deadline = start.checked_add(spec.timeout);
@@ -320,7 +473,7 @@ impl Sandbox {
         let mut drain_until: Option<Instant> = None;
 
         loop {
-            if status.is_some() && stdout.is_none() && stderr.is_none() {
+            if status.is_some() && stdout.is_none() && stderr.is_none() && report.is_none() {
                 break;
             }
             tokio::select! {
@@ -346,58 +499,96 @@ impl Sandbox {
                         stderr = None;
                     }
                 },
+                r = read_some(&mut report, &mut rbuf), if report.is_some() => match r {
+                    // The helper's report is a few hundred bytes; more is not the helper.
+                    Ok(n) if n > 0 && messages.len() < 64 * 1024 => {
+                        messages.extend_from_slice(&rbuf[..n]);
+                    }
+                    _ => report = None,
+                },
                 w = child.wait(), if status.is_none() => {
                     let st = w.map_err(|source| SandboxError::Child { pid, source })?;
                     wall_time = start.elapsed();
                     status = Some(st);
-                    // Whatever the leader left behind in its group must not outlive the call.
-                    group.kill(Signal::KILL);
-                    group.armed = false;
+                    guard.armed = false;
                     drain_until = Some(Instant::now() + self.drain);
                 },
                 _ = sleep_until(deadline), if stop.is_none() && status.is_none() => {
-                    tracing::debug!(pid, "time limit reached, stopping process group");
+                    tracing::debug!(pid, sandbox_id, "time limit reached, stopping the tool");
                     stop = Some(Stop::TimedOut);
-                    group.kill(Signal::TERM);
-                    kill_at = Some(Instant::now() + self.grace);
+                    guard.signal(Signal::TERM);
+                    kill_at = Some(Instant::now() + HELPER_GRACE);
                 },
                 _ = cancel.cancelled(), if stop.is_none() && status.is_none() => {
-                    tracing::debug!(pid, "cancelled, stopping process group");
+                    tracing::debug!(pid, sandbox_id, "cancelled, stopping the tool");
                     stop = Some(Stop::Cancelled);
-                    group.kill(Signal::TERM);
-                    kill_at = Some(Instant::now() + self.grace);
+                    guard.signal(Signal::TERM);
+                    kill_at = Some(Instant::now() + HELPER_GRACE);
                 },
                 _ = sleep_until(kill_at), if kill_at.is_some() && status.is_none() => {
-                    group.kill(Signal::KILL);
+                    tracing::warn!(pid, sandbox_id, "the sandbox helper did not stop in time; killing it");
+                    guard.signal(Signal::KILL);
                     kill_at = None;
                 },
                 _ = sleep_until(drain_until), if drain_until.is_some() => {
-                    tracing::debug!(pid, "output pipes still open after the child exited; abandoning them");
+                    tracing::debug!(pid, "output pipes still open after the helper exited; abandoning them");
                     break;
                 },
             }
         }
 
-        let exit = match status {
-            Some(st) => ExitInfo {
+        let messages = wire::parse_messages(&messages);
+        let mut finished: Option<Finished> = None;
+        for m in messages {
+            match m {
+                Message::SetupFailed { step, error } => {
+                    return Err(SandboxError::Setup {
+                        level: spec.isolation,
+                        step,
+                        error,
+                    });
+                }
+                Message::ExecFailed { errno, error } => {
+                    let source = io::Error::from_raw_os_error(errno);
+                    let hint = if errno == libc::EACCES && level != Level::Standard {
+                        " (at this isolation level a program must lie inside the sandbox's \
+                         read allowlist)"
+                    } else {
+                        ""
+                    };
+                    return Err(SandboxError::Spawn {
+                        program: spec.program.clone(),
+                        source: io::Error::new(source.kind(), format!("{error}{hint}")),
+                    });
+                }
+                Message::Finished(f) => finished = Some(f),
+            }
+        }
+        let exit = match (finished, status) {
+            (Some(f), _) => ExitInfo {
+                code: f.code,
+                signal: f.signal,
+            },
+            (None, Some(st)) => ExitInfo {
                 code: st.code(),
                 signal: st.signal(),
             },
-            None => ExitInfo {
+            (None, None) => ExitInfo {
                 code: None,
                 signal: None,
             },
         };
-        let output = ProcessOutput {
-            exit,
-            stdout: out.data,
-            stderr: err.data,
-            stdout_truncated: out.truncated,
-            stderr_truncated: err.truncated,
-            wall_time,
-            pid,
-            isolation: IsolationLevel::Standard,
-        };
+        let mut output = empty_output(pid, wall_time);
+        output.exit = exit;
+        output.stdout = out.data;
+        output.stderr = err.data;
+        output.stdout_truncated = out.truncated;
+        output.stderr_truncated = err.truncated;
+        if let Some(f) = finished {
+            output.metrics.cpu_time = Some(Duration::from_micros(f.cpu_time_us));
+            output.metrics.peak_memory_bytes = Some(f.peak_memory_bytes);
+            output.metrics.killed_leftovers = f.killed_leftovers;
+        }
         Ok(match stop {
             None => RunOutcome::Exited(output),
             Some(Stop::TimedOut) => RunOutcome::TimedOut(output),
@@ -406,28 +597,28 @@ impl Sandbox {
     }
 }
 
-/// Kills the child's process group when dropped while armed, so a run whose future is dropped
-/// mid-way leaves nothing behind.
-struct GroupGuard {
-    pgid: Pid,
+/// Stops the helper if the future running it is dropped: SIGTERM, on which the helper stops
+/// and reaps the tool's whole tree by itself.
+struct HelperGuard {
+    pid: Pid,
     armed: bool,
 }
 
-impl GroupGuard {
-    fn kill(&self, sig: Signal) {
-        // ESRCH only means the group is already empty.
-        if let Err(e) = rustix::process::kill_process_group(self.pgid, sig)
+impl HelperGuard {
+    fn signal(&self, sig: Signal) {
+        // ESRCH only means the helper has already exited.
+        if let Err(e) = rustix::process::kill_process(self.pid, sig)
             && e != rustix::io::Errno::SRCH
         {
-            tracing::warn!(pgid = self.pgid.as_raw_pid(), error = %e, "could not signal process group");
+            tracing::warn!(pid = self.pid.as_raw_pid(), error = %e, "could not signal the sandbox helper");
         }
     }
 }
 
-impl Drop for GroupGuard {
+impl Drop for HelperGuard {
     fn drop(&mut self) {
         if self.armed {
-            self.kill(Signal::KILL);
+            self.signal(Signal::TERM);
         }
     }
 }
@@ -571,31 +762,6 @@ pub(crate) fn find_program(program: &str, path_var: &str, cwd: &Path) -> io::Res
             format!("not found in PATH {path_var}"),
         ),
     })
-}
-
-/// Applies each configured limit to the running child, never above our own hard limit (raising
-/// one needs a privilege we must not rely on, and would loosen the sandbox).
-fn apply_limits(
-    pid: Pid,
-    limits: &ResourceLimits,
-) -> std::result::Result<(), (&'static str, io::Error)> {
-    let wanted = [
-        ("RLIMIT_AS", Resource::As, limits.memory_bytes),
-        ("RLIMIT_CPU", Resource::Cpu, limits.cpu_seconds),
-        ("RLIMIT_FSIZE", Resource::Fsize, limits.max_file_bytes),
-        ("RLIMIT_NOFILE", Resource::Nofile, limits.max_open_files),
-    ];
-    for (name, resource, value) in wanted {
-        let Some(value) = value else { continue };
-        let ours = rustix::process::getrlimit(resource);
-        let value = ours.maximum.map_or(value, |max| value.min(max));
-        let limit = Rlimit {
-            current: Some(value),
-            maximum: Some(value),
-        };
-        rustix::process::prlimit(Some(pid), resource, limit).map_err(|e| (name, e.into()))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::compile::Resolver;
 use super::exec::commands_of;
 use super::{Decision, Layer, LayerVerdict, RuleIndex, RuleRef, SelectorSet, Severity};
-use crate::definition::ToolDefinition;
+use crate::definition::{IsolationLevel, ToolDefinition};
 use crate::shell::Parsed;
 use crate::target::{DomainList, Host, PathCase, PathList, normalize_path, parse_host, parse_url};
 
@@ -51,6 +51,8 @@ pub struct ArgRule {
     pub max_string_length: Option<u64>,
     /// What a violation yields (Deny or Ask).
     pub decision: Decision,
+    /// The least isolation the rule's tools run with.
+    pub isolation: Option<IsolationLevel>,
 }
 
 /// What a call's arguments name, each with its JSON pointer.

@@ -19,7 +19,7 @@ use super::doc::{DefaultDoc, PolicyDoc};
 use super::exec::{AskMode, ExecEntry, ExecPolicy, Security};
 use super::rate::{Per, RateLayer, RateRule};
 use super::{Decision, PolicyRule, SelectorSet, ToolPolicy, selector};
-use crate::definition::OperationalMode;
+use crate::definition::{IsolationLevel, OperationalMode};
 use crate::load::line_col;
 use crate::shell;
 use crate::target::{DomainList, DomainPattern, PathCase, PathList};
@@ -28,10 +28,10 @@ use crate::target::{DomainList, DomainPattern, PathCase, PathList};
 pub const BUILTIN_FILE: &str = "built-in policy";
 
 /// The policy used when the configuration names none: fail closed, with the built-in file tools,
-/// system tools and the administrator's own custom tools allowed, commands asked about, and
-/// credentials and cloud metadata out of reach.
+/// system tools, the exec tools and the administrator's own custom tools allowed, every command
+/// not on the exec allowlist asked about, and credentials and cloud metadata out of reach.
 pub const BUILTIN_POLICY: &str = r#"default = "deny"
-allow = ["group:fs", "group:system", "group:custom"]
+allow = ["group:fs", "group:system", "group:custom", "group:exec"]
 
 [exec]
 security = "allowlist"
@@ -605,7 +605,27 @@ impl Gather {
                 Decision::Deny
             }
         };
+        let isolation =
+            r.isolation
+                .as_ref()
+                .and_then(|i| match i.get_ref().parse::<IsolationLevel>() {
+                    Ok(IsolationLevel::None) => {
+                        errors.push(loc.error(
+                        i.span(),
+                        "rules.isolation: \"none\" cannot be required; a rule can only raise \
+                         isolation to standard, strict or restricted"
+                            .to_owned(),
+                    ));
+                        None
+                    }
+                    Ok(level) => Some(level),
+                    Err(e) => {
+                        errors.push(loc.error(i.span(), format!("rules.isolation: {e}")));
+                        None
+                    }
+                });
         if r.forbid_paths.is_empty()
+            && r.isolation.is_none()
             && r.allow_paths.is_empty()
             && r.allow_domains.is_empty()
             && r.block_domains.is_empty()
@@ -616,7 +636,8 @@ impl Gather {
             errors.push(loc.error(
                 rule.span(),
                 format!(
-                    "rule {name:?} checks nothing: give it paths, domains, patterns or a size limit"
+                    "rule {name:?} checks nothing: give it paths, domains, patterns, a size limit \
+                     or an isolation level"
                 ),
             ));
         }
@@ -636,6 +657,7 @@ impl Gather {
             max_argument_bytes: r.max_argument_bytes.as_ref().map(|v| *v.get_ref()),
             max_string_length: r.max_string_length.as_ref().map(|v| *v.get_ref()),
             decision,
+            isolation,
         };
         for (examples, want) in [(&r.matches, true), (&r.not_match, false)] {
             for ex in examples {
@@ -685,6 +707,7 @@ impl Gather {
             r.max_string_length
                 .as_ref()
                 .map(|v| format!("max_string_length {}", v.get_ref())),
+            isolation.map(|i| format!("isolation at least {i}")),
         ]
         .into_iter()
         .flatten()

@@ -162,6 +162,9 @@ pub struct RuleDoc {
     pub max_string_length: Option<Spanned<u64>>,
     /// What a violation yields: `deny` (default) or `ask`.
     pub decision: Option<Spanned<String>>,
+    /// The least isolation the rule's tools run with: raises (never lowers) what their
+    /// definitions ask for.
+    pub isolation: Option<Spanned<String>>,
     /// Calls this rule must stop.
     #[serde(default, rename = "match")]
     pub matches: Vec<Spanned<ExampleDoc>>,

@@ -19,6 +19,7 @@ pub mod exec;
 pub mod grant;
 pub mod lint;
 pub mod rate;
+pub mod sandbox;
 pub mod selector;
 
 use std::fmt;
@@ -31,6 +32,7 @@ use crate::error::CoreError;
 pub use compile::{LexicalResolver, Policy, PolicyEnv, PolicyError, PolicySource, Resolver};
 pub use doc::PolicyDoc;
 pub use eval::{Evaluation, Request, evaluate};
+pub use sandbox::SandboxRequirements;
 pub use selector::{PolicyRule, RuleIndex, SelectorSet};
 
 /// A policy verdict, ordered from most to least permissive.

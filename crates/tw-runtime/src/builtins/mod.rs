@@ -3,6 +3,7 @@
 //! A built-in only sees validated arguments and a context carrying the workspace and a cancellation
 //! token; policy, limits, auditing and events are the pipeline's job, never the tool's.
 
+pub mod exec;
 mod fs;
 mod system;
 

@@ -1,0 +1,84 @@
+//! `toolwarden sandbox doctor`: what isolation this host can give and why not, and the escape
+//! self-test's cases, so an operator can see at a glance whether strict tools will run here.
+
+use tw_runtime::Runtime;
+use tw_runtime::SandboxDoctor as Doctor;
+
+use crate::cli::SandboxCommand;
+use crate::table::Table;
+
+pub(crate) async fn run(rt: &Runtime, cmd: SandboxCommand) -> anyhow::Result<u8> {
+    match cmd {
+        SandboxCommand::Doctor { json } => {
+            let report = rt.sandbox_doctor().await;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", render(&report));
+            }
+            Ok(u8::from(report.self_test.iter().any(|c| !c.contained)))
+        }
+    }
+}
+
+fn render(d: &Doctor) -> String {
+    let mut out = String::new();
+    let mut facts = Table::new(&["", ""]).max_width(100);
+    facts.row(vec![
+        "helper".into(),
+        match &d.helper {
+            Ok(p) => p.display().to_string(),
+            Err(e) => format!("MISSING: {e}"),
+        },
+    ]);
+    facts.row(vec!["kernel".into(), d.kernel.clone()]);
+    facts.row(vec![
+        "running as".into(),
+        if d.running_as_root {
+            format!(
+                "root (strict tools run as uid {} gid {})",
+                d.sandbox_ids.0, d.sandbox_ids.1
+            )
+        } else {
+            "an unprivileged user (strict tools use a user namespace)".into()
+        },
+    ]);
+    facts.row(vec![
+        "landlock".into(),
+        d.landlock_abi
+            .map_or("not available".into(), |v| format!("ABI {v}")),
+    ]);
+    facts.row(vec!["user namespaces".into(), d.user_namespaces.clone()]);
+    facts.row(vec![
+        "bubblewrap".into(),
+        d.bubblewrap.as_ref().map_or("not installed".into(), |p| {
+            format!("{} (not used; for comparison)", p.display())
+        }),
+    ]);
+    out.push_str(&facts.render_rows());
+    out.push('\n');
+    let mut levels = Table::new(&["LEVEL", "AVAILABLE", "DETAIL"]).max_width(110);
+    for l in &d.levels {
+        levels.row(vec![
+            l.level.to_string(),
+            if l.available { "yes" } else { "no" }.into(),
+            l.detail.clone(),
+        ]);
+    }
+    out.push_str(&levels.render());
+    out.push('\n');
+    if d.self_test.is_empty() {
+        out.push_str("self-test: not run (strict could not be built)\n");
+    } else {
+        let mut cases = Table::new(&["SELF-TEST (STRICT)", "RESULT", "DETAIL"]).max_width(70);
+        for c in &d.self_test {
+            cases.row(vec![
+                c.case.clone(),
+                if c.contained { "contained" } else { "ESCAPED" }.into(),
+                c.detail.clone(),
+            ]);
+        }
+        out.push_str(&cases.render());
+    }
+    out
+}

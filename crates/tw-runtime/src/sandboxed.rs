@@ -1,0 +1,198 @@
+//! Running one process for a tool call: the spec every process-running tool starts from (the
+//! isolation its definition asks for, raised by policy; the workspace as its filesystem view
+//! with policy's forbidden paths hidden; the call's time limit and output cap), progress events
+//! while it runs, and the mapping of timeouts, cancellation and sandbox failures to call
+//! statuses. Custom tools and the built-in exec tools share it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use tw_core::policy::Policy;
+use tw_core::{ErrorCode, ToolCall, ToolDefinition, ToolError, ToolStatus};
+use tw_sandbox::{OutputChunk, ProcessOutput, ProcessSpec, RunOutcome, Sandbox, Workspace};
+
+use crate::clock::Clock;
+use crate::events::{EventBus, EventKind, ExecutionEvent, Stream};
+use crate::runtime::ExecFailure;
+
+/// How much of one output chunk is forwarded as a progress event.
+const PROGRESS_CHUNK: usize = 4096;
+/// How much of standard error is quoted in a failure message.
+pub(crate) const STDERR_IN_MESSAGE: usize = 2048;
+
+/// What a process run needs from the runtime.
+pub(crate) struct Launch<'a> {
+    pub(crate) sandbox: &'a Sandbox,
+    pub(crate) events: &'a EventBus,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) call: &'a ToolCall,
+    pub(crate) definition: &'a ToolDefinition,
+    /// The rule that raised the isolation, if one did (recorded with the run's facts).
+    pub(crate) raised_by: Option<String>,
+}
+
+/// The spec a tool's process starts from: `program` in the first workspace root, at the level
+/// policy requires, seeing the workspace read-write (read-only at restricted) minus policy's
+/// forbidden paths, with the call's limit and the definition's output cap.
+pub(crate) fn base_spec(
+    policy: &Policy,
+    def: &ToolDefinition,
+    workspace: &Workspace,
+    limit: Duration,
+    program: String,
+) -> (ProcessSpec, Option<String>) {
+    let needs = policy.sandbox_requirements(def);
+    let roots = workspace.roots();
+    let cwd = roots.first().cloned().unwrap_or_default();
+    let mut spec = ProcessSpec::new(program, cwd);
+    spec.isolation = needs.isolation;
+    spec.timeout = limit;
+    spec.max_output_bytes = usize::try_from(def.constraints.max_output_bytes).unwrap_or(usize::MAX);
+    spec.fs.read_write = roots.to_vec();
+    // Forbidden paths outside the workspace are outside the sandbox's view already.
+    spec.fs.masked = needs
+        .forbidden_paths
+        .iter()
+        .map(Path::new)
+        .filter(|p| roots.iter().any(|r| p.starts_with(r)))
+        .map(Path::to_path_buf)
+        .collect();
+    (spec, needs.raised_by)
+}
+
+pub(crate) fn failure(
+    status: ToolStatus,
+    code: &str,
+    message: String,
+    execution: Map<String, Value>,
+) -> ExecFailure {
+    ExecFailure {
+        status,
+        error: ToolError::new(code, message),
+        output: None,
+        execution,
+    }
+}
+
+/// What the audit record and the result metadata say about a run.
+pub(crate) fn facts(out: &ProcessOutput, raised_by: Option<&str>) -> Map<String, Value> {
+    let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    let mut m = Map::new();
+    m.insert("exit_code".into(), json!(out.exit.code));
+    if let Some(sig) = out.exit.signal {
+        m.insert("signal".into(), json!(sig));
+    }
+    m.insert("wall_time_us".into(), json!(micros(out.wall_time)));
+    if let Some(cpu) = out.metrics.cpu_time {
+        m.insert("cpu_time_us".into(), json!(micros(cpu)));
+    }
+    if let Some(peak) = out.metrics.peak_memory_bytes {
+        m.insert("peak_memory_bytes".into(), json!(peak));
+    }
+    m.insert("sandbox_id".into(), json!(out.metrics.sandbox_id));
+    m.insert("isolation".into(), json!(out.isolation.as_str()));
+    if let Some(rule) = raised_by {
+        m.insert("isolation_raised_by".into(), json!(rule));
+    }
+    if out.metrics.killed_leftovers > 0 {
+        m.insert(
+            "killed_leftovers".into(),
+            json!(out.metrics.killed_leftovers),
+        );
+    }
+    m.insert("pid".into(), json!(out.pid));
+    m.insert("stdout_truncated".into(), json!(out.stdout_truncated));
+    m.insert("stderr_truncated".into(), json!(out.stderr_truncated));
+    m
+}
+
+/// The last `max` bytes of `bytes`, lossily decoded.
+pub(crate) fn tail(bytes: &[u8], max: usize) -> String {
+    let start = bytes.len().saturating_sub(max);
+    String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
+}
+
+/// Runs `spec`; an exit (with any status) is `Ok`, a timeout, cancellation or sandbox failure is
+/// the call's failure.
+pub(crate) async fn run(
+    l: Launch<'_>,
+    spec: ProcessSpec,
+    cancel: &CancellationToken,
+) -> Result<ProcessOutput, ExecFailure> {
+    let def = l.definition;
+    let limit = spec.timeout;
+    // Progress events only when someone listens. The forwarder ends when the sandbox drops the
+    // sender, and is awaited before the call goes on, so no progress event can trail the call's
+    // final event.
+    let mut forwarder = None;
+    let progress = l.events.has_subscribers().then(|| {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<OutputChunk>(64);
+        let events = l.events.clone();
+        let (execution_id, trace_id, tool) = (
+            l.call.execution_id.clone(),
+            l.call.trace_id.clone(),
+            l.call.tool.clone(),
+        );
+        let clock = Arc::clone(&l.clock);
+        forwarder = Some(tokio::spawn(async move {
+            while let Some(chunk) = rx.recv().await {
+                let (stream, bytes) = match chunk {
+                    OutputChunk::Stdout(b) => (Stream::Stdout, b),
+                    OutputChunk::Stderr(b) => (Stream::Stderr, b),
+                };
+                let cut = &bytes[..bytes.len().min(PROGRESS_CHUNK)];
+                events.publish(ExecutionEvent {
+                    execution_id: execution_id.clone(),
+                    trace_id: trace_id.clone(),
+                    tool: tool.clone(),
+                    at: clock.now_us(),
+                    kind: EventKind::InProgress {
+                        stream,
+                        text: String::from_utf8_lossy(cut).into_owned(),
+                    },
+                });
+            }
+        }));
+        tx
+    });
+
+    let outcome = l.sandbox.run(spec, cancel.child_token(), progress).await;
+    if let Some(forwarder) = forwarder {
+        // Only fails if the forwarder panicked, which loses progress events, not the call.
+        let _ = forwarder.await;
+    }
+    let raised_by = l.raised_by.as_deref();
+    let outcome = outcome.map_err(|e| {
+        let code = match e {
+            tw_sandbox::SandboxError::Spawn { .. } => ErrorCode::SPAWN_FAILED,
+            _ => ErrorCode::SANDBOX_UNAVAILABLE,
+        };
+        let mut execution = Map::new();
+        if let Some(rule) = raised_by {
+            execution.insert("isolation_raised_by".into(), json!(rule));
+        }
+        failure(ToolStatus::SandboxError, code, e.to_string(), execution)
+    })?;
+    match outcome {
+        RunOutcome::TimedOut(out) => Err(failure(
+            ToolStatus::Timeout,
+            ErrorCode::TIMEOUT,
+            format!(
+                "tool {} did not finish within {} ms and was stopped",
+                def.name,
+                limit.as_millis()
+            ),
+            facts(&out, raised_by),
+        )),
+        RunOutcome::Cancelled(out) => Err(failure(
+            ToolStatus::Cancelled,
+            ErrorCode::CANCELLED,
+            "the call was cancelled and its process stopped".to_owned(),
+            facts(&out, raised_by),
+        )),
+        RunOutcome::Exited(out) => Ok(out),
+    }
+}

@@ -1,0 +1,638 @@
+//! The strict and restricted confinement: namespaces, the filesystem view (private `/tmp` and
+//! `/dev/shm`, masked paths, id-mapped workspace mounts when the runtime is root), a fresh
+//! `/proc`, a per-namespace `pid_max`, Landlock and the seccomp filter.
+//!
+//! Landlock decides what the tool may read, write and execute: a narrow allowlist of system
+//! paths read-only, the workspace read-write (read-only at restricted), private `/tmp`, and a
+//! few device nodes. Mounts add what Landlock cannot: a `/tmp` and `/dev/shm` no other process
+//! shares, and masks over forbidden paths inside allowed trees. The seccomp filter closes the
+//! kernel interfaces that would undo the rest (new namespaces, mounts, ptrace, TIOCSTI, kernel
+//! keyrings, BPF, io_uring, which bypasses seccomp).
+#![allow(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use super::sys::{self, Errno, check, cstring};
+use super::wire::{Level, Request};
+use super::{At, Failure, Step, owned};
+
+/// The smallest `pid_max` the kernel accepts in a pid namespace.
+const PID_MAX_FLOOR: u64 = 301;
+/// Pids the kernel skips when it wraps around (`RESERVED_PIDS` in kernel/pid.c).
+const RESERVED_PIDS: u64 = 300;
+/// Size of the private `/tmp` and `/dev/shm`.
+const TMPFS_OPTIONS: &str = "mode=1777,size=268435456,nr_inodes=65536";
+/// Landlock access rights are taken from this ABI (filesystem rights stopped growing at 5).
+const LANDLOCK_ABI: ABI = ABI::V5;
+/// Device nodes every program expects to open.
+const DEVICES: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Directories that get a fresh tmpfs in the sandbox.
+const PRIVATE_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
+
+/// Creates the namespaces and the filesystem view; runs in the helper before init is forked.
+pub(crate) fn enter_namespaces(req: &Request) -> Step<()> {
+    let mut flags =
+        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if !req.network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let idmap = match req.run_as {
+        Some((uid, gid)) if !req.idmapped.is_empty() => {
+            Some(idmap_userns(uid, gid).at("creating the id-mapping user namespace")?)
+        }
+        _ => None,
+    };
+    match req.run_as {
+        Some(_) => {
+            check(unsafe { libc::unshare(flags) }).at("unshare(mount, pid, ipc, uts, net)")?;
+        }
+        None => {
+            let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+            check(unsafe { libc::unshare(flags | libc::CLONE_NEWUSER) }).map_err(|e| {
+                Failure::new(
+                    "unshare(user, mount, pid, ipc, uts, net)",
+                    format!(
+                        "{e}; unprivileged user namespaces must be enabled \
+                         (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, \
+                         and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0)"
+                    ),
+                )
+            })?;
+            sys::write_file("/proc/self/setgroups", "deny").at("writing setgroups")?;
+            sys::write_file("/proc/self/uid_map", &format!("{uid} {uid} 1"))
+                .at("writing uid_map")?;
+            sys::write_file("/proc/self/gid_map", &format!("{gid} {gid} 1"))
+                .at("writing gid_map")?;
+        }
+    }
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )
+    .at("making / private")?;
+
+    // Directories that get an empty tmpfs: the private ones, and, when the tool runs as the
+    // sandbox uid, any directory above an allowed path that the uid could not pass through
+    // (`/root` above a workspace in root's home). Landlock already denies everything else in
+    // such a directory; the tmpfs makes the allowed path reachable without opening the rest.
+    let mut hidden: Vec<PathBuf> = PRIVATE_DIRS.iter().map(PathBuf::from).collect();
+    if req.run_as.is_some() {
+        hidden.extend(closed_ancestors(
+            req.read_only.iter().chain(&req.read_write),
+        ));
+    }
+    // The paths the tool may write, those the private mounts would hide, and those that need an
+    // id mapping or a read-only mount of their own are cloned first and put back on top of the
+    // read-only host afterwards.
+    let private = |p: &Path| hidden.iter().any(|d| p.starts_with(d));
+    let mut carried: Vec<(&PathBuf, OwnedFd)> = Vec::new();
+    let mut wanted: Vec<&PathBuf> = req
+        .read_write
+        .iter()
+        .chain(&req.read_only)
+        .filter(|p| {
+            private(p)
+                || req.read_write.contains(p)
+                || req.read_only_mounts.contains(p)
+                || (idmap.is_some() && req.idmapped.contains(p))
+        })
+        .collect();
+    wanted.sort();
+    wanted.dedup();
+    for path in wanted {
+        if carried.iter().any(|(c, _)| path.starts_with(c)) || !path.exists() {
+            continue;
+        }
+        let mapping = idmap.as_ref().filter(|_| req.idmapped.contains(path));
+        let read_only = req.read_only_mounts.contains(path);
+        let tree = clone_tree(path, mapping, read_only).map_err(|e| {
+            Failure::new(
+                "preparing a workspace mount",
+                format!(
+                    "{}: {e}{}",
+                    path.display(),
+                    if mapping.is_some() {
+                        " (the filesystem must support id-mapped mounts, Linux 5.12+)"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        })?;
+        carried.push((path, tree));
+    }
+    // Everything of the host becomes read-only: Landlock has no right for chmod, chown, utimes
+    // or xattrs, so without this a tool could change the attributes of any file its uid owns.
+    // The writable paths were cloned above and go back on top, writable.
+    set_attr(libc::AT_FDCWD, c"/", MOUNT_ATTR_RDONLY, None)
+        .at("making the host's filesystems read-only")?;
+    for dir in &hidden {
+        if dir.is_dir() {
+            tmpfs(dir).map_err(|e| {
+                Failure::new(
+                    "mounting a private directory",
+                    format!("{}: {e}", dir.display()),
+                )
+            })?;
+        }
+    }
+    for (path, tree) in &carried {
+        attach(path, tree).map_err(|e| {
+            Failure::new(
+                "mounting a workspace path",
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+    }
+    for path in &req.masked {
+        mask(path).map_err(|e| {
+            Failure::new(
+                "masking a forbidden path",
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The highest directory above each path that others may not search (no `o+x`), outermost
+/// first and without nesting.
+fn closed_ancestors<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        let highest = path
+            .ancestors()
+            .skip(1)
+            .filter(|a| a.parent().is_some())
+            .filter(|a| {
+                std::fs::metadata(a)
+                    .is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o001 == 0)
+            })
+            .last();
+        if let Some(dir) = highest {
+            out.push(dir.to_owned());
+        }
+    }
+    out.sort();
+    out.dedup();
+    let all = out.clone();
+    out.retain(|d| !all.iter().any(|o| o != d && d.starts_with(o)));
+    out
+}
+
+/// Runs in the namespace's init: a `/proc` that shows only this namespace, and its process cap.
+pub(crate) fn init_namespace(req: &Request) -> Step<()> {
+    mount(
+        Some("proc"),
+        Path::new("/proc"),
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .at("mounting /proc for the pid namespace")?;
+    if let Some(n) = req.limits.max_processes {
+        // Once pids wrap, the kernel hands out only pids above RESERVED_PIDS (300), so the cap
+        // leaves room for them: at least `n` processes at any time, at most `n + 300`.
+        let pid_max = n.saturating_add(RESERVED_PIDS + 1).max(PID_MAX_FLOOR);
+        sys::write_file("/proc/sys/kernel/pid_max", &pid_max.to_string())
+            .at("setting the pid namespace's pid_max (needs Linux 6.14+)")?;
+    }
+    let name = b"toolwarden";
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).at("sethostname")?;
+    Ok(())
+}
+
+fn mount(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> Result<(), Errno> {
+    let source = source.map(cstring).transpose()?;
+    let target = cstring(target)?;
+    let fstype = fstype.map(cstring).transpose()?;
+    let data = data.map(cstring).transpose()?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    check(unsafe {
+        libc::mount(
+            ptr(&source),
+            target.as_ptr(),
+            ptr(&fstype),
+            flags,
+            ptr(&data).cast(),
+        )
+    })
+    .map(drop)
+}
+
+fn tmpfs(at: &Path) -> Result<(), Errno> {
+    mount(
+        Some("tmpfs"),
+        at,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(TMPFS_OPTIONS),
+    )
+}
+
+/// Hides `path`: an empty read-only directory over a directory, `/dev/null` over a file.
+fn mask(path: &Path) -> Result<(), Errno> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(_) => return Ok(()),
+    };
+    if meta.is_dir() {
+        mount(
+            Some("tmpfs"),
+            path,
+            Some("tmpfs"),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some("mode=000,size=4096,nr_inodes=1"),
+        )
+    } else {
+        mount(Some("/dev/null"), path, None, libc::MS_BIND, None)?;
+        mount(
+            None,
+            path,
+            None,
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
+            None,
+        )
+    }
+}
+
+/// A user namespace mapping id 0 to `uid`/`gid`, for id-mapped mounts: held by a short-lived
+/// child whose namespace file stays open after it exits.
+fn idmap_userns(uid: u32, gid: u32) -> Result<OwnedFd, Errno> {
+    let mut ready = [0; 2];
+    let mut release = [0; 2];
+    check(unsafe { libc::pipe2(ready.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    let (ready_r, ready_w) = (owned(ready[0]), owned(ready[1]));
+    check(unsafe { libc::pipe2(release.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    let (release_r, release_w) = (owned(release[0]), owned(release[1]));
+    match check(unsafe { libc::fork() })? {
+        0 => {
+            drop(ready_r);
+            drop(release_w);
+            let ok = unsafe { libc::unshare(libc::CLONE_NEWUSER) } == 0;
+            let _ = sys::write_all(ready_w.as_raw_fd(), &[u8::from(ok)]);
+            let mut b = [0u8; 1];
+            let _ = sys::read(release_r.as_raw_fd(), &mut b);
+            sys::exit(0)
+        }
+        child => {
+            drop(ready_w);
+            drop(release_r);
+            let result = (|| {
+                let mut b = [0u8; 1];
+                let n = sys::read(ready_r.as_raw_fd(), &mut b).map_err(|_| Errno::last())?;
+                if n != 1 || b[0] != 1 {
+                    return Err(Errno(libc::EPERM));
+                }
+                sys::write_file(&format!("/proc/{child}/uid_map"), &format!("0 {uid} 1"))?;
+                sys::write_file(&format!("/proc/{child}/gid_map"), &format!("0 {gid} 1"))?;
+                let ns = cstring(format!("/proc/{child}/ns/user"))?;
+                check(unsafe { libc::open(ns.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })
+                    .map(owned)
+            })();
+            drop(release_w);
+            let mut st = 0;
+            unsafe { libc::waitpid(child, &mut st, 0) };
+            result
+        }
+    }
+}
+
+/// A detached copy of the mount tree at `path`; with a user namespace, its root-owned files
+/// appear owned by that namespace's uid 0 (the sandbox uid); `read_only` makes every mount in it
+/// read-only.
+fn clone_tree(path: &Path, idmap: Option<&OwnedFd>, read_only: bool) -> Result<OwnedFd, Errno> {
+    let p = cstring(path)?;
+    let tree = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
+        )
+    };
+    let tree = owned(i32::try_from(check(tree)?).map_err(|_| Errno(libc::EBADF))?);
+    let mut attr = 0;
+    if read_only {
+        attr |= MOUNT_ATTR_RDONLY;
+    }
+    if idmap.is_some() {
+        attr |= MOUNT_ATTR_IDMAP;
+    }
+    if attr != 0 {
+        set_attr(tree.as_raw_fd(), c"", attr, idmap)?;
+    }
+    Ok(tree)
+}
+
+/// `mount_setattr(dirfd, path, AT_RECURSIVE, attr)`, with the user namespace for an id mapping.
+fn set_attr(
+    dirfd: libc::c_int,
+    path: &std::ffi::CStr,
+    attr: u64,
+    userns: Option<&OwnedFd>,
+) -> Result<(), Errno> {
+    let flags = libc::AT_RECURSIVE
+        | if path.is_empty() {
+            libc::AT_EMPTY_PATH
+        } else {
+            0
+        };
+    let attr = MountAttr {
+        attr_set: attr,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: match userns {
+            Some(fd) => u64::try_from(fd.as_raw_fd()).map_err(|_| Errno(libc::EBADF))?,
+            None => 0,
+        },
+    };
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            dirfd,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// Mounts a cloned tree at `path`, creating the mount point if a tmpfs now hides it.
+fn attach(path: &Path, tree: &OwnedFd) -> Result<(), Errno> {
+    if !path.exists() {
+        let is_dir = {
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            check(unsafe { libc::fstat(tree.as_raw_fd(), &mut st) })?;
+            st.st_mode & libc::S_IFMT == libc::S_IFDIR
+        };
+        let made = if is_dir {
+            std::fs::create_dir_all(path)
+        } else {
+            path.parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::File::create(path).map(drop))
+        };
+        made.map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    }
+    let p = cstring(path)?;
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// What the tool process applies to itself just before `exec`: the seccomp programs are compiled
+/// before the fork; the Landlock ruleset is built in the child, whose descriptors it needs.
+pub(crate) struct Plan {
+    seccomp: Vec<BpfProgram>,
+    read_only: Vec<PathBuf>,
+    read_write: Vec<PathBuf>,
+}
+
+impl Plan {
+    pub(crate) fn new(req: &Request) -> Result<Self, String> {
+        if req.level == Level::Standard {
+            return Ok(Self {
+                seccomp: Vec::new(),
+                read_only: Vec::new(),
+                read_write: Vec::new(),
+            });
+        }
+        let mut read_only = req.read_only.clone();
+        read_only.push(PathBuf::from("/proc"));
+        let mut read_write = req.read_write.clone();
+        read_write.extend(["/tmp", "/dev/shm"].map(PathBuf::from));
+        read_write.extend(DEVICES.map(PathBuf::from));
+        Ok(Self {
+            seccomp: seccomp_programs()?,
+            read_only,
+            read_write,
+        })
+    }
+
+    /// Landlock, then seccomp. `no_new_privs` is already set.
+    pub(crate) fn apply(&self) -> Step<()> {
+        self.landlock()?;
+        for prog in &self.seccomp {
+            seccompiler::apply_filter(prog).at("installing the seccomp filter")?;
+        }
+        Ok(())
+    }
+
+    fn landlock(&self) -> Step<()> {
+        let abi = LANDLOCK_ABI;
+        let unavailable = |e: landlock::RulesetError| {
+            Failure::new(
+                "setting up Landlock",
+                format!("{e} (strict needs Landlock: Linux 5.13+ with lsm=landlock enabled)"),
+            )
+        };
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(unavailable)?
+            .scope(Scope::Signal | Scope::AbstractUnixSocket)
+            .map_err(unavailable)?
+            .create()
+            .map_err(unavailable)?;
+        let grants = self
+            .read_only
+            .iter()
+            .map(|p| (p, AccessFs::from_read(abi)))
+            .chain(self.read_write.iter().map(|p| (p, AccessFs::from_all(abi))));
+        for (path, access) in grants {
+            // A path that does not exist grants nothing.
+            let Ok(fd) = PathFd::new(path) else { continue };
+            let access: BitFlags<AccessFs> = if path.is_dir() {
+                access
+            } else {
+                access & AccessFs::from_file(abi)
+            };
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(unavailable)?;
+        }
+        let status = ruleset.restrict_self().map_err(unavailable)?;
+        if status.ruleset == RulesetStatus::NotEnforced {
+            return Err(Failure::new(
+                "setting up Landlock",
+                "this kernel does not enforce Landlock (strict needs Linux 5.13+ with \
+                 lsm=landlock enabled)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: TargetArch = TargetArch::aarch64;
+
+/// Syscalls a confined tool has no business making.
+const DENIED: &[libc::c_long] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_userfaultfd,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_reboot,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_acct,
+    libc::SYS_syslog,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+    libc::SYS_adjtimex,
+    libc::SYS_quotactl,
+    libc::SYS_vhangup,
+];
+
+/// Namespace flags a confined `clone` may not ask for.
+const NAMESPACE_FLAGS: [libc::c_int; 7] = [
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWCGROUP,
+];
+
+/// Two programs: everything refused with EPERM, and `clone3` with ENOSYS (its flags sit in
+/// memory a filter cannot read, and ENOSYS makes libc fall back to `clone`, whose flags it can).
+fn seccomp_programs() -> Result<Vec<BpfProgram>, String> {
+    let rule = |conds: Vec<SeccompCondition>| SeccompRule::new(conds).map_err(|e| e.to_string());
+    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| e.to_string())
+    };
+    // The request number is an `int` in the kernel; only its low 32 bits count.
+    #[allow(
+        clippy::useless_conversion,
+        reason = "libc::Ioctl is a c_int on some targets"
+    )]
+    let ioctl = |request: libc::Ioctl| {
+        SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Eq,
+            u64::from(request),
+        )
+        .map_err(|e| e.to_string())
+    };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|s| (*s, Vec::new())).collect();
+    let mut clone_rules = Vec::new();
+    for flag in NAMESPACE_FLAGS {
+        let flag = u64::try_from(flag).map_err(|e| e.to_string())?;
+        clone_rules.push(rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?])?);
+    }
+    rules.insert(libc::SYS_clone, clone_rules);
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![ioctl(libc::TIOCSTI)?])?,
+            rule(vec![ioctl(libc::TIOCLINUX)?])?,
+        ],
+    );
+    let deny = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )
+    .map_err(|e| e.to_string())?;
+    let clone3 = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        ARCH,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(vec![
+        deny.try_into()
+            .map_err(|e: seccompiler::BackendError| e.to_string())?,
+        clone3
+            .try_into()
+            .map_err(|e: seccompiler::BackendError| e.to_string())?,
+    ])
+}

@@ -1,0 +1,337 @@
+//! Thin wrappers over the system calls the helper makes, each turning `-1`/`errno` into an
+//! error value, so the setup code in the other helper modules reads as a list of steps.
+#![allow(unsafe_code)]
+
+use std::ffi::{CString, OsStr};
+use std::fmt;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+use super::owned;
+use super::wire::Limits;
+
+/// An `errno` value, displayed with the system's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Errno(pub(crate) i32);
+
+impl Errno {
+    pub(crate) fn last() -> Self {
+        Self(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+impl std::error::Error for Errno {}
+
+/// `-1` becomes the current `errno`.
+pub(crate) fn check<T: Into<i64> + Copy>(ret: T) -> Result<T, Errno> {
+    if ret.into() == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(ret)
+    }
+}
+
+pub(crate) fn exit(code: i32) -> ! {
+    // `_exit`: no atexit handlers or stdio flushing in a forked child.
+    unsafe { libc::_exit(code) }
+}
+
+pub(crate) fn cstring(s: impl AsRef<OsStr>) -> Result<CString, Errno> {
+    CString::new(s.as_ref().as_bytes()).map_err(|_| Errno(libc::EINVAL))
+}
+
+pub(crate) fn dup_cloexec(fd: RawFd, min: RawFd) -> Result<OwnedFd, Errno> {
+    check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) }).map(owned)
+}
+
+pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n.unsigned_abs());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+pub(crate) fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
+    while !buf.is_empty() {
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = Errno::last();
+            if e.0 == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n.unsigned_abs()..];
+    }
+    Ok(())
+}
+
+/// Writes to a socket without raising SIGPIPE if the other end is gone.
+pub(crate) fn send_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
+    while !buf.is_empty() {
+        let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let e = Errno::last();
+            if e.0 == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n.unsigned_abs()..];
+    }
+    Ok(())
+}
+
+pub(crate) fn open_dev_null() -> Result<OwnedFd, Errno> {
+    check(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }).map(owned)
+}
+
+pub(crate) fn memfd(name: &str) -> Result<OwnedFd, Errno> {
+    let name = cstring(name)?;
+    check(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) }).map(owned)
+}
+
+pub(crate) fn chdir(path: &Path) -> Result<(), Errno> {
+    let p = cstring(path)?;
+    check(unsafe { libc::chdir(p.as_ptr()) }).map(drop)
+}
+
+/// Marks every descriptor from `from` up close-on-exec.
+pub(crate) fn cloexec_from(from: u32) -> Result<(), Errno> {
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            from,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    check(r).map(drop)
+}
+
+pub(crate) fn write_file(path: &str, contents: &str) -> Result<(), Errno> {
+    let p = cstring(path)?;
+    let fd = check(unsafe { libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    let fd = owned(fd);
+    write_all(fd.as_raw_fd(), contents.as_bytes())
+}
+
+/// Switches every id to `uid`/`gid` and drops supplementary groups; all capabilities go with
+/// the uid change.
+pub(crate) fn drop_to(uid: u32, gid: u32) -> Result<(), Errno> {
+    check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+    check(unsafe { libc::setresgid(gid, gid, gid) })?;
+    check(unsafe { libc::setresuid(uid, uid, uid) })?;
+    // Regaining root must be impossible.
+    if unsafe { libc::setuid(0) } == 0 {
+        return Err(Errno(libc::EPERM));
+    }
+    Ok(())
+}
+
+/// Applies each limit, never above the current hard limit.
+pub(crate) fn set_limits(l: &Limits) -> Result<(), Errno> {
+    let wanted = [
+        (libc::RLIMIT_AS, l.memory_bytes),
+        (libc::RLIMIT_CPU, l.cpu_seconds),
+        (libc::RLIMIT_FSIZE, l.max_file_bytes),
+        (libc::RLIMIT_NOFILE, l.max_open_files),
+        (libc::RLIMIT_CORE, Some(0)),
+    ];
+    for (resource, value) in wanted {
+        let Some(value) = value else { continue };
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        check(unsafe { libc::getrlimit(resource, &mut cur) })?;
+        let value = value.min(cur.rlim_max);
+        let new = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        check(unsafe { libc::setrlimit(resource, &new) })?;
+    }
+    Ok(())
+}
+
+fn sigset(signals: &[i32]) -> libc::sigset_t {
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, *s);
+        }
+    }
+    set
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Blocks `signals` (they are then taken with [`wait_signal`]) and gives each a no-op handler:
+/// an init process only receives signals it handles.
+pub(crate) fn watch_signals(signals: &[i32]) -> Result<(), Errno> {
+    for s in signals {
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = ignore_signal as *const () as usize;
+        check(unsafe { libc::sigaction(*s, &act, std::ptr::null_mut()) })?;
+    }
+    let set = sigset(signals);
+    let r = unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    check(r).map(drop)
+}
+
+/// Undoes [`watch_signals`] in a child about to `exec`: default dispositions, empty mask.
+pub(crate) fn reset_signals(signals: &[i32]) -> Result<(), Errno> {
+    for s in signals {
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = libc::SIG_DFL;
+        check(unsafe { libc::sigaction(*s, &act, std::ptr::null_mut()) })?;
+    }
+    let empty = sigset(&[]);
+    let r = unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) };
+    check(r).map(drop)
+}
+
+/// The next pending watched signal, or `None` when `timeout` passes first.
+pub(crate) fn wait_signal(signals: &[i32], timeout: Option<Duration>) -> Option<i32> {
+    let set = sigset(signals);
+    let r = match timeout {
+        None => unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) },
+        Some(t) => {
+            let ts = libc::timespec {
+                tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+                tv_nsec: libc::c_long::from(t.subsec_nanos().min(999_999_999) as i32),
+            };
+            unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) }
+        }
+    };
+    (r > 0).then_some(r)
+}
+
+/// Reaps every child that has already exited: `(pid, wait status)`.
+pub(crate) fn reap_ready() -> Vec<(libc::pid_t, i32)> {
+    let mut out = Vec::new();
+    loop {
+        let mut st = 0;
+        let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+        if pid <= 0 {
+            return out;
+        }
+        out.push((pid, st));
+    }
+}
+
+/// Waits for any child; `None` once there are none left.
+pub(crate) fn reap_one_blocking() -> Option<libc::pid_t> {
+    loop {
+        let mut st = 0;
+        let pid = unsafe { libc::waitpid(-1, &mut st, 0) };
+        if pid > 0 {
+            return Some(pid);
+        }
+        if Errno::last().0 != libc::EINTR {
+            return None;
+        }
+    }
+}
+
+/// What every reaped descendant used.
+pub(crate) struct Usage {
+    pub(crate) cpu_time_us: u64,
+    pub(crate) peak_memory_bytes: u64,
+}
+
+pub(crate) fn children_usage() -> Usage {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return Usage {
+            cpu_time_us: 0,
+            peak_memory_bytes: 0,
+        };
+    }
+    let us = |tv: libc::timeval| {
+        u64::try_from(tv.tv_sec).unwrap_or(0) * 1_000_000 + u64::try_from(tv.tv_usec).unwrap_or(0)
+    };
+    Usage {
+        cpu_time_us: us(ru.ru_utime) + us(ru.ru_stime),
+        peak_memory_bytes: u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024,
+    }
+}
+
+/// Every descendant of `pid`, found through the `children` lists in `/proc`.
+pub(crate) fn descendants(pid: u32) -> Vec<libc::pid_t> {
+    let mut out = Vec::new();
+    let mut queue = vec![pid];
+    while let Some(p) = queue.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(list) = std::fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            for child in list.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
+                if let Ok(raw) = libc::pid_t::try_from(child) {
+                    out.push(raw);
+                }
+                queue.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// A program and its argv, converted before `fork` so the child only calls `execve`.
+pub(crate) struct Exec {
+    program: CString,
+    argv: Vec<CString>,
+}
+
+impl Exec {
+    pub(crate) fn new(program: &Path, argv: &[String]) -> Result<Self, Errno> {
+        Ok(Self {
+            program: cstring(program)?,
+            argv: argv.iter().map(cstring).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Replaces this process with the program and the current environment; returns only on
+    /// failure.
+    pub(crate) fn exec(&self) -> Errno {
+        let mut ptrs: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        unsafe extern "C" {
+            static environ: *const *const libc::c_char;
+        }
+        unsafe { libc::execve(self.program.as_ptr(), ptrs.as_ptr(), environ) };
+        Errno::last()
+    }
+}
+
+/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`: the ABI version.
+pub(crate) fn landlock_abi() -> Option<i64> {
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    (v > 0).then_some(v)
+}

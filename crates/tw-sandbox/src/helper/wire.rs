@@ -1,0 +1,162 @@
+//! What the runtime and the sandbox helper say to each other over the socket that is the helper's
+//! standard input: one request frame (a length-prefixed JSON [`Request`]) followed by the tool's
+//! standard input, and back a stream of newline-separated JSON [`Message`]s ending with the
+//! outcome. A socket rather than argv, so nothing about a run shows in `ps`, and so the helper can
+//! report setup failures and metrics on a channel the tool cannot write to.
+
+use std::io::{self, Read};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The largest request frame the helper accepts.
+pub const MAX_REQUEST: u32 = 1 << 20;
+
+/// Exit status the helper uses when it could not set up the sandbox (the reason is on the
+/// socket). Borrowed from `env`/`bwrap`/`docker`, which use 125 for "the wrapper failed".
+pub const SETUP_FAILED: i32 = 125;
+
+/// How much isolation to build. Mirrors the tool definition's levels that run a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Session, rlimits, scrubbed environment, subreaper cleanup.
+    Standard,
+    /// Standard plus namespaces, Landlock, seccomp.
+    Strict,
+    /// Strict with a read-only workspace.
+    Restricted,
+}
+
+/// Resource limits, set by the helper on the tool before `exec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// `RLIMIT_AS`, bytes.
+    pub memory_bytes: Option<u64>,
+    /// `RLIMIT_CPU`, seconds.
+    pub cpu_seconds: Option<u64>,
+    /// `RLIMIT_FSIZE`, bytes.
+    pub max_file_bytes: Option<u64>,
+    /// `RLIMIT_NOFILE`.
+    pub max_open_files: Option<u64>,
+    /// Most processes alive at once in the sandbox's pid namespace (strict and stricter).
+    pub max_processes: Option<u64>,
+}
+
+/// One run, as the runtime asks for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// The isolation to build.
+    pub level: Level,
+    /// Absolute path of the program to execute.
+    pub program: PathBuf,
+    /// The full argv, `argv[0]` included.
+    pub argv: Vec<String>,
+    /// Working directory for the tool.
+    pub cwd: PathBuf,
+    /// Limits for the tool.
+    pub limits: Limits,
+    /// Paths the tool may read (and execute) but not change.
+    pub read_only: Vec<PathBuf>,
+    /// Paths the tool may read, change and execute.
+    pub read_write: Vec<PathBuf>,
+    /// The workspace paths among `read_only`: mounted read-only as well, since Landlock alone
+    /// would let a read-write ancestor (a workspace under `/tmp`) grant writes beneath it.
+    pub read_only_mounts: Vec<PathBuf>,
+    /// Paths hidden from the tool (an empty read-only file or directory is mounted over them).
+    pub masked: Vec<PathBuf>,
+    /// Whether the tool keeps the host's network (strict and stricter only).
+    pub network: bool,
+    /// When the runtime is root: the unprivileged uid and gid the tool runs as. The paths in
+    /// `read_write` and `idmapped` are then mounted with their root-owned files shown as owned
+    /// by that uid, so the tool can use its workspace and nothing else that root owns.
+    pub run_as: Option<(u32, u32)>,
+    /// Paths that get the id-mapped mount when `run_as` is set.
+    pub idmapped: Vec<PathBuf>,
+    /// Whether the tool's standard input follows the frame on the socket (otherwise it is
+    /// `/dev/null`).
+    pub stdin: bool,
+}
+
+/// What the helper reports back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Message {
+    /// The sandbox could not be built; nothing ran.
+    SetupFailed {
+        /// Which step failed.
+        step: String,
+        /// The error, with what to do about it.
+        error: String,
+    },
+    /// The sandbox was built but the program could not be executed in it.
+    ExecFailed {
+        /// The `errno` from `execve`.
+        errno: i32,
+        /// The error.
+        error: String,
+    },
+    /// The tool's main process ended; everything it started has been stopped and reaped.
+    Finished(Finished),
+}
+
+/// How the tool ended, and what its whole process tree used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finished {
+    /// Exit status, if the main process exited.
+    pub code: Option<i32>,
+    /// Signal, if it was killed by one.
+    pub signal: Option<i32>,
+    /// User plus system CPU time of every process of the run, microseconds.
+    pub cpu_time_us: u64,
+    /// The largest resident set any single process of the run reached, bytes.
+    pub peak_memory_bytes: u64,
+    /// How many processes of the run were still alive when the main one ended, and were killed.
+    pub killed_leftovers: u32,
+}
+
+/// Encodes a request as a frame.
+pub fn encode_request(req: &Request) -> io::Result<Vec<u8>> {
+    let body = serde_json::to_vec(req).map_err(io::Error::other)?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|l| *l <= MAX_REQUEST)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "request too large"))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Reads one request frame.
+pub fn read_request(r: &mut impl Read) -> io::Result<Request> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len);
+    if len > MAX_REQUEST {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("request frame of {len} bytes is larger than {MAX_REQUEST}"),
+        ));
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Encodes one message as a line.
+pub fn encode_message(m: &Message) -> Vec<u8> {
+    let mut line = serde_json::to_vec(m).unwrap_or_else(|_| b"{}".to_vec());
+    line.push(b'\n');
+    line
+}
+
+/// Parses what the helper wrote: every well-formed line, in order. A line that does not parse
+/// is skipped (it can only come from a helper killed mid-write).
+pub fn parse_messages(bytes: &[u8]) -> Vec<Message> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| serde_json::from_slice(l).ok())
+        .collect()
+}

@@ -1,0 +1,517 @@
+//! What this host can give: where the helper is, the system paths a confined tool may read,
+//! the uid it runs as when Toolwarden is root, whether strict isolation really holds here (the
+//! escape self-test), and the `doctor` report built from all of that.
+
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+use tw_core::IsolationLevel;
+
+use super::{ProcessSpec, ResourceLimits, RunOutcome, Sandbox};
+use crate::error::{Result, SandboxError};
+use crate::helper::wire::{Level, Limits, Request};
+
+/// The file name of the helper executable.
+pub const HELPER_NAME: &str = "tw-sandbox-helper";
+/// Environment variable naming the helper explicitly.
+pub const HELPER_ENV: &str = "TOOLWARDEN_SANDBOX_HELPER";
+/// The uid and gid strict tools run as when Toolwarden runs as root: unused by any distribution,
+/// outside the ranges `useradd`, systemd's dynamic users and container subuids hand out.
+pub const DEFAULT_SANDBOX_ID: u32 = 2_147_000_000;
+
+pub(crate) const NONE_REASON: &str = "it means running inside the Toolwarden process, which only \
+    built-in tools can do; a command always runs as a sandboxed child process. Declare the tool \
+    with isolation standard or stricter";
+
+/// System paths a strict tool may read and execute: programs, libraries, and the few files
+/// under `/etc` that programs read at start-up. Not `/home`, `/root`, `/var` or the rest of
+/// `/etc`.
+const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/resolv.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/mime.types",
+    "/etc/magic",
+];
+
+/// How the sandbox is set up on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// The helper executable; by default `tw-sandbox-helper` next to the running program (or one
+    /// directory up, for test binaries), or `$TOOLWARDEN_SANDBOX_HELPER`.
+    pub helper: Option<PathBuf>,
+    /// The uid and gid strict and restricted tools run as when Toolwarden is root.
+    pub sandbox_ids: (u32, u32),
+    /// Extra paths every strict tool may read and execute (an interpreter outside `/usr`).
+    pub extra_read_only: Vec<PathBuf>,
+    /// Where the self-test puts its scratch files.
+    pub scratch_dir: PathBuf,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            helper: None,
+            sandbox_ids: (DEFAULT_SANDBOX_ID, DEFAULT_SANDBOX_ID),
+            extra_read_only: Vec::new(),
+            scratch_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// Whether one isolation level is available, and why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LevelSupport {
+    /// The level.
+    pub level: IsolationLevel,
+    /// Whether tools at this level run.
+    pub available: bool,
+    /// What the level gives here, or what is missing and how to fix it.
+    pub detail: String,
+}
+
+/// One escape the self-test tried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelfTestCase {
+    /// What was tried.
+    pub case: String,
+    /// Whether the sandbox stopped it.
+    pub contained: bool,
+    /// The error that stopped it, or what the escape achieved.
+    pub detail: String,
+}
+
+/// The `toolwarden sandbox doctor` report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Doctor {
+    /// The helper executable, or why it was not found.
+    pub helper: std::result::Result<PathBuf, String>,
+    /// `uname -r`.
+    pub kernel: String,
+    /// Whether Toolwarden runs as root (strict tools then run as `sandbox_ids`).
+    pub running_as_root: bool,
+    /// The uid and gid strict tools run as when Toolwarden is root.
+    pub sandbox_ids: (u32, u32),
+    /// The Landlock ABI the kernel offers.
+    pub landlock_abi: Option<i64>,
+    /// `kernel.unprivileged_userns_clone` / `user.max_user_namespaces`, where they exist.
+    pub user_namespaces: String,
+    /// Debian's bubblewrap, if installed (not used by Toolwarden; shown for comparison).
+    pub bubblewrap: Option<PathBuf>,
+    /// Each level's status.
+    pub levels: Vec<LevelSupport>,
+    /// The escape self-test, case by case (empty when strict could not be built).
+    pub self_test: Vec<SelfTestCase>,
+}
+
+/// The strict self-test's verdict, computed once.
+#[derive(Debug, Clone)]
+struct Verdict {
+    result: std::result::Result<(), String>,
+    cases: Vec<SelfTestCase>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Host {
+    config: SandboxConfig,
+    helper: std::result::Result<PathBuf, String>,
+    system_read: Vec<PathBuf>,
+    root: bool,
+    strict: OnceCell<Verdict>,
+}
+
+impl Host {
+    pub(crate) fn new(config: SandboxConfig) -> Self {
+        let helper = find_helper(config.helper.as_deref());
+        let mut system_read: Vec<PathBuf> = SYSTEM_READ
+            .iter()
+            .map(PathBuf::from)
+            .chain(python_etc())
+            .chain(config.extra_read_only.iter().cloned())
+            .filter(|p| p.exists())
+            .collect();
+        system_read.dedup();
+        Self {
+            root: rustix::process::geteuid().is_root(),
+            config,
+            helper,
+            system_read,
+            strict: OnceCell::new(),
+        }
+    }
+
+    pub(crate) fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    pub(crate) fn helper(&self) -> Result<&Path> {
+        self.helper
+            .as_deref()
+            .map_err(|reason| SandboxError::Unsupported {
+                level: IsolationLevel::Standard,
+                reason: reason.clone(),
+            })
+    }
+
+    pub(crate) async fn check(&self, sandbox: &Sandbox, level: IsolationLevel) -> Result<()> {
+        let unsupported = |reason: String| SandboxError::Unsupported { level, reason };
+        match level {
+            IsolationLevel::None => Err(unsupported(NONE_REASON.to_owned())),
+            IsolationLevel::Standard => self.helper().map(drop).map_err(|e| match e {
+                SandboxError::Unsupported { reason, .. } => unsupported(reason),
+                other => other,
+            }),
+            IsolationLevel::Strict | IsolationLevel::Restricted => {
+                if let Err(reason) = &self.helper {
+                    return Err(unsupported(reason.clone()));
+                }
+                let verdict = self.strict.get_or_init(|| self_test(sandbox)).await;
+                verdict.result.clone().map_err(unsupported)
+            }
+        }
+    }
+
+    pub(crate) async fn doctor(&self, sandbox: &Sandbox) -> Doctor {
+        let mut levels = Vec::new();
+        for level in [
+            IsolationLevel::Standard,
+            IsolationLevel::Strict,
+            IsolationLevel::Restricted,
+        ] {
+            let (available, detail) = match self.check(sandbox, level).await {
+                Ok(()) => (
+                    true,
+                    level_summary(level, self.root, self.config.sandbox_ids),
+                ),
+                Err(SandboxError::Unsupported { reason, .. }) => (false, reason),
+                Err(e) => (false, e.to_string()),
+            };
+            levels.push(LevelSupport {
+                level,
+                available,
+                detail,
+            });
+        }
+        let sysctl = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| {
+                    format!(
+                        "{}={}",
+                        p.trim_start_matches("/proc/sys/").replace('/', "."),
+                        s.trim()
+                    )
+                })
+                .ok()
+        };
+        Doctor {
+            helper: self.helper.clone(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "unknown".to_owned()),
+            running_as_root: self.root,
+            sandbox_ids: self.config.sandbox_ids,
+            landlock_abi: crate::helper::landlock_abi(),
+            user_namespaces: [
+                "/proc/sys/kernel/unprivileged_userns_clone",
+                "/proc/sys/user/max_user_namespaces",
+            ]
+            .iter()
+            .filter_map(|p| sysctl(p))
+            .collect::<Vec<_>>()
+            .join(", "),
+            bubblewrap: ["/usr/bin/bwrap", "/bin/bwrap"]
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.exists()),
+            levels,
+            self_test: self
+                .strict
+                .get()
+                .map(|v| v.cases.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The helper's request for one run.
+    pub(crate) fn request(&self, spec: &ProcessSpec, level: Level, program: PathBuf) -> Request {
+        let confined = level != Level::Standard;
+        let (mut read_only, read_write) = match level {
+            Level::Standard => (Vec::new(), Vec::new()),
+            Level::Strict => (spec.fs.read_only.clone(), spec.fs.read_write.clone()),
+            Level::Restricted => {
+                let mut ro = spec.fs.read_only.clone();
+                ro.extend(spec.fs.read_write.iter().cloned());
+                (ro, Vec::new())
+            }
+        };
+        let workspace: Vec<PathBuf> = read_only.iter().chain(&read_write).cloned().collect();
+        let read_only_mounts = if confined {
+            read_only.clone()
+        } else {
+            Vec::new()
+        };
+        if confined {
+            read_only.extend(self.system_read.iter().cloned());
+        }
+        let limits = match level {
+            Level::Restricted => spec.limits.min(ResourceLimits::restricted()),
+            _ => spec.limits,
+        };
+        let mut argv = Vec::with_capacity(spec.args.len() + 1);
+        argv.push(spec.program.clone());
+        argv.extend(spec.args.iter().cloned());
+        let run_as = (confined && self.root).then_some(self.config.sandbox_ids);
+        Request {
+            level,
+            program,
+            argv,
+            cwd: spec.cwd.clone(),
+            limits: Limits {
+                memory_bytes: limits.memory_bytes,
+                cpu_seconds: limits.cpu_seconds,
+                max_file_bytes: limits.max_file_bytes,
+                max_open_files: limits.max_open_files,
+                max_processes: limits.max_processes.filter(|_| confined),
+            },
+            read_only,
+            read_write,
+            read_only_mounts,
+            masked: if confined {
+                spec.fs.masked.clone()
+            } else {
+                Vec::new()
+            },
+            network: spec.network,
+            run_as,
+            idmapped: if run_as.is_some() {
+                workspace
+            } else {
+                Vec::new()
+            },
+            stdin: spec.stdin.is_some(),
+        }
+    }
+}
+
+fn level_summary(level: IsolationLevel, root: bool, ids: (u32, u32)) -> String {
+    let who = if root {
+        format!("as uid {} (Toolwarden runs as root)", ids.0)
+    } else {
+        "as Toolwarden's own uid in a user namespace".to_owned()
+    };
+    match level {
+        IsolationLevel::Standard => "own session and process group, scrubbed environment, rlimits \
+            set before exec, every leftover process killed when the tool ends"
+            .to_owned(),
+        IsolationLevel::Strict => format!(
+            "standard plus: pid, mount, ipc, uts and network namespaces, Landlock (system read-only, \
+             workspace read-write), private /tmp and /dev/shm, seccomp, no_new_privs; runs {who}"
+        ),
+        _ => format!("strict with a read-only workspace and tighter limits; runs {who}"),
+    }
+}
+
+/// `/etc/python3*`: Debian's Python reads its site configuration there.
+fn python_etc() -> Vec<PathBuf> {
+    std::fs::read_dir("/etc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("python3"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn find_helper(configured: Option<&Path>) -> std::result::Result<PathBuf, String> {
+    let explicit = configured
+        .map(Path::to_owned)
+        .or_else(|| std::env::var_os(HELPER_ENV).map(PathBuf::from));
+    if let Some(path) = explicit {
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "the sandbox helper {} does not exist; build it with `cargo build -p tw-sandbox \
+                 --bins` or fix {HELPER_ENV}",
+                path.display()
+            ))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this program: {e}"))?;
+    let mut looked = Vec::new();
+    for dir in exe.ancestors().skip(1).take(2) {
+        let candidate = dir.join(HELPER_NAME);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        looked.push(candidate.display().to_string());
+    }
+    Err(format!(
+        "the sandbox helper {HELPER_NAME} was not found (looked at {}); it is installed next to \
+         the toolwarden binary: build it with `cargo build -p tw-sandbox --bins`, or set \
+         {HELPER_ENV}",
+        looked.join(", ")
+    ))
+}
+
+/// A scratch directory that removes itself.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(parent: &Path, name: &str) -> std::io::Result<Self> {
+        let path = parent.join(format!(
+            "tw-selftest-{}-{name}-{}",
+            std::process::id(),
+            super::RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path)?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Builds a strict sandbox and tries known escapes from inside it. Any escape, or a sandbox
+/// that cannot be built, makes strict and restricted unavailable with the reason.
+async fn self_test(sandbox: &Sandbox) -> Verdict {
+    match try_self_test(sandbox).await {
+        Ok(cases) => {
+            let escaped: Vec<String> = cases
+                .iter()
+                .filter(|c| !c.contained)
+                .map(|c| format!("{} ({})", c.case, c.detail))
+                .collect();
+            let result = if escaped.is_empty() {
+                Ok(())
+            } else {
+                tracing::error!(?escaped, "sandbox self-test: escapes succeeded");
+                Err(format!(
+                    "the start-up self-test escaped the sandbox on this host: {}; strict tools \
+                     are refused until `toolwarden sandbox doctor` passes",
+                    escaped.join("; ")
+                ))
+            };
+            Verdict { result, cases }
+        }
+        Err(reason) => Verdict {
+            result: Err(reason),
+            cases: Vec::new(),
+        },
+    }
+}
+
+async fn try_self_test(sandbox: &Sandbox) -> std::result::Result<Vec<SelfTestCase>, String> {
+    let helper = sandbox.host.helper().map_err(|e| e.to_string())?.to_owned();
+    let scratch = &sandbox.host.config.scratch_dir;
+    let io = |what: &str, e: std::io::Error| format!("self-test: {what}: {e}");
+    let outside = Scratch::new(scratch, "outside").map_err(|e| io("scratch directory", e))?;
+    let workspace = Scratch::new(scratch, "workspace").map_err(|e| io("scratch directory", e))?;
+    let canary = outside.0.join("canary");
+    let plant = outside.0.join("planted");
+    std::fs::write(&canary, "secret").map_err(|e| io("canary file", e))?;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| io("loopback listener", e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| io("loopback listener", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| io("loopback listener", e))?
+        .port();
+
+    let mut spec = ProcessSpec::new(helper.to_string_lossy(), workspace.0.clone());
+    spec.args = vec![
+        "--escape-probe".to_owned(),
+        canary.to_string_lossy().into_owned(),
+        plant.to_string_lossy().into_owned(),
+        port.to_string(),
+        std::process::id().to_string(),
+    ];
+    spec.isolation = IsolationLevel::Strict;
+    spec.timeout = Duration::from_secs(20);
+    spec.fs.read_only.push(helper.clone());
+    let outcome = sandbox
+        .run_checked(spec, CancellationToken::new(), None)
+        .await
+        .map_err(|e| match e {
+            SandboxError::Setup { step, error, .. } => {
+                format!("this host cannot build a strict sandbox: {step} failed: {error}")
+            }
+            other => format!("this host cannot build a strict sandbox: {other}"),
+        })?;
+    let out = match &outcome {
+        RunOutcome::Exited(o) if o.exit.code == Some(0) => o,
+        other => {
+            let o = other.output();
+            return Err(format!(
+                "the self-test probe did not finish ({:?}): {}",
+                o.exit,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+    };
+    let mut cases: Vec<SelfTestCase> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    // What the probe claims is checked from outside too.
+    cases.push(SelfTestCase {
+        case: "leave a file outside the workspace (checked from outside)".to_owned(),
+        contained: !plant.exists(),
+        detail: if plant.exists() {
+            format!("{} exists", plant.display())
+        } else {
+            "nothing was created".to_owned()
+        },
+    });
+    let accepted = match listener.accept() {
+        Ok(_) => Some("a connection arrived".to_owned()),
+        Err(e) if e.kind() == ErrorKind::WouldBlock => None,
+        Err(e) => Some(format!("accept failed: {e}")),
+    };
+    cases.push(SelfTestCase {
+        case: "reach the loopback listener (checked from outside)".to_owned(),
+        contained: accepted.is_none(),
+        detail: accepted.unwrap_or_else(|| "no connection arrived".to_owned()),
+    });
+    if cases.len() < 4 {
+        return Err(format!(
+            "the self-test probe reported only {} cases: {}",
+            cases.len(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ));
+    }
+    Ok(cases)
+}

@@ -26,7 +26,7 @@ pub use host::{DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -368,7 +368,13 @@ impl Sandbox {
                 source,
             }
         })?;
-        let request = self.host.request(&spec, level, program.clone());
+        let shared = match level {
+            Level::Standard => None,
+            _ => self.host.shared_namespaces().await,
+        };
+        let request = self
+            .host
+            .request(&spec, level, program.clone(), shared.is_some());
         let frame = wire::encode_request(&request).map_err(|e| {
             SandboxError::InvalidSpec(format!("the run cannot be described to the helper: {e}"))
         })?;
@@ -407,6 +413,18 @@ impl Sandbox {
                 program: spec.program.clone(),
                 source,
             })?;
+        // The frame's header waits in the socket for the helper, with the shared namespaces
+        // attached; the body follows once it runs (it may not fit in the socket's buffer).
+        let fds: Vec<RawFd> = shared
+            .map(|ns| vec![ns.userns.as_raw_fd(), ns.netns.as_raw_fd()])
+            .unwrap_or_default();
+        let (header, body) = frame.split_at(4);
+        crate::helper::send_with_fds(ours.as_raw_fd(), header, &fds).map_err(|source| {
+            SandboxError::Spawn {
+                program: spec.program.clone(),
+                source,
+            }
+        })?;
         let mut cmd = Command::new(helper);
         cmd.arg0("tw-sandbox-helper")
             .env_clear()
@@ -448,7 +466,7 @@ impl Sandbox {
             .and_then(|()| tokio::net::UnixStream::from_std(ours))
             .map_err(|source| SandboxError::Child { pid, source })?;
         // A helper that died early cannot read; its report says why.
-        let _ = ctl.write_all(&frame).await;
+        let _ = ctl.write_all(body).await;
         if let Some(stdin) = &spec.stdin {
             let _ = ctl.write_all(stdin).await;
         }

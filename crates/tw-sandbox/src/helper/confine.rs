@@ -10,7 +10,6 @@
 //! keyrings, BPF, io_uring, which bypasses seccomp).
 #![allow(unsafe_code)]
 
-use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -18,10 +17,6 @@ use std::path::{Path, PathBuf};
 use landlock::{
     ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
-};
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
 };
 
 use super::sys::{self, Errno, check, cstring};
@@ -62,21 +57,34 @@ struct MountAttr {
 const PRIVATE_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
 
 /// Creates the namespaces and the filesystem view; runs in the helper before init is forked.
-pub(crate) fn enter_namespaces(req: &Request) -> Step<()> {
+pub(crate) fn enter_namespaces(req: &Request, fds: &[OwnedFd]) -> Step<()> {
+    let given = |i: Option<usize>| i.and_then(|i| fds.get(i));
+    // A shared empty network namespace from the runtime is joined rather than a new one made
+    // per run (making one is the costliest step of the sandbox).
+    let shared_net = given(req.netns_fd).filter(|_| !req.network);
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-    if !req.network {
+    if !req.network && shared_net.is_none() {
         flags |= libc::CLONE_NEWNET;
     }
-    let idmap = match req.run_as {
-        Some((uid, gid)) if !req.idmapped.is_empty() => {
-            Some(idmap_userns(uid, gid).at("creating the id-mapping user namespace")?)
+    // Likewise the user namespace of the id mapping, which otherwise costs a process per run.
+    let made;
+    let idmap = match (req.run_as, given(req.userns_fd)) {
+        (Some(_), _) if req.idmapped.is_empty() => None,
+        (Some(_), Some(shared)) => Some(shared),
+        (Some((uid, gid)), None) => {
+            made = idmap_userns(uid, gid).at("creating the id-mapping user namespace")?;
+            Some(&made)
         }
-        _ => None,
+        (None, _) => None,
     };
     match req.run_as {
         Some(_) => {
             check(unsafe { libc::unshare(flags) }).at("unshare(mount, pid, ipc, uts, net)")?;
+            if let Some(net) = shared_net {
+                sys::setns(net.as_raw_fd(), libc::CLONE_NEWNET)
+                    .at("joining the shared network namespace")?;
+            }
         }
         None => {
             let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -138,7 +146,7 @@ pub(crate) fn enter_namespaces(req: &Request) -> Step<()> {
         if carried.iter().any(|(c, _)| path.starts_with(c)) || !path.exists() {
             continue;
         }
-        let mapping = idmap.as_ref().filter(|_| req.idmapped.contains(path));
+        let mapping = idmap.filter(|_| req.idmapped.contains(path));
         let read_only = req.read_only_mounts.contains(path);
         let tree = clone_tree(path, mapping, read_only).map_err(|e| {
             Failure::new(
@@ -433,10 +441,10 @@ fn attach(path: &Path, tree: &OwnedFd) -> Result<(), Errno> {
     .map(drop)
 }
 
-/// What the tool process applies to itself just before `exec`: the seccomp programs are compiled
-/// before the fork; the Landlock ruleset is built in the child, whose descriptors it needs.
+/// What the namespace's init applies to itself, for the tool to inherit: Landlock, and the
+/// seccomp program the runtime built once (see [`compiled_seccomp`]).
 pub(crate) struct Plan {
-    seccomp: Vec<BpfProgram>,
+    seccomp: Vec<libc::sock_filter>,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
 }
@@ -455,8 +463,11 @@ impl Plan {
         let mut read_write = req.read_write.clone();
         read_write.extend(["/tmp", "/dev/shm"].map(PathBuf::from));
         read_write.extend(DEVICES.map(PathBuf::from));
+        if req.seccomp.is_empty() {
+            return Err("the request carries no seccomp filter".to_owned());
+        }
         Ok(Self {
-            seccomp: seccomp_programs()?,
+            seccomp: req.seccomp.iter().map(|&w| unpack(w)).collect(),
             read_only,
             read_write,
         })
@@ -465,9 +476,7 @@ impl Plan {
     /// Landlock, then seccomp. `no_new_privs` is already set.
     pub(crate) fn apply(&self) -> Step<()> {
         self.landlock()?;
-        for prog in &self.seccomp {
-            seccompiler::apply_filter(prog).at("installing the seccomp filter")?;
-        }
+        super::seccomp::install(&self.seccomp).at("installing the seccomp filter")?;
         Ok(())
     }
 
@@ -516,123 +525,26 @@ impl Plan {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-const ARCH: TargetArch = TargetArch::x86_64;
-#[cfg(target_arch = "aarch64")]
-const ARCH: TargetArch = TargetArch::aarch64;
+/// The seccomp program, packed for a request: one `u64` per instruction (code, jt, jf, k from the
+/// high bits down). The runtime builds it once, not every run.
+pub(crate) fn compiled_seccomp() -> Result<Vec<u64>, String> {
+    Ok(super::seccomp::program()?
+        .iter()
+        .map(|i| {
+            (u64::from(i.code) << 48)
+                | (u64::from(i.jt) << 40)
+                | (u64::from(i.jf) << 32)
+                | u64::from(i.k)
+        })
+        .collect())
+}
 
-/// Syscalls a confined tool has no business making.
-const DENIED: &[libc::c_long] = &[
-    libc::SYS_ptrace,
-    libc::SYS_process_vm_readv,
-    libc::SYS_process_vm_writev,
-    libc::SYS_mount,
-    libc::SYS_umount2,
-    libc::SYS_pivot_root,
-    libc::SYS_chroot,
-    libc::SYS_open_tree,
-    libc::SYS_move_mount,
-    libc::SYS_fsopen,
-    libc::SYS_fsconfig,
-    libc::SYS_fsmount,
-    libc::SYS_fspick,
-    libc::SYS_mount_setattr,
-    libc::SYS_unshare,
-    libc::SYS_setns,
-    libc::SYS_keyctl,
-    libc::SYS_add_key,
-    libc::SYS_request_key,
-    libc::SYS_bpf,
-    libc::SYS_perf_event_open,
-    libc::SYS_userfaultfd,
-    libc::SYS_kexec_load,
-    libc::SYS_kexec_file_load,
-    libc::SYS_init_module,
-    libc::SYS_finit_module,
-    libc::SYS_delete_module,
-    libc::SYS_reboot,
-    libc::SYS_swapon,
-    libc::SYS_swapoff,
-    libc::SYS_acct,
-    libc::SYS_syslog,
-    libc::SYS_open_by_handle_at,
-    libc::SYS_name_to_handle_at,
-    libc::SYS_io_uring_setup,
-    libc::SYS_io_uring_enter,
-    libc::SYS_io_uring_register,
-    libc::SYS_settimeofday,
-    libc::SYS_clock_settime,
-    libc::SYS_adjtimex,
-    libc::SYS_quotactl,
-    libc::SYS_vhangup,
-];
-
-/// Namespace flags a confined `clone` may not ask for.
-const NAMESPACE_FLAGS: [libc::c_int; 7] = [
-    libc::CLONE_NEWUSER,
-    libc::CLONE_NEWNS,
-    libc::CLONE_NEWPID,
-    libc::CLONE_NEWNET,
-    libc::CLONE_NEWIPC,
-    libc::CLONE_NEWUTS,
-    libc::CLONE_NEWCGROUP,
-];
-
-/// Two programs: everything refused with EPERM, and `clone3` with ENOSYS (its flags sit in
-/// memory a filter cannot read, and ENOSYS makes libc fall back to `clone`, whose flags it can).
-fn seccomp_programs() -> Result<Vec<BpfProgram>, String> {
-    let rule = |conds: Vec<SeccompCondition>| SeccompRule::new(conds).map_err(|e| e.to_string());
-    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| e.to_string())
-    };
-    // The request number is an `int` in the kernel; only its low 32 bits count.
-    #[allow(
-        clippy::useless_conversion,
-        reason = "libc::Ioctl is a c_int on some targets"
-    )]
-    let ioctl = |request: libc::Ioctl| {
-        SeccompCondition::new(
-            1,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Eq,
-            u64::from(request),
-        )
-        .map_err(|e| e.to_string())
-    };
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|s| (*s, Vec::new())).collect();
-    let mut clone_rules = Vec::new();
-    for flag in NAMESPACE_FLAGS {
-        let flag = u64::try_from(flag).map_err(|e| e.to_string())?;
-        clone_rules.push(rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?])?);
+/// The inverse of the packing in [`compiled_seccomp`].
+fn unpack(w: u64) -> libc::sock_filter {
+    libc::sock_filter {
+        code: (w >> 48) as u16,
+        jt: (w >> 40) as u8,
+        jf: (w >> 32) as u8,
+        k: w as u32,
     }
-    rules.insert(libc::SYS_clone, clone_rules);
-    rules.insert(
-        libc::SYS_ioctl,
-        vec![
-            rule(vec![ioctl(libc::TIOCSTI)?])?,
-            rule(vec![ioctl(libc::TIOCLINUX)?])?,
-        ],
-    );
-    let deny = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        ARCH,
-    )
-    .map_err(|e| e.to_string())?;
-    let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        ARCH,
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(vec![
-        deny.try_into()
-            .map_err(|e: seccompiler::BackendError| e.to_string())?,
-        clone3
-            .try_into()
-            .map_err(|e: seccompiler::BackendError| e.to_string())?,
-    ])
 }

@@ -3,16 +3,18 @@
 //! cheap however much memory the runtime holds), confines itself, then runs the tool.
 //!
 //! Process layout:
-//! - **standard**: the helper starts a session, becomes a child subreaper, and forks the tool
-//!   into its own process group with rlimits set before `exec`. When the tool ends, the helper
-//!   kills whatever it left behind (descendants that changed group or session are reparented to
-//!   the helper, so they are found too) and reaps everything.
+//! - **standard**: the helper starts a session, becomes a child subreaper, sets the rlimits on
+//!   itself and spawns the tool into its own process group, so they hold from the tool's first
+//!   instruction. When the tool ends, the helper kills whatever it left behind (descendants that
+//!   changed group or session are reparented to the helper, so they are found too) and reaps
+//!   everything.
 //! - **strict / restricted**: the helper unshares mount, pid, ipc, uts and (unless the tool has
 //!   network) net namespaces, plus a user namespace when it is not root, builds the filesystem
 //!   view, and forks the namespace's init. Init mounts a fresh `/proc`, caps the namespace's
-//!   `pid_max`, drops to the sandbox uid when the runtime is root, and forks the tool, which sets
-//!   rlimits, `no_new_privs`, Landlock and a seccomp filter before `exec`. When the tool ends,
-//!   init kills every other process in the namespace; if init itself dies, the kernel does.
+//!   `pid_max`, drops to the sandbox uid when the runtime is root, sets rlimits, `no_new_privs`,
+//!   Landlock and a seccomp filter on itself, and spawns the tool, which inherits them all. When
+//!   the tool ends, init kills every other process in the namespace; if init itself dies, the
+//!   kernel does.
 //!
 //! The helper talks to the runtime over its standard input, a socket (see [`wire`]): the request
 //! comes in, and setup errors and the final metrics go out, on a channel the tool never holds.
@@ -21,14 +23,18 @@
 //! masks have no safe wrappers that fit a single-threaded pre-exec helper. The helper has one
 //! thread, so allocating after `fork` is sound.
 #![allow(unsafe_code)]
+// tw-sandbox is the one crate that spawns processes; the helper starts the tool.
+#![allow(clippy::disallowed_methods)]
 
 mod confine;
 mod probe;
+mod seccomp;
 mod sys;
 pub mod wire;
 
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use self::sys::{Errno, check};
@@ -49,8 +55,10 @@ const WATCHED: [i32; 6] = [
 /// The helper binary's whole `main`.
 pub fn main() -> ! {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--escape-probe") {
-        probe::run(&args[2..])
+    match args.get(1).map(String::as_str) {
+        Some("--escape-probe") => probe::run(&args[2..]),
+        Some(HOLD_NAMESPACES) => hold_namespaces(),
+        _ => {}
     }
     // The control socket moves off fd 0 (which becomes the tool's stdin) and is close-on-exec,
     // so the tool never holds it.
@@ -72,6 +80,25 @@ pub fn main() -> ! {
             sys::exit(SETUP_FAILED)
         }
     }
+}
+
+/// The argument that makes the helper hold namespaces for the runtime (see
+/// `process::host::SharedNamespaces`).
+pub(crate) const HOLD_NAMESPACES: &str = "--hold-namespaces";
+
+/// Enters a new network namespace, then a new user namespace, says `ready`, and stays until its
+/// standard input closes, while the runtime writes the user namespace's id maps and opens both.
+fn hold_namespaces() -> ! {
+    let entered = check(unsafe { libc::unshare(libc::CLONE_NEWNET) })
+        .and_then(|_| check(unsafe { libc::unshare(libc::CLONE_NEWUSER) }));
+    if let Err(e) = entered {
+        eprintln!("tw-sandbox-helper: cannot hold namespaces: {e}");
+        sys::exit(SETUP_FAILED)
+    }
+    println!("ready");
+    let mut buf = [0u8; 64];
+    while matches!(sys::read(0, &mut buf), Ok(n) if n > 0) {}
+    sys::exit(0)
 }
 
 /// A setup step that failed, and why.
@@ -119,7 +146,7 @@ impl Read for &Control {
 }
 
 fn run(ctl: &Control) -> Step<i32> {
-    let req = wire::read_request(&mut &*ctl).at("reading the request")?;
+    let (req, fds) = read_request(ctl).at("reading the request")?;
     let stdin = tool_stdin(ctl, req.stdin)?;
     check(unsafe { libc::setsid() }).at("starting a session")?;
     // Nobody, the tool included, may read this process's memory or descriptors.
@@ -130,14 +157,21 @@ fn run(ctl: &Control) -> Step<i32> {
         Level::Standard => {
             check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
                 .at("prctl(PR_SET_CHILD_SUBREAPER)")?;
-            let tool = spawn_tool(ctl, &req, &stdin)?;
+            let tool = match spawn_tool(&req, &stdin) {
+                Ok(pid) => pid,
+                Err(m) => {
+                    ctl.send(&m);
+                    return Ok(SETUP_FAILED);
+                }
+            };
             drop(stdin);
             let finished = supervise(tool, Reaper::Subreaper);
             ctl.send(&Message::Finished(finished));
             Ok(exit_code(&finished))
         }
         Level::Strict | Level::Restricted => {
-            confine::enter_namespaces(&req)?;
+            confine::enter_namespaces(&req, &fds)?;
+            drop(fds);
             match unsafe { libc::fork() } {
                 -1 => Err(Failure::new("forking the namespace's init", Errno::last())),
                 0 => {
@@ -160,6 +194,15 @@ fn run(ctl: &Control) -> Step<i32> {
             }
         }
     }
+}
+
+/// The request, and the descriptors sent with its first bytes.
+fn read_request(ctl: &Control) -> io::Result<(Request, Vec<OwnedFd>)> {
+    let mut len = [0u8; 4];
+    let (n, fds) = sys::recv_with_fds(ctl.0.as_raw_fd(), &mut len)?;
+    (&*ctl).read_exact(&mut len[n..])?;
+    let req = wire::read_body(u32::from_le_bytes(len), &mut &*ctl)?;
+    Ok((req, fds))
 }
 
 /// The tool's standard input: what follows the request on the socket, in a memory file, or
@@ -192,58 +235,61 @@ fn namespace_init(ctl: &Control, req: &Request, stdin: &OwnedFd) -> Step<i32> {
         check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) })
             .at("prctl(PR_SET_DUMPABLE)")?;
     }
-    let tool = spawn_tool(ctl, req, stdin)?;
+    let tool = match spawn_tool(req, stdin) {
+        Ok(pid) => pid,
+        Err(m) => {
+            ctl.send(&m);
+            return Ok(SETUP_FAILED);
+        }
+    };
     let finished = supervise(tool, Reaper::Init);
     ctl.send(&Message::Finished(finished));
     Ok(exit_code(&finished))
 }
 
-/// Forks the tool. The child confines itself and executes the program; if that fails it reports
-/// on the socket and exits, so the parent only ever sees a pid.
-fn spawn_tool(ctl: &Control, req: &Request, stdin: &OwnedFd) -> Step<libc::pid_t> {
-    // Everything the child needs is prepared before the fork, so a failure is reported once.
-    let exec = sys::Exec::new(&req.program, &req.argv).at("preparing argv")?;
-    let plan = confine::Plan::new(req).at("preparing the confinement")?;
-    match unsafe { libc::fork() } {
-        -1 => Err(Failure::new("forking the tool", Errno::last())),
-        0 => {
-            let message = match tool_child(req, stdin.as_raw_fd(), &plan) {
-                Ok(()) => {
-                    let errno = exec.exec();
-                    Message::ExecFailed {
-                        errno: errno.0,
-                        error: format!("cannot execute {}: {errno}", req.program.to_string_lossy()),
-                    }
-                }
-                Err(failure) => Message::SetupFailed {
-                    step: failure.step.to_owned(),
-                    error: failure.error,
-                },
-            };
-            ctl.send(&message);
-            sys::exit(SETUP_FAILED)
-        }
-        pid => Ok(pid),
-    }
-}
-
-/// Runs in the forked tool process, up to the `exec`.
-fn tool_child(req: &Request, stdin: RawFd, plan: &confine::Plan) -> Step<()> {
-    sys::reset_signals(&WATCHED).at("resetting signals")?;
-    check(unsafe { libc::setpgid(0, 0) }).at("setpgid")?;
-    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })
-        .at("prctl(PR_SET_PDEATHSIG)")?;
-    check(unsafe { libc::dup2(stdin, 0) }).at("dup2(stdin)")?;
-    // Nothing but stdin, stdout and stderr crosses into the tool.
-    sys::cloexec_from(3).at("close_range")?;
-    sys::chdir(&req.cwd).at("entering the working directory")?;
-    sys::set_limits(&req.limits).at("setting resource limits")?;
+/// Starts the tool. The caller (the helper at standard, the namespace's init above it) first
+/// confines itself: limits, `no_new_privs` and, at strict, Landlock and seccomp, all of which the
+/// tool inherits; then the tool is started with `posix_spawn` (through std), so no copy of this
+/// process is made. A failure is the message to report.
+fn spawn_tool(req: &Request, stdin: &OwnedFd) -> Result<libc::pid_t, Message> {
+    let setup = |f: Failure| Message::SetupFailed {
+        step: f.step.to_owned(),
+        error: f.error,
+    };
+    // Only stdin, stdout and stderr cross into the tool.
+    sys::cloexec_from(3).at("close_range").map_err(setup)?;
+    sys::chdir(&req.cwd)
+        .at("entering the working directory")
+        .map_err(setup)?;
+    sys::set_limits(&req.limits)
+        .at("setting resource limits")
+        .map_err(setup)?;
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })
-        .at("prctl(PR_SET_NO_NEW_PRIVS)")?;
+        .at("prctl(PR_SET_NO_NEW_PRIVS)")
+        .map_err(setup)?;
     if req.level != Level::Standard {
-        plan.apply()?;
+        confine::Plan::new(req)
+            .at("preparing the confinement")
+            .map_err(setup)?
+            .apply()
+            .map_err(setup)?;
     }
-    Ok(())
+    let stdin = stdin.try_clone().at("passing stdin").map_err(setup)?;
+    let mut cmd = std::process::Command::new(&req.program);
+    if let Some(arg0) = req.argv.first() {
+        cmd.arg0(arg0);
+    }
+    cmd.args(req.argv.iter().skip(1))
+        .stdin(std::process::Stdio::from(stdin))
+        .process_group(0);
+    match cmd.spawn() {
+        Ok(child) => libc::pid_t::try_from(child.id())
+            .map_err(|_| setup(Failure::new("starting the tool", "the pid does not fit"))),
+        Err(e) => Err(Message::ExecFailed {
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+            error: format!("cannot execute {}: {e}", req.program.to_string_lossy()),
+        }),
+    }
 }
 
 /// How leftovers are found and stopped.
@@ -274,21 +320,31 @@ impl Reaper {
 /// Waits for the tool, forwarding a stop request as SIGTERM then SIGKILL, then stops and reaps
 /// everything the tool left behind, and measures the whole tree.
 fn supervise(tool: libc::pid_t, reaper: Reaper) -> Finished {
+    // Stop requests come from the helper above the namespace (seen as pid 0 from inside it),
+    // or at standard from the runtime that spawned the helper.
+    let stopper = match reaper {
+        Reaper::Init => 0,
+        Reaper::Subreaper => unsafe { libc::getppid() },
+    };
     let mut status = None;
     let mut kill_at: Option<Instant> = None;
     while status.is_none() {
         let timeout = kill_at.map(|at| at.saturating_duration_since(Instant::now()));
         match sys::wait_signal(&WATCHED, timeout) {
-            Some(libc::SIGCHLD) => {
+            Some(sys::Caught {
+                signo: libc::SIGCHLD,
+                ..
+            }) => {
                 for (pid, st) in sys::reap_ready() {
                     if pid == tool {
                         status = Some(st);
                     }
                 }
             }
-            Some(libc::SIGPIPE) => {}
-            Some(_) => {
-                if kill_at.is_none() {
+            Some(sys::Caught { signo, sender }) => {
+                // Only whoever started the run may stop it: the tool signalling its init or its
+                // helper is ignored, so it cannot cut short the cleanup of what it leaves.
+                if signo != libc::SIGPIPE && sender == stopper && kill_at.is_none() {
                     reaper.signal_all(tool, libc::SIGTERM);
                     kill_at = Some(Instant::now() + GRACE);
                 }
@@ -323,9 +379,13 @@ fn supervise(tool: libc::pid_t, reaper: Reaper) -> Finished {
 
 /// The helper above the namespace: waits for init and passes stop requests down to it.
 fn relay(init: libc::pid_t) -> i32 {
+    let runtime = unsafe { libc::getppid() };
     loop {
         match sys::wait_signal(&WATCHED, None) {
-            Some(libc::SIGCHLD) => {
+            Some(sys::Caught {
+                signo: libc::SIGCHLD,
+                ..
+            }) => {
                 for (pid, st) in sys::reap_ready() {
                     if pid == init {
                         return if libc::WIFEXITED(st) {
@@ -336,10 +396,10 @@ fn relay(init: libc::pid_t) -> i32 {
                     }
                 }
             }
-            Some(libc::SIGPIPE) | None => {}
-            Some(sig) => unsafe {
-                libc::kill(init, sig);
+            Some(sys::Caught { signo, sender }) if signo != libc::SIGPIPE && sender == runtime => unsafe {
+                libc::kill(init, signo);
             },
+            _ => {}
         }
     }
 }
@@ -350,6 +410,16 @@ fn exit_code(f: &Finished) -> i32 {
         (None, Some(sig)) => 128 + sig,
         (None, None) => SETUP_FAILED,
     }
+}
+
+/// Sends a request frame with descriptors attached (for the runtime side of [`wire`]).
+pub(crate) fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    sys::send_with_fds(sock, data, fds)
+}
+
+/// The seccomp program for a request (see `confine::compiled_seccomp`).
+pub(crate) fn compiled_seccomp() -> Result<Vec<u64>, String> {
+    confine::compiled_seccomp()
 }
 
 /// The Landlock ABI version this kernel offers, if any.

@@ -195,32 +195,33 @@ pub(crate) fn watch_signals(signals: &[i32]) -> Result<(), Errno> {
     check(r).map(drop)
 }
 
-/// Undoes [`watch_signals`] in a child about to `exec`: default dispositions, empty mask.
-pub(crate) fn reset_signals(signals: &[i32]) -> Result<(), Errno> {
-    for s in signals {
-        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-        act.sa_sigaction = libc::SIG_DFL;
-        check(unsafe { libc::sigaction(*s, &act, std::ptr::null_mut()) })?;
-    }
-    let empty = sigset(&[]);
-    let r = unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) };
-    check(r).map(drop)
+/// A signal taken by [`wait_signal`].
+pub(crate) struct Caught {
+    /// The signal number.
+    pub(crate) signo: i32,
+    /// Who sent it, as this process's pid namespace sees it: 0 for the kernel or a process
+    /// outside the namespace.
+    pub(crate) sender: libc::pid_t,
 }
 
 /// The next pending watched signal, or `None` when `timeout` passes first.
-pub(crate) fn wait_signal(signals: &[i32], timeout: Option<Duration>) -> Option<i32> {
+pub(crate) fn wait_signal(signals: &[i32], timeout: Option<Duration>) -> Option<Caught> {
     let set = sigset(signals);
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let r = match timeout {
-        None => unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) },
+        None => unsafe { libc::sigwaitinfo(&set, &mut info) },
         Some(t) => {
             let ts = libc::timespec {
                 tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
                 tv_nsec: libc::c_long::from(t.subsec_nanos().min(999_999_999) as i32),
             };
-            unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) }
+            unsafe { libc::sigtimedwait(&set, &mut info, &ts) }
         }
     };
-    (r > 0).then_some(r)
+    (r > 0).then(|| Caught {
+        signo: r,
+        sender: unsafe { info.si_pid() },
+    })
 }
 
 /// Reaps every child that has already exited: `(pid, wait status)`.
@@ -296,33 +297,6 @@ pub(crate) fn descendants(pid: u32) -> Vec<libc::pid_t> {
     out
 }
 
-/// A program and its argv, converted before `fork` so the child only calls `execve`.
-pub(crate) struct Exec {
-    program: CString,
-    argv: Vec<CString>,
-}
-
-impl Exec {
-    pub(crate) fn new(program: &Path, argv: &[String]) -> Result<Self, Errno> {
-        Ok(Self {
-            program: cstring(program)?,
-            argv: argv.iter().map(cstring).collect::<Result<_, _>>()?,
-        })
-    }
-
-    /// Replaces this process with the program and the current environment; returns only on
-    /// failure.
-    pub(crate) fn exec(&self) -> Errno {
-        let mut ptrs: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
-        ptrs.push(std::ptr::null());
-        unsafe extern "C" {
-            static environ: *const *const libc::c_char;
-        }
-        unsafe { libc::execve(self.program.as_ptr(), ptrs.as_ptr(), environ) };
-        Errno::last()
-    }
-}
-
 /// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`: the ABI version.
 pub(crate) fn landlock_abi() -> Option<i64> {
     let v = unsafe {
@@ -334,4 +308,98 @@ pub(crate) fn landlock_abi() -> Option<i64> {
         )
     };
     (v > 0).then_some(v)
+}
+
+/// Sends `data` with `fds` attached (`SCM_RIGHTS`) on a Unix socket.
+pub(crate) fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let payload = std::mem::size_of_val(fds);
+    let space = unsafe { libc::CMSG_SPACE(u32::try_from(payload).unwrap_or(u32::MAX)) } as usize;
+    let mut control = vec![0u8; space];
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(u32::try_from(payload).unwrap_or(u32::MAX)) as usize;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr().cast::<u8>(),
+                libc::CMSG_DATA(cmsg),
+                payload,
+            );
+        }
+    }
+    let mut sent = 0;
+    while sent == 0 {
+        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        sent = n.unsigned_abs();
+    }
+    // The descriptors went with the first bytes; the rest is plain data.
+    if sent < data.len() {
+        send_all(sock, &data[sent..]).map_err(|e| std::io::Error::from_raw_os_error(e.0))?;
+    }
+    Ok(())
+}
+
+/// Reads up to `buf.len()` bytes and any descriptors sent with them (close-on-exec).
+pub(crate) fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> std::io::Result<(usize, Vec<OwnedFd>)> {
+    const MAX_FDS: usize = 4;
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let space =
+        unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    let n = loop {
+        let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n.unsigned_abs();
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut fds = Vec::new();
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg);
+                let len = (*cmsg).cmsg_len - (data as usize - cmsg as usize);
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                    fds.push(owned(fd));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((n, fds))
+}
+
+/// `setns(fd, nstype)`.
+pub(crate) fn setns(fd: RawFd, nstype: libc::c_int) -> Result<(), Errno> {
+    check(unsafe { libc::setns(fd, nstype) }).map(drop)
 }

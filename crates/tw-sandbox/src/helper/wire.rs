@@ -76,6 +76,14 @@ pub struct Request {
     /// Whether the tool's standard input follows the frame on the socket (otherwise it is
     /// `/dev/null`).
     pub stdin: bool,
+    /// Index, among the descriptors sent with the frame, of a user namespace to use for the
+    /// id-mapped mounts (instead of creating one per run).
+    pub userns_fd: Option<usize>,
+    /// Index of a network namespace to join (instead of creating an empty one per run).
+    pub netns_fd: Option<usize>,
+    /// The seccomp program for strict and restricted, built by the runtime (one `u64` per BPF
+    /// instruction).
+    pub seccomp: Vec<u64>,
 }
 
 /// What the helper reports back.
@@ -128,11 +136,8 @@ pub fn encode_request(req: &Request) -> io::Result<Vec<u8>> {
     Ok(frame)
 }
 
-/// Reads one request frame.
-pub fn read_request(r: &mut impl Read) -> io::Result<Request> {
-    let mut len = [0u8; 4];
-    r.read_exact(&mut len)?;
-    let len = u32::from_le_bytes(len);
+/// Reads a request's body, given the length from its frame header.
+pub fn read_body(len: u32, r: &mut impl Read) -> io::Result<Request> {
     if len > MAX_REQUEST {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -141,7 +146,15 @@ pub fn read_request(r: &mut impl Read) -> io::Result<Request> {
     }
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body)?;
-    serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    serde_json::from_slice(&body).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{e} (is tw-sandbox-helper from the same build as toolwarden? rebuild both with \
+                 `cargo build -p tw-cli -p tw-sandbox --bins`)"
+            ),
+        )
+    })
 }
 
 /// Encodes one message as a line.

@@ -2,6 +2,9 @@
 //! the uid it runs as when Toolwarden is root, whether strict isolation really holds here (the
 //! escape self-test), and the `doctor` report built from all of that.
 
+// tw-sandbox is the one crate that spawns processes; the namespace holder is one of them.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -141,6 +144,9 @@ pub(crate) struct Host {
     system_read: Vec<PathBuf>,
     root: bool,
     strict: OnceCell<Verdict>,
+    shared: OnceCell<Option<SharedNamespaces>>,
+    /// The seccomp program, built once (an error makes strict unavailable).
+    seccomp: std::result::Result<Vec<u64>, String>,
 }
 
 impl Host {
@@ -151,15 +157,22 @@ impl Host {
             .map(PathBuf::from)
             .chain(python_etc())
             .chain(config.extra_read_only.iter().cloned())
-            .filter(|p| p.exists())
+            .filter_map(|p| p.canonicalize().ok())
             .collect();
+        // `/bin` and `/lib` are links into `/usr` on merged-/usr systems: one Landlock rule (one
+        // path lookup per run) for each tree is enough.
+        system_read.sort();
         system_read.dedup();
+        let all = system_read.clone();
+        system_read.retain(|p| !all.iter().any(|o| o != p && p.starts_with(o)));
         Self {
             root: rustix::process::geteuid().is_root(),
             config,
             helper,
             system_read,
             strict: OnceCell::new(),
+            shared: OnceCell::new(),
+            seccomp: crate::helper::compiled_seccomp(),
         }
     }
 
@@ -187,6 +200,11 @@ impl Host {
             IsolationLevel::Strict | IsolationLevel::Restricted => {
                 if let Err(reason) = &self.helper {
                     return Err(unsupported(reason.clone()));
+                }
+                if let Err(e) = &self.seccomp {
+                    return Err(unsupported(format!(
+                        "the seccomp filter cannot be built: {e}"
+                    )));
                 }
                 let verdict = self.strict.get_or_init(|| self_test(sandbox)).await;
                 verdict.result.clone().map_err(unsupported)
@@ -256,7 +274,13 @@ impl Host {
     }
 
     /// The helper's request for one run.
-    pub(crate) fn request(&self, spec: &ProcessSpec, level: Level, program: PathBuf) -> Request {
+    pub(crate) fn request(
+        &self,
+        spec: &ProcessSpec,
+        level: Level,
+        program: PathBuf,
+        shared: bool,
+    ) -> Request {
         let confined = level != Level::Standard;
         let (mut read_only, read_write) = match level {
             Level::Standard => (Vec::new(), Vec::new()),
@@ -312,7 +336,76 @@ impl Host {
                 Vec::new()
             },
             stdin: spec.stdin.is_some(),
+            userns_fd: shared.then_some(0),
+            netns_fd: shared.then_some(1),
+            seccomp: if confined {
+                self.seccomp.clone().unwrap_or_default()
+            } else {
+                Vec::new()
+            },
         }
+    }
+
+    /// The namespaces every strict run shares when Toolwarden is root: the user namespace of the
+    /// id mapping and an empty network namespace, made once by a short-lived helper. `None` when
+    /// not root, or when they cannot be made (each run then makes its own).
+    pub(crate) async fn shared_namespaces(&self) -> Option<&SharedNamespaces> {
+        if !self.root {
+            return None;
+        }
+        let helper = self.helper.as_ref().ok()?;
+        self.shared
+            .get_or_init(|| async {
+                match SharedNamespaces::make(helper, self.config.sandbox_ids).await {
+                    Ok(ns) => Some(ns),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "shared sandbox namespaces unavailable; each run makes its own");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()
+    }
+}
+
+/// Namespaces held open for every strict run (see [`Host::shared_namespaces`]).
+#[derive(Debug)]
+pub(crate) struct SharedNamespaces {
+    /// Maps uid 0 to the sandbox uid: the id mapping of workspace mounts.
+    pub(crate) userns: std::os::fd::OwnedFd,
+    /// An empty network namespace (loopback down) that no one can configure.
+    pub(crate) netns: std::os::fd::OwnedFd,
+}
+
+impl SharedNamespaces {
+    async fn make(helper: &Path, (uid, gid): (u32, u32)) -> std::io::Result<Self> {
+        use tokio::io::AsyncBufReadExt;
+        let mut holder = tokio::process::Command::new(helper)
+            .arg(crate::helper::HOLD_NAMESPACES)
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = holder.id().unwrap_or(0);
+        let mut ready = String::new();
+        if let Some(out) = holder.stdout.take() {
+            tokio::io::BufReader::new(out).read_line(&mut ready).await?;
+        }
+        if ready.trim() != "ready" {
+            return Err(std::io::Error::other(
+                "the namespace holder did not start (it needs root)",
+            ));
+        }
+        std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1"))?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1"))?;
+        let userns = std::fs::File::open(format!("/proc/{pid}/ns/user"))?.into();
+        let netns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?.into();
+        drop(holder.stdin.take());
+        holder.wait().await?;
+        Ok(Self { userns, netns })
     }
 }
 

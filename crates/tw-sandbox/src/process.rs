@@ -63,7 +63,7 @@ pub const MAX_STDIN_BYTES: usize = 16 * 1024 * 1024;
 
 /// Resource limits the helper sets on the tool before `exec`. `None` leaves the inherited
 /// limit. A limit is never raised above what Toolwarden itself runs with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ResourceLimits {
     /// Address-space limit (`RLIMIT_AS`), in bytes.
     pub memory_bytes: Option<u64>,

@@ -431,6 +431,15 @@ fn suite_params(filter: bool) -> Value {
     json!({"type": "object", "properties": props, "additionalProperties": false})
 }
 
+/// Both streams, stdout first: what the summary parsers read.
+fn combined(out: &ProcessOutput) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// The last 4 KiB of both streams, where runners print their verdict.
 fn output_tail(out: &ProcessOutput) -> String {
     let both = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
@@ -465,12 +474,7 @@ impl ProcessTool for RunTests {
     }
 
     fn finish(&self, out: &ProcessOutput) -> Result<Value, ToolFailure> {
-        let text = format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let summary = tw_core::summary::parse_tests(&text);
+        let summary = tw_core::summary::parse_tests(&combined(out));
         Ok(json!({
             "success": out.exit.code == Some(0),
             "exit_code": out.exit.code,
@@ -510,12 +514,7 @@ impl ProcessTool for RunLinter {
     }
 
     fn finish(&self, out: &ProcessOutput) -> Result<Value, ToolFailure> {
-        let text = format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let s = tw_core::summary::parse_lint(&text);
+        let s = tw_core::summary::parse_lint(&combined(out));
         Ok(json!({
             "clean": out.exit.code == Some(0) && s.errors == 0,
             "exit_code": out.exit.code,

@@ -20,7 +20,7 @@ use landlock::{
 };
 
 use super::sys::{self, Errno, check, cstring};
-use super::wire::{Level, Request};
+use super::wire::Request;
 use super::{At, Failure, Step, owned};
 
 /// The smallest `pid_max` the kernel accepts in a pid namespace.
@@ -451,13 +451,6 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub(crate) fn new(req: &Request) -> Result<Self, String> {
-        if req.level == Level::Standard {
-            return Ok(Self {
-                seccomp: Vec::new(),
-                read_only: Vec::new(),
-                read_write: Vec::new(),
-            });
-        }
         let mut read_only = req.read_only.clone();
         read_only.push(PathBuf::from("/proc"));
         let mut read_write = req.read_write.clone();

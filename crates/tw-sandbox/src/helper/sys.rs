@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::owned;
-use super::wire::Limits;
+use crate::process::ResourceLimits;
 
 /// An `errno` value, displayed with the system's message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +65,10 @@ pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
     }
 }
 
-pub(crate) fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
+/// Calls `op` on what is left of `buf` until all of it is written, retrying on EINTR.
+fn write_loop(mut buf: &[u8], op: impl Fn(&[u8]) -> isize) -> Result<(), Errno> {
     while !buf.is_empty() {
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        let n = op(buf);
         if n < 0 {
             let e = Errno::last();
             if e.0 == libc::EINTR {
@@ -80,20 +81,17 @@ pub(crate) fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
     Ok(())
 }
 
+pub(crate) fn write_all(fd: RawFd, buf: &[u8]) -> Result<(), Errno> {
+    write_loop(buf, |b| unsafe {
+        libc::write(fd, b.as_ptr().cast(), b.len())
+    })
+}
+
 /// Writes to a socket without raising SIGPIPE if the other end is gone.
-pub(crate) fn send_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
-    while !buf.is_empty() {
-        let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
-        if n < 0 {
-            let e = Errno::last();
-            if e.0 == libc::EINTR {
-                continue;
-            }
-            return Err(e);
-        }
-        buf = &buf[n.unsigned_abs()..];
-    }
-    Ok(())
+pub(crate) fn send_all(fd: RawFd, buf: &[u8]) -> Result<(), Errno> {
+    write_loop(buf, |b| unsafe {
+        libc::send(fd, b.as_ptr().cast(), b.len(), libc::MSG_NOSIGNAL)
+    })
 }
 
 pub(crate) fn open_dev_null() -> Result<OwnedFd, Errno> {
@@ -144,7 +142,7 @@ pub(crate) fn drop_to(uid: u32, gid: u32) -> Result<(), Errno> {
 }
 
 /// Applies each limit, never above the current hard limit.
-pub(crate) fn set_limits(l: &Limits) -> Result<(), Errno> {
+pub(crate) fn set_limits(l: &ResourceLimits) -> Result<(), Errno> {
     let wanted = [
         (libc::RLIMIT_AS, l.memory_bytes),
         (libc::RLIMIT_CPU, l.cpu_seconds),
@@ -235,6 +233,15 @@ pub(crate) fn reap_ready() -> Vec<(libc::pid_t, i32)> {
         }
         out.push((pid, st));
     }
+}
+
+/// Whether this process still has a child, running or not yet reaped.
+pub(crate) fn has_children() -> bool {
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // ECHILD means none; anything else (a child, or none exited yet) means one exists.
+    let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) };
+    r == 0
 }
 
 /// Waits for any child; `None` once there are none left.

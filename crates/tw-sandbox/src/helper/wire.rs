@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::process::ResourceLimits;
+
 /// The largest request frame the helper accepts.
 pub const MAX_REQUEST: u32 = 1 << 20;
 
@@ -28,21 +30,6 @@ pub enum Level {
     Restricted,
 }
 
-/// Resource limits, set by the helper on the tool before `exec`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Limits {
-    /// `RLIMIT_AS`, bytes.
-    pub memory_bytes: Option<u64>,
-    /// `RLIMIT_CPU`, seconds.
-    pub cpu_seconds: Option<u64>,
-    /// `RLIMIT_FSIZE`, bytes.
-    pub max_file_bytes: Option<u64>,
-    /// `RLIMIT_NOFILE`.
-    pub max_open_files: Option<u64>,
-    /// Most processes alive at once in the sandbox's pid namespace (strict and stricter).
-    pub max_processes: Option<u64>,
-}
-
 /// One run, as the runtime asks for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
@@ -55,7 +42,7 @@ pub struct Request {
     /// Working directory for the tool.
     pub cwd: PathBuf,
     /// Limits for the tool.
-    pub limits: Limits,
+    pub limits: ResourceLimits,
     /// Paths the tool may read (and execute) but not change.
     pub read_only: Vec<PathBuf>,
     /// Paths the tool may read, change and execute.

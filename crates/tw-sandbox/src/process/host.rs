@@ -17,7 +17,7 @@ use tw_core::IsolationLevel;
 
 use super::{ProcessSpec, ResourceLimits, RunOutcome, Sandbox};
 use crate::error::{Result, SandboxError};
-use crate::helper::wire::{Level, Limits, Request};
+use crate::helper::wire::{Level, Request};
 
 /// The file name of the helper executable.
 pub const HELPER_NAME: &str = "tw-sandbox-helper";
@@ -313,12 +313,9 @@ impl Host {
             program,
             argv,
             cwd: spec.cwd.clone(),
-            limits: Limits {
-                memory_bytes: limits.memory_bytes,
-                cpu_seconds: limits.cpu_seconds,
-                max_file_bytes: limits.max_file_bytes,
-                max_open_files: limits.max_open_files,
+            limits: ResourceLimits {
                 max_processes: limits.max_processes.filter(|_| confined),
+                ..limits
             },
             read_only,
             read_write,

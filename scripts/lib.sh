@@ -7,3 +7,12 @@ export PATH="$HOME/.cargo/bin:$PATH"
 cd "$REPO"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Builds the release tw-sandbox-helper statically linked: it starts once per sandboxed tool call,
+# and without the dynamic loader that start is 0.3-0.4 ms shorter. Rust can only link one binary
+# of a package statically through `cargo rustc` (rustflags apply to every crate), so the helper is
+# built on its own, after anything that builds the package's binaries the ordinary way.
+build_static_helper() {
+  log "building tw-sandbox-helper (release, statically linked)"
+  cargo rustc --locked --release -p tw-sandbox --bin tw-sandbox-helper -- -C target-feature=+crt-static
+}

@@ -6,6 +6,8 @@
 //! failure whose message carries the end of standard error, which is where programs explain
 //! themselves.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tw_core::policy::Policy;
@@ -17,8 +19,8 @@ use crate::sandboxed::{self, Launch, STDERR_IN_MESSAGE, facts, failure, tail};
 
 pub(crate) async fn run(
     launch: Launch<'_>,
-    policy: &Policy,
-    workspace: &Workspace,
+    policy: &Arc<Policy>,
+    workspace: &Arc<Workspace>,
     template: &CommandTemplate,
     limit: std::time::Duration,
     cancel: &CancellationToken,
@@ -36,7 +38,8 @@ pub(crate) async fn run(
         })?;
     let mut argv = argv.into_iter();
     let program = argv.next().unwrap_or_default();
-    let (mut spec, raised_by) = sandboxed::base_spec(policy, def, workspace, limit, program);
+    let (mut spec, raised_by) =
+        sandboxed::base_spec(policy, def, workspace, limit, program).await?;
     spec.args = argv.collect();
     spec.env = template.env.clone();
     let launch = Launch {

@@ -1121,7 +1121,7 @@ impl Runtime {
         let program = argv.next().unwrap_or_default();
         let policy = Arc::clone(&self.policy_state().policy);
         let (mut spec, raised_by) =
-            sandboxed::base_spec(&policy, def, &self.inner.workspace, limit, program);
+            sandboxed::base_spec(&policy, def, &self.inner.workspace, limit, program).await?;
         spec.args = argv.collect();
         spec.env = planned.env;
         spec.stdin = planned.stdin;

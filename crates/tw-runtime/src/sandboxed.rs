@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tw_core::policy::Policy;
-use tw_core::{ErrorCode, ToolCall, ToolDefinition, ToolError, ToolStatus};
+use tw_core::{ErrorCode, IsolationLevel, ToolCall, ToolDefinition, ToolError, ToolStatus};
+use tw_sandbox::fs::{HiddenPaths, paths_to_hide};
 use tw_sandbox::{OutputChunk, ProcessOutput, ProcessSpec, RunOutcome, Sandbox, Workspace};
 
 use crate::clock::Clock;
@@ -34,16 +35,24 @@ pub(crate) struct Launch<'a> {
     pub(crate) raised_by: Option<String>,
 }
 
+/// How many workspace entries are examined, per run, for paths that policy forbids by a
+/// pattern. Beyond it the run is refused: a partial list would leave the rest visible.
+pub(crate) const HIDE_WALK_LIMIT: usize = 200_000;
+
 /// The spec a tool's process starts from: `program` in the first workspace root, at the level
 /// policy requires, seeing the workspace read-write (read-only at restricted) minus policy's
 /// forbidden paths, with the call's limit and the definition's output cap.
-pub(crate) fn base_spec(
-    policy: &Policy,
+///
+/// Forbidden paths are hidden at strict and restricted, the levels with a filesystem view (a
+/// standard process sees the host as its uid does). Literal paths are masked as named; what a
+/// pattern such as `**/.env` matches is found by walking the workspace, off the async threads.
+pub(crate) async fn base_spec(
+    policy: &Arc<Policy>,
     def: &ToolDefinition,
-    workspace: &Workspace,
+    workspace: &Arc<Workspace>,
     limit: Duration,
     program: String,
-) -> (ProcessSpec, Option<String>) {
+) -> Result<(ProcessSpec, Option<String>), ExecFailure> {
     let needs = policy.sandbox_requirements(def);
     let roots = workspace.roots();
     let cwd = roots.first().cloned().unwrap_or_default();
@@ -60,7 +69,45 @@ pub(crate) fn base_spec(
         .filter(|p| roots.iter().any(|r| p.starts_with(r)))
         .map(Path::to_path_buf)
         .collect();
-    (spec, needs.raised_by)
+    if needs.isolation >= IsolationLevel::Strict && !needs.forbidden_patterns.is_empty() {
+        let (policy, ws, def_) = (Arc::clone(policy), Arc::clone(workspace), def.clone());
+        let walked = tokio::task::spawn_blocking(move || {
+            paths_to_hide(&ws, HIDE_WALK_LIMIT, &|path| {
+                policy.sandbox_forbids(&def_, path).is_some()
+            })
+        })
+        .await;
+        let refuse = |why: String| {
+            failure(
+                ToolStatus::SandboxError,
+                ErrorCode::SANDBOX_UNAVAILABLE,
+                format!(
+                    "policy forbids paths matching {} inside the workspace, and {why}; the \
+                     run was refused rather than show them",
+                    needs.forbidden_patterns.join(", ")
+                ),
+                Map::new(),
+            )
+        };
+        match walked {
+            Ok(Ok(HiddenPaths::Complete(found))) => {
+                for path in found {
+                    if !spec.fs.masked.contains(&path) {
+                        spec.fs.masked.push(path);
+                    }
+                }
+            }
+            Ok(Ok(HiddenPaths::TooMany { limit })) => {
+                return Err(refuse(format!(
+                    "finding them needs a walk of more than {limit} entries (narrow the \
+                     workspace, or forbid literal paths, which need no walk)"
+                )));
+            }
+            Ok(Err(e)) => return Err(refuse(format!("the workspace could not be walked: {e}"))),
+            Err(e) => return Err(refuse(format!("the walk of the workspace failed: {e}"))),
+        }
+    }
+    Ok((spec, needs.raised_by))
 }
 
 pub(crate) fn failure(

@@ -36,6 +36,7 @@ use criterion::Criterion;
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 use tw_core::IsolationLevel;
+use tw_sandbox::process::HELPER_ENV;
 use tw_sandbox::{ProcessSpec, RunOutcome, Sandbox, SandboxConfig};
 
 /// The command every case runs: as little work as a process can do, so what is measured is the
@@ -106,7 +107,7 @@ impl Bench {
             .build()
             .unwrap();
         let sandbox = Sandbox::with_config(SandboxConfig {
-            helper: Some(env!("CARGO_BIN_EXE_tw-sandbox-helper").into()),
+            helper: Some(helper_path()),
             ..SandboxConfig::default()
         });
         let workspace = tempfile::TempDir::new().unwrap();
@@ -554,6 +555,34 @@ fn memory_overhead(bench: &Bench, level: IsolationLevel, n: usize) {
     }
 }
 
+/// The helper to measure: `$TOOLWARDEN_SANDBOX_HELPER` (`scripts/bench` points it at the
+/// statically linked build that `scripts/run` installs), else the one cargo built for this bench.
+fn helper_path() -> std::path::PathBuf {
+    std::env::var_os(HELPER_ENV).map_or_else(
+        || env!("CARGO_BIN_EXE_tw-sandbox-helper").into(),
+        std::path::PathBuf::from,
+    )
+}
+
+/// Whether an ELF executable needs the dynamic loader (has a `PT_INTERP` program header).
+fn dynamically_linked(path: &Path) -> Option<bool> {
+    const PT_INTERP: u32 = 3;
+    let elf = std::fs::read(path).ok()?;
+    let word = |at: usize, n: usize| -> Option<u64> {
+        let bytes = elf.get(at..at + n)?;
+        Some(
+            bytes
+                .iter()
+                .rev()
+                .fold(0, |acc, &b| (acc << 8) | u64::from(b)),
+        )
+    };
+    let (phoff, phentsize, phnum) = (word(0x20, 8)?, word(0x36, 2)?, word(0x38, 2)?);
+    (0..phnum)
+        .map(|i| word(usize::try_from(phoff + i * phentsize).ok()?, 4))
+        .try_fold(false, |found, p| Some(found || p? == u64::from(PT_INTERP)))
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; without it (`cargo test --benches`) criterion runs each
     // case once, and the summary shrinks to a smoke run.
@@ -567,6 +596,16 @@ fn main() {
         );
     }
     let load_before = loadavg();
+    let helper = helper_path();
+    println!(
+        "spawn summary: helper: {} ({})",
+        helper.display(),
+        match dynamically_linked(&helper) {
+            Some(false) => "statically linked, as scripts/run installs it",
+            Some(true) => "dynamically linked: scripts/bench measures the static build",
+            None => "linkage unknown",
+        }
+    );
     let bench = Bench::new();
     let mut c = Criterion::default().configure_from_args();
     criterion_cases(&mut c, &bench, "spawn");

@@ -527,6 +527,11 @@ impl Sandbox {
                 w = child.wait(), if status.is_none() => {
                     let st = w.map_err(|source| SandboxError::Child { pid, source })?;
                     wall_time = start.elapsed();
+                    if level == Level::Standard && st.signal().is_some() {
+                        // The helper was killed from outside (SIGKILL, the OOM killer) before
+                        // it could stop the tool: what it started is still in its session.
+                        kill_session(pid);
+                    }
                     status = Some(st);
                     guard.armed = false;
                     drain_until = Some(Instant::now() + self.drain);
@@ -612,6 +617,37 @@ impl Sandbox {
             Some(Stop::TimedOut) => RunOutcome::TimedOut(output),
             Some(Stop::Cancelled) => RunOutcome::Cancelled(output),
         })
+    }
+}
+
+/// SIGKILLs every process in session `sid`, found through `/proc`: what a standard helper
+/// started, once the helper itself is gone. A session id is a pid that stays taken while any
+/// member lives, so nothing outside the session is reached. (Only a process that started a
+/// session of its own, which the helper would have caught as its subreaper, is missed.)
+fn kill_session(sid: u32) {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // Fields after the command name: state, ppid, pgrp, session.
+        let session = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let (_, rest) = stat.rsplit_once(") ")?;
+                rest.split(' ').nth(3)?.parse::<u32>().ok()
+            });
+        if session == Some(sid)
+            && let Some(pid) = Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+        }
     }
 }
 

@@ -14,9 +14,11 @@ pub struct SandboxRequirements {
     /// The rule that raised it (`rule NAME (file:line)`), if one did.
     pub raised_by: Option<String>,
     /// Absolute forms of the forbidden paths that are literal (no glob characters), to be
-    /// masked in the sandbox's filesystem view. Glob patterns cannot be turned into mounts
-    /// without walking the filesystem; they are still enforced on the call's arguments.
+    /// masked in the sandbox's filesystem view.
     pub forbidden_paths: Vec<String>,
+    /// The forbidden paths that are glob patterns, as written. What they match is found by
+    /// walking the sandbox's view and asking [`Policy::sandbox_forbids`] about each entry.
+    pub forbidden_patterns: Vec<String>,
 }
 
 fn is_literal(pattern: &str) -> bool {
@@ -30,6 +32,7 @@ impl Policy {
             isolation: def.constraints.isolation,
             raised_by: None,
             forbidden_paths: Vec::new(),
+            forbidden_patterns: Vec::new(),
         };
         for rule in self.rules.rules.iter().filter(|r| r.applies_to(def)) {
             if let Some(level) = rule.isolation
@@ -38,7 +41,13 @@ impl Policy {
                 req.isolation = level;
                 req.raised_by = Some(format!("rule {} ({})", rule.name, rule.source));
             }
-            for pattern in rule.forbid_written.iter().filter(|p| is_literal(p)) {
+            for pattern in &rule.forbid_written {
+                if !is_literal(pattern) {
+                    if !req.forbidden_patterns.contains(pattern) {
+                        req.forbidden_patterns.push(pattern.clone());
+                    }
+                    continue;
+                }
                 let path = normalize_path(pattern, &self.env.base, self.env.home.as_deref());
                 if !req.forbidden_paths.contains(&path) {
                     req.forbidden_paths.push(path);
@@ -46,6 +55,16 @@ impl Policy {
             }
         }
         req
+    }
+
+    /// The forbidden path pattern (as written) of a rule applying to `def` that covers `path`,
+    /// an absolute path without `.` or `..` components, if one does.
+    pub fn sandbox_forbids(&self, def: &ToolDefinition, path: &str) -> Option<&str> {
+        self.rules
+            .rules
+            .iter()
+            .filter(|r| r.applies_to(def))
+            .find_map(|r| r.forbid_paths.as_ref()?.first_match(path))
     }
 }
 
@@ -120,8 +139,19 @@ forbid_paths = ["~/.ssh", "secrets/", "**/.env", "/etc/shadow"]
                     "/ws/secrets".to_owned(),
                     "/etc/shadow".to_owned()
                 ],
+                forbidden_patterns: vec!["**/.env".to_owned()],
             }
         );
+        // Each entry of a walk is checked against the same lists the arguments are.
+        for (path, want) in [
+            ("/ws/app/.env", Some("**/.env")),
+            ("/ws/.env", Some("**/.env")),
+            ("/ws/secrets/key", Some("secrets/")),
+            ("/ws/app/.env.example", None),
+            ("/ws/src/main.rs", None),
+        ] {
+            assert_eq!(p.sandbox_forbids(&exec, path), want, "{path}");
+        }
         // A rule never lowers what the definition asks for.
         let restricted = def(
             "py",

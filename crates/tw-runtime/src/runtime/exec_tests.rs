@@ -299,3 +299,40 @@ async fn policy_raises_isolation_and_hides_forbidden_paths_from_processes() {
     assert_eq!(output(&r)["exit_code"], 0, "{r:?}");
     assert_eq!(f.facts(&r).await["isolation"], "strict");
 }
+
+#[tokio::test]
+async fn paths_forbidden_by_a_pattern_are_hidden_wherever_they_are_in_the_workspace() {
+    let f = Fixture::new(
+        "[[policy.rules]]\nname = \"secrets\"\nforbid_paths = [\"**/.env\", \"**/keys/**\"]\n",
+    )
+    .await;
+    for (path, text) in [
+        (".env", "ROOT_SECRET"),
+        ("app/.env", "APP_SECRET"),
+        ("app/.env.example", "EXAMPLE"),
+        ("deploy/keys/id", "KEY_SECRET"),
+        ("deploy/notes", "NOTES"),
+    ] {
+        let p = f.ws().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let r = f
+        .call(
+            "exec",
+            // The names are built by the shell, so only the sandbox's view can stop them.
+            json!({"command": "e=.env; k=keys; cat $e app/$e app/$e.example deploy/notes; \
+                              cat deploy/$k/id; echo leak > app/$e"}),
+        )
+        .await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    let out = output(&r);
+    // The masked files read as empty; their neighbours are untouched.
+    assert_eq!(out["stdout"], "EXAMPLENOTES");
+    // A masked file is /dev/null: what is written to it goes nowhere.
+    assert_eq!(
+        std::fs::read_to_string(f.ws().join("app/.env")).unwrap(),
+        "APP_SECRET"
+    );
+    assert_eq!(f.facts(&r).await["isolation"], "strict");
+}

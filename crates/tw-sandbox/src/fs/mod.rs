@@ -19,7 +19,7 @@ use rustix::fs::FileType;
 use serde::Serialize;
 
 pub use read::read_file;
-pub use walk::{file_search, list_directory};
+pub use walk::{HiddenPaths, file_search, list_directory, paths_to_hide};
 pub use write::{delete_file, write_file};
 
 /// What to read from a file.

@@ -899,3 +899,35 @@ fn search_for_text_spanning_a_line_break_terminates() {
         vec![hit("two.txt", 1, "a"), hit("two.txt", 3, "a")]
     );
 }
+
+#[test]
+fn paths_to_hide_finds_matches_anywhere_and_does_not_enter_hidden_directories() {
+    let f = Fixture::new();
+    f.file(".env", "a")
+        .file("app/.env", "b")
+        .file("app/main.rs", "c")
+        .file("vault/inner/.env", "d")
+        .symlink("link", "/etc");
+    let root = f.root.display().to_string();
+    let seen = std::cell::RefCell::new(Vec::new());
+    let hidden = |p: &str| {
+        seen.borrow_mut().push(p.to_owned());
+        p.ends_with("/.env") || p.ends_with("/vault")
+    };
+    let got = paths_to_hide(&f.ws, 100, &hidden).unwrap();
+    let expect: Vec<PathBuf> = [".env", "app/.env", "vault"]
+        .iter()
+        .map(|r| f.root.join(r))
+        .collect();
+    assert_eq!(got, HiddenPaths::Complete(expect));
+    let seen = seen.borrow().clone();
+    // Absolute paths; the symlink is reported, not followed; the hidden directory is not entered.
+    assert!(seen.contains(&format!("{root}/link")), "{seen:?}");
+    assert!(!seen.iter().any(|p| p.contains("/link/")), "{seen:?}");
+    assert!(!seen.iter().any(|p| p.contains("/vault/")), "{seen:?}");
+    // A walk cut short is reported as such, never as a shorter list.
+    assert_eq!(
+        paths_to_hide(&f.ws, 3, &hidden).unwrap(),
+        HiddenPaths::TooMany { limit: 3 }
+    );
+}

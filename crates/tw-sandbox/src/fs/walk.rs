@@ -1,4 +1,5 @@
-//! `list_directory` and `file_search`: walks of a directory tree that never leave it.
+//! `list_directory`, `file_search` and the search for what a sandbox must hide
+//! ([`paths_to_hide`]): walks of a directory tree that never leave it.
 //!
 //! The walk holds a descriptor per directory on its current path and opens each child directory
 //! relative to its parent's descriptor with `openat2(RESOLVE_NO_SYMLINKS)` on the single name, so
@@ -12,6 +13,7 @@ use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::PathBuf;
 
 use globset::{GlobBuilder, GlobMatcher};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
@@ -235,7 +237,58 @@ fn open_start(ws: &Workspace, path: &str) -> Result<(WsPath, OwnedFd), PathError
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flow {
     Continue,
+    /// Go on, but not into this directory.
+    Skip,
     Stop,
+}
+
+/// What [`paths_to_hide`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HiddenPaths {
+    /// Every entry was seen; these are the ones to hide (a hidden directory's contents are not
+    /// listed separately).
+    Complete(Vec<PathBuf>),
+    /// The roots hold more than the walk may visit, so the list would be incomplete.
+    TooMany {
+        /// The limit that was reached.
+        limit: usize,
+    },
+}
+
+/// The entries under the workspace roots that `hidden` asks to hide, for a sandbox to mask:
+/// every entry (dot files too; symlinks are reported, never followed) is shown to `hidden` as an
+/// absolute path, and a directory it hides is not entered. Names that are not UTF-8 are shown
+/// lossily. Gives up after `max_entries` entries, since a partial list would leave the rest
+/// visible.
+pub fn paths_to_hide(
+    ws: &Workspace,
+    max_entries: usize,
+    hidden: &dyn Fn(&str) -> bool,
+) -> Result<HiddenPaths, PathError> {
+    let mut found = Vec::new();
+    let mut seen = 0usize;
+    for root in ws.roots() {
+        let shown = root.to_string_lossy();
+        let (_, fd) = open_start(ws, &shown)?;
+        let mut too_many = false;
+        walk(fd, SEARCH_MAX_DEPTH, true, |e| {
+            seen += 1;
+            if seen > max_entries {
+                too_many = true;
+                return Flow::Stop;
+            }
+            let path = join(shown.trim_end_matches('/'), e.below);
+            if hidden(&path) {
+                found.push(PathBuf::from(path));
+                return Flow::Skip;
+            }
+            Flow::Continue
+        })?;
+        if too_many {
+            return Ok(HiddenPaths::TooMany { limit: max_entries });
+        }
+    }
+    Ok(HiddenPaths::Complete(found))
 }
 
 /// What a walk shows its visitor.
@@ -302,10 +355,11 @@ fn walk(
             below: &below,
             kind,
         };
-        if visit(&entry) == Flow::Stop {
+        let flow = visit(&entry);
+        if flow == Flow::Stop {
             return Ok(());
         }
-        if kind == EntryKind::Directory && top.depth < max_depth {
+        if flow == Flow::Continue && kind == EntryKind::Directory && top.depth < max_depth {
             let depth = top.depth + 1;
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
             // Refused (ELOOP) if the directory was swapped for a symlink since it was read.

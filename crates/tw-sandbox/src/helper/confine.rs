@@ -15,8 +15,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::sys::{self, Errno, check, cstring};
@@ -495,13 +495,9 @@ impl Plan {
             .map(|p| (p, AccessFs::from_read(abi)))
             .chain(self.read_write.iter().map(|p| (p, AccessFs::from_all(abi))));
         for (path, access) in grants {
-            // A path that does not exist grants nothing.
+            // A path that does not exist grants nothing. On a file, the rights that only
+            // directories have are dropped by the crate (best-effort compatibility).
             let Ok(fd) = PathFd::new(path) else { continue };
-            let access: BitFlags<AccessFs> = if path.is_dir() {
-                access
-            } else {
-                access & AccessFs::from_file(abi)
-            };
             ruleset = ruleset
                 .add_rule(PathBeneath::new(fd, access))
                 .map_err(unavailable)?;

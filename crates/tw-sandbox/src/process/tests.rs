@@ -580,3 +580,24 @@ async fn invalid_environment_names_are_refused() {
         .unwrap_err();
     assert!(matches!(e, SandboxError::InvalidSpec(_)), "{e:?}");
 }
+
+// Multi-threaded: the test blocks its thread while it waits for the pid files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standard_tool_dies_with_its_helper_when_the_helper_is_killed_from_outside() {
+    let dir = TempDir::new().unwrap();
+    let script = "echo $PPID > helper; sleep 30 & echo $! > grandchild; echo $$ > tool; wait";
+    let run = tokio::spawn(run(sh(&dir, script)));
+    let helper = read_pid(&dir, "helper");
+    let (tool, grandchild) = (read_pid(&dir, "tool"), read_pid(&dir, "grandchild"));
+    let helper_pid = rustix::process::Pid::from_raw(i32::try_from(helper).unwrap()).unwrap();
+    rustix::process::kill_process(helper_pid, rustix::process::Signal::KILL).unwrap();
+    let t = StdInstant::now();
+    let outcome = run.await.unwrap();
+    assert_eq!(
+        outcome.output().exit.signal,
+        Some(libc::SIGKILL),
+        "{outcome:?}"
+    );
+    assert!(dies(tool) && dies(grandchild));
+    assert!(t.elapsed() < Duration::from_secs(5));
+}

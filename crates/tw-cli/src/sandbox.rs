@@ -50,6 +50,12 @@ fn render(d: &Doctor) -> String {
     ]);
     facts.row(vec!["user namespaces".into(), d.user_namespaces.clone()]);
     facts.row(vec![
+        "tree limits".into(),
+        match &d.tree_limits {
+            Ok(s) | Err(s) => s.clone(),
+        },
+    ]);
+    facts.row(vec![
         "bubblewrap".into(),
         d.bubblewrap.as_ref().map_or("not installed".into(), |p| {
             format!("{} (not used; for comparison)", p.display())

@@ -144,6 +144,9 @@ pub(crate) fn facts(out: &ProcessOutput, raised_by: Option<&str>) -> Map<String,
     if let Some(rule) = raised_by {
         m.insert("isolation_raised_by".into(), json!(rule));
     }
+    if out.metrics.oom_kills > 0 {
+        m.insert("oom_kills".into(), json!(out.metrics.oom_kills));
+    }
     if out.metrics.killed_leftovers > 0 {
         m.insert(
             "killed_leftovers".into(),

@@ -20,6 +20,7 @@
 // tw-sandbox is the one crate that spawns processes.
 #![allow(clippy::disallowed_methods)]
 
+mod cgroup;
 mod host;
 
 pub use host::{DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
@@ -205,10 +206,14 @@ pub struct RunMetrics {
     pub wall_time: Duration,
     /// User plus system CPU time of every process of the run, when the helper could report it.
     pub cpu_time: Option<Duration>,
-    /// The largest resident set any single process reached, bytes.
+    /// The most memory the run held at once, bytes: the whole tree's (page cache it caused
+    /// included) where runs get cgroups, else the largest resident set of any one process.
     pub peak_memory_bytes: Option<u64>,
     /// Processes the tool left running, which were killed when it ended.
     pub killed_leftovers: u32,
+    /// Processes the kernel killed because the run's tree reached its memory cap (only where
+    /// runs get cgroups; a single process meets its rlimit as a failed allocation instead).
+    pub oom_kills: u64,
 }
 
 /// Everything known about a finished (or stopped) child.
@@ -402,6 +407,7 @@ impl Sandbox {
                 cpu_time: None,
                 peak_memory_bytes: None,
                 killed_leftovers: 0,
+                oom_kills: 0,
             },
         };
         if cancel.is_cancelled() {
@@ -458,6 +464,26 @@ impl Sandbox {
         let mut guard = HelperGuard {
             pid: helper_pid,
             armed: true,
+        };
+        // Into the run's cgroups before it reads its request, so before it starts anything.
+        let cgroup = match self.host.cgroups() {
+            None => None,
+            Some(c) => {
+                let limits = host::Host::limits(&spec, level);
+                let made = c
+                    .take(
+                        limits.memory_bytes,
+                        limits.max_processes,
+                        if level == Level::Standard { 1 } else { 2 },
+                    )
+                    .and_then(|cg| cg.enter(pid).map(|()| cg));
+                Some(made.map_err(|e| SandboxError::Setup {
+                    level: spec.isolation,
+                    step:
+                        "making the run's cgroups (its tree's memory and process caps)".to_owned(),
+                    error: e.to_string(),
+                })?)
+            }
         };
         tracing::debug!(pid, sandbox_id, program = %program.display(), "spawned sandbox helper");
 
@@ -611,6 +637,15 @@ impl Sandbox {
             output.metrics.cpu_time = Some(Duration::from_micros(f.cpu_time_us));
             output.metrics.peak_memory_bytes = Some(f.peak_memory_bytes);
             output.metrics.killed_leftovers = f.killed_leftovers;
+        }
+        if let Some(cg) = cgroup {
+            if let Some(peak) = cg.peak_memory() {
+                output.metrics.peak_memory_bytes = Some(peak);
+            }
+            output.metrics.oom_kills = cg.oom_kills();
+            if let Some(c) = self.host.cgroups() {
+                c.give_back(cg);
+            }
         }
         Ok(match stop {
             None => RunOutcome::Exited(output),

@@ -34,7 +34,6 @@ pub mod wire;
 
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use self::sys::{Errno, check};
@@ -274,22 +273,20 @@ fn spawn_tool(req: &Request, stdin: &OwnedFd) -> Result<libc::pid_t, Message> {
             .apply()
             .map_err(setup)?;
     }
-    let stdin = stdin.try_clone().at("passing stdin").map_err(setup)?;
-    let mut cmd = std::process::Command::new(&req.program);
-    if let Some(arg0) = req.argv.first() {
-        cmd.arg0(arg0);
-    }
-    cmd.args(req.argv.iter().skip(1))
-        .stdin(std::process::Stdio::from(stdin))
-        .process_group(0);
-    match cmd.spawn() {
-        Ok(child) => libc::pid_t::try_from(child.id())
-            .map_err(|_| setup(Failure::new("starting the tool", "the pid does not fit"))),
-        Err(e) => Err(Message::ExecFailed {
-            errno: e.raw_os_error().unwrap_or(libc::EIO),
-            error: format!("cannot execute {}: {e}", req.program.to_string_lossy()),
-        }),
-    }
+    let argv0 = [req.program.to_string_lossy().into_owned()];
+    let argv = if req.argv.is_empty() {
+        &argv0[..]
+    } else {
+        &req.argv[..]
+    };
+    sys::spawn(&req.program, argv, stdin.as_raw_fd()).map_err(|e| Message::ExecFailed {
+        errno: e.0,
+        error: format!(
+            "cannot execute {}: {}",
+            req.program.to_string_lossy(),
+            io::Error::from_raw_os_error(e.0)
+        ),
+    })
 }
 
 /// How leftovers are found and stopped.

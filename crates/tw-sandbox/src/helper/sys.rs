@@ -410,3 +410,72 @@ pub(crate) fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> std::io::Result<(usi
 pub(crate) fn setns(fd: RawFd, nstype: libc::c_int) -> Result<(), Errno> {
     check(unsafe { libc::setns(fd, nstype) }).map(drop)
 }
+
+/// Starts `program` (an absolute path) with `argv` and this process's environment, standard
+/// input from `stdin`, in a process group of its own, with no signal blocked and every signal
+/// at its default action. The helper blocks the signals it waits for, and whoever started
+/// Toolwarden may have ignored some (SIGXFSZ, SIGPIPE); a tool that inherited either would
+/// behave differently (a shell's `wait` would never wake; a file-size limit would be an error
+/// instead of a kill). It is `posix_spawn`, so no copy of this process is made. Returns the
+/// pid, or the errno of the failed `exec`.
+pub(crate) fn spawn(program: &Path, argv: &[String], stdin: RawFd) -> Result<libc::pid_t, Errno> {
+    let path = cstring(program)?;
+    let args = argv.iter().map(cstring).collect::<Result<Vec<_>, _>>()?;
+    let mut ptrs: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    ptrs.push(std::ptr::null_mut());
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        let nz = |r: libc::c_int| if r == 0 { Ok(()) } else { Err(Errno(r)) };
+        nz(libc::posix_spawnattr_init(&mut attr))?;
+        if let Err(e) = nz(libc::posix_spawn_file_actions_init(&mut actions)) {
+            libc::posix_spawnattr_destroy(&mut attr);
+            return Err(e);
+        }
+        let empty = sigset(&[]);
+        let mut defaults: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut defaults);
+        let flags = libc::POSIX_SPAWN_SETSIGMASK
+            | libc::POSIX_SPAWN_SETSIGDEF
+            | libc::POSIX_SPAWN_SETPGROUP;
+        let result = nz(libc::posix_spawnattr_setsigmask(&mut attr, &empty))
+            .and_then(|()| nz(libc::posix_spawnattr_setsigdefault(&mut attr, &defaults)))
+            .and_then(|()| nz(libc::posix_spawnattr_setpgroup(&mut attr, 0)))
+            .and_then(|()| {
+                nz(libc::posix_spawnattr_setflags(
+                    &mut attr,
+                    flags as libc::c_short,
+                ))
+            })
+            .and_then(|()| {
+                nz(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions,
+                    stdin,
+                    0,
+                ))
+            })
+            .and_then(|()| {
+                let mut pid: libc::pid_t = 0;
+                nz(libc::posix_spawn(
+                    &mut pid,
+                    path.as_ptr(),
+                    &actions,
+                    &attr,
+                    ptrs.as_ptr(),
+                    environ(),
+                ))
+                .map(|()| pid)
+            });
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        result
+    }
+}
+
+/// This process's environment, as `execve` takes it.
+fn environ() -> *const *mut libc::c_char {
+    unsafe extern "C" {
+        static environ: *const *mut libc::c_char;
+    }
+    unsafe { environ }
+}

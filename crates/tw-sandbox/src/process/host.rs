@@ -8,6 +8,7 @@
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,7 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 use tw_core::IsolationLevel;
 
+use super::cgroup::Cgroups;
 use super::{ProcessSpec, ResourceLimits, RunOutcome, Sandbox};
 use crate::error::{Result, SandboxError};
 use crate::helper::wire::{Level, Request};
@@ -124,6 +126,9 @@ pub struct Doctor {
     pub user_namespaces: String,
     /// Debian's bubblewrap, if installed (not used by Toolwarden; shown for comparison).
     pub bubblewrap: Option<PathBuf>,
+    /// Where each run's memory and process caps over its whole tree live (cgroup v1), or why
+    /// the caps are per process only.
+    pub tree_limits: std::result::Result<String, String>,
     /// Each level's status.
     pub levels: Vec<LevelSupport>,
     /// The escape self-test, case by case (empty when strict could not be built).
@@ -147,6 +152,8 @@ pub(crate) struct Host {
     shared: OnceCell<Option<SharedNamespaces>>,
     /// The seccomp program, built once (an error makes strict unavailable).
     seccomp: std::result::Result<Vec<u64>, String>,
+    /// The parents of the runs' cgroups, where runs can have their own.
+    cgroups: Option<Arc<Cgroups>>,
 }
 
 impl Host {
@@ -173,6 +180,19 @@ impl Host {
             strict: OnceCell::new(),
             shared: OnceCell::new(),
             seccomp: crate::helper::compiled_seccomp(),
+            cgroups: Cgroups::detect().map(Arc::new),
+        }
+    }
+
+    pub(crate) fn cgroups(&self) -> Option<&Arc<Cgroups>> {
+        self.cgroups.as_ref()
+    }
+
+    /// The limits a run at `level` gets: the spec's, tightened at restricted.
+    pub(crate) fn limits(spec: &ProcessSpec, level: Level) -> ResourceLimits {
+        match level {
+            Level::Restricted => spec.limits.min(ResourceLimits::restricted()),
+            _ => spec.limits,
         }
     }
 
@@ -264,6 +284,17 @@ impl Host {
                 .iter()
                 .map(PathBuf::from)
                 .find(|p| p.exists()),
+            tree_limits: match &self.cgroups {
+                Some(c) => Ok(c.describe()),
+                None if !self.root => {
+                    Err("per process only (rlimits): cgroups need root".to_owned())
+                }
+                None => Err(
+                    "per process only (rlimits): the cgroup v1 memory and pids hierarchies are \
+                     not mounted or not writable"
+                        .to_owned(),
+                ),
+            },
             levels,
             self_test: self
                 .strict
@@ -300,10 +331,7 @@ impl Host {
         if confined {
             read_only.extend(self.system_read.iter().cloned());
         }
-        let limits = match level {
-            Level::Restricted => spec.limits.min(ResourceLimits::restricted()),
-            _ => spec.limits,
-        };
+        let limits = Self::limits(spec, level);
         let mut argv = Vec::with_capacity(spec.args.len() + 1);
         argv.push(spec.program.clone());
         argv.extend(spec.args.iter().cloned());

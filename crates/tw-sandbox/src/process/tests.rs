@@ -601,3 +601,106 @@ async fn a_standard_tool_dies_with_its_helper_when_the_helper_is_killed_from_out
     assert!(dies(tool) && dies(grandchild));
     assert!(t.elapsed() < Duration::from_secs(5));
 }
+
+/// Whether this host gives runs cgroups of their own (as root, with cgroup v1 mounted).
+async fn tree_limits() -> bool {
+    let doctor = Sandbox::new().doctor().await;
+    // Root on a host with the v1 hierarchies (like the machines this is built on) must get them.
+    if rustix::process::geteuid().is_root()
+        && std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists()
+    {
+        assert!(doctor.tree_limits.is_ok(), "{:?}", doctor.tree_limits);
+    }
+    doctor.tree_limits.is_ok()
+}
+
+#[tokio::test]
+async fn the_process_cap_counts_the_whole_tree_exactly() {
+    let dir = TempDir::new().unwrap();
+    let script = "import os, time\nn = 0\nfor _ in range(10):\n    try:\n        pid = os.fork()\n    \
+                  except OSError:\n        break\n    if pid == 0:\n        time.sleep(3)\n        \
+                  os._exit(0)\n    n += 1\nprint(n)\n";
+    let exact = tree_limits().await;
+    for level in [IsolationLevel::Standard, IsolationLevel::Strict] {
+        let mut s = spec(&dir, "python3", &["-c", script]);
+        s.isolation = level;
+        s.limits.max_processes = Some(5);
+        let out = run(s).await;
+        let forked: u32 = String::from_utf8_lossy(&out.output().stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{out:?}"));
+        if exact {
+            // Python itself and four children make five.
+            assert_eq!(forked, 4, "{level}: {out:?}");
+        } else {
+            assert!(forked < 10 || level == IsolationLevel::Standard, "{level}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_memory_cap_holds_for_the_whole_tree() {
+    if !tree_limits().await {
+        // Per-process limits only: each process is held to its rlimit instead, which
+        // memory_limit_stops_a_large_allocation covers.
+        return;
+    }
+    let dir = TempDir::new().unwrap();
+    // Four processes touching 60 MiB each: every one is within the per-process limit, the tree
+    // is not.
+    let one = "python3 -c \"import time; b = b'x' * (60 << 20); time.sleep(2)\"";
+    let script = format!("for i in 1 2 3 4; do {one} & done; wait; echo done");
+    let sandbox = Sandbox::new();
+    for level in [IsolationLevel::Standard, IsolationLevel::Strict] {
+        let mut s = sh(&dir, &script);
+        s.isolation = level;
+        s.limits.memory_bytes = Some(128 * 1024 * 1024);
+        let t = StdInstant::now();
+        let out = run_with(&sandbox, s).await;
+        // The survivors finish (the shell's `wait` sees its children die).
+        assert!(matches!(out, RunOutcome::Exited(_)), "{level}: {out:?}");
+        assert_eq!(out.output().stdout, b"done\n", "{level}");
+        assert!(t.elapsed() < Duration::from_secs(10), "{level}");
+        let m = &out.output().metrics;
+        assert!(m.oom_kills >= 1, "{level}: {out:?}");
+        let peak = m.peak_memory_bytes.unwrap();
+        assert!(peak <= 130 * 1024 * 1024, "{level}: peak {peak}");
+        assert!(peak >= 60 * 1024 * 1024, "{level}: peak {peak}");
+        // The next run (likely in the same cgroups, recycled) starts from nothing.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut s = sh(&dir, "true");
+        s.isolation = level;
+        s.limits.memory_bytes = Some(128 * 1024 * 1024);
+        let next = run_with(&sandbox, s).await;
+        let m = &next.output().metrics;
+        assert_eq!(m.oom_kills, 0, "{level}: {next:?}");
+        let peak = m.peak_memory_bytes.unwrap();
+        assert!(
+            peak < 16 * 1024 * 1024,
+            "{level}: peak {peak} after a recycled cgroup"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_tool_starts_with_no_signal_blocked_and_default_dispositions() {
+    let dir = TempDir::new().unwrap();
+    // glibc reserves signals 32 and 33 for itself and hands them to every program it starts
+    // ignored; the rest must be as a fresh process has them.
+    const GLIBC_INTERNAL: u64 = (1 << 31) | (1 << 32);
+    for level in [IsolationLevel::Standard, IsolationLevel::Strict] {
+        let mut s = sh(&dir, "grep -E '^(SigBlk|SigIgn):' /proc/self/status");
+        s.isolation = level;
+        let out = run(s).await;
+        let text = String::from_utf8_lossy(&out.output().stdout).into_owned();
+        let mask = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .unwrap_or_else(|| panic!("{level}: no {name} in {text:?}"))
+        };
+        assert_eq!(mask("SigBlk:"), 0, "{level}: {text}");
+        assert_eq!(mask("SigIgn:") & !GLIBC_INTERNAL, 0, "{level}: {text}");
+    }
+}

@@ -8,10 +8,16 @@ use std::path::Path;
 fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     BTreeMap::from([
         ("tw-core", &[][..]),
+        ("tw-protocol", &[][..]),
         ("tw-store", &["tw-core"][..]),
         ("tw-sandbox", &["tw-core"][..]),
         ("tw-runtime", &["tw-core", "tw-store", "tw-sandbox"][..]),
         ("tw-cli", &["tw-core", "tw-runtime", "tw-store"][..]),
+        (
+            "tw-desktop",
+            &["tw-core", "tw-protocol", "tw-runtime", "tw-store"][..],
+        ),
+        ("tw-ui", &["tw-protocol"][..]),
         (
             "tw-tests",
             &["tw-core", "tw-store", "tw-runtime", "tw-sandbox"][..],
@@ -35,7 +41,11 @@ fn workspace_deps(manifest: &Path) -> (String, Vec<String>) {
 #[test]
 fn crate_dependencies_follow_architecture_md() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let mut manifests = vec![root.join("tests/Cargo.toml")];
+    let mut manifests = vec![
+        root.join("tests/Cargo.toml"),
+        root.join("src-tauri/Cargo.toml"),
+        root.join("ui/Cargo.toml"),
+    ];
     for entry in std::fs::read_dir(root.join("crates")).unwrap() {
         manifests.push(entry.unwrap().path().join("Cargo.toml"));
     }
@@ -58,5 +68,5 @@ fn crate_dependencies_follow_architecture_md() {
         }
     }
     assert!(violations.is_empty(), "{violations:#?}");
-    assert!(seen.len() >= 6, "found only {seen:?}");
+    assert!(seen.len() >= 9, "found only {seen:?}");
 }

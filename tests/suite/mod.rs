@@ -9,3 +9,4 @@ mod policy;
 mod sandbox;
 mod statuses;
 mod support;
+mod tool_switches;

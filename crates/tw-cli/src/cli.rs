@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use tw_core::LicenseTier;
 
 /// Toolwarden: the governed runtime between AI agents and the tools they run.
 ///
@@ -49,7 +50,7 @@ pub(crate) struct Global {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// List, inspect, export, add and remove tools.
+    /// List, inspect, export, add and remove tools; switch them off and on per license tier.
     #[command(subcommand)]
     Tools(ToolsCommand),
     /// Call one tool and print its result as JSON.
@@ -124,6 +125,27 @@ pub(crate) enum ToolsCommand {
         /// Tool name.
         name: String,
     },
+    /// Switch a tool off for license tiers, for every process on this data directory; recorded
+    /// in `audit changes`.
+    Disable(SwitchArgs),
+    /// Switch a tool back on for license tiers.
+    Enable(SwitchArgs),
+}
+
+/// Which tool `tools disable` and `tools enable` switch, and for which tiers.
+#[derive(Debug, Args)]
+pub(crate) struct SwitchArgs {
+    /// Tool name.
+    pub name: String,
+    /// A license tier: core, pro, teams or enterprise; repeat for several. Default: the tier
+    /// this installation runs.
+    #[arg(long = "tier", value_name = "TIER", value_parser = tier)]
+    pub tiers: Vec<LicenseTier>,
+}
+
+/// Parses a license tier for clap, so a bad one is a usage error that names the flag.
+fn tier(s: &str) -> Result<LicenseTier, String> {
+    s.parse()
 }
 
 /// Export dialects.
@@ -268,13 +290,13 @@ pub(crate) enum AuditCommand {
         json: bool,
     },
     /// Administrative changes, newest first: mode switches, policy reloads (with what changed),
-    /// grants given and revoked.
+    /// grants given and revoked, tools switched off and on.
     Changes {
         /// From this time: RFC 3339 or a duration ago.
         #[arg(long)]
         since: Option<String>,
         /// Only this kind (mode_changed, policy_reloaded, policy_reload_failed, grant_created,
-        /// grant_revoked).
+        /// grant_revoked, tool_disabled, tool_enabled).
         #[arg(long)]
         kind: Option<String>,
         /// Most changes shown.

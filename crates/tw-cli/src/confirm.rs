@@ -15,7 +15,7 @@ use crate::setup::Context;
 use crate::table::Table;
 
 /// Who is answering: the person at the terminal.
-fn actor(ctx: &Context) -> String {
+pub(crate) fn actor(ctx: &Context) -> String {
     ctx.caller
         .user
         .clone()

@@ -1,13 +1,13 @@
-//! `toolwarden tools ...`: discovery, inspection with the policy explanation, export for agents, and
-//! managing custom tools.
+//! `toolwarden tools ...`: discovery, inspection with the policy explanation, export for agents,
+//! managing custom tools, and switching tools off and on per license tier.
 
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::json;
 use tw_core::export::{ExportFormat, export_tools};
-use tw_core::{Caller, Decision, DefinitionFormat, ToolFilter, load_tool_specs};
-use tw_runtime::Runtime;
+use tw_core::{Caller, CoreError, Decision, DefinitionFormat, ToolFilter, load_tool_specs};
+use tw_runtime::{Runtime, RuntimeError};
 
-use crate::cli::{Format, ListArgs, ToolsCommand};
+use crate::cli::{Format, ListArgs, SwitchArgs, ToolsCommand};
 use crate::setup::Context;
 use crate::table::Table;
 
@@ -23,7 +23,46 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ToolsCommand) -> anyho
             println!("removed custom tool {name}");
             Ok(0)
         }
+        ToolsCommand::Disable(args) => switch(rt, ctx, args, false).await,
+        ToolsCommand::Enable(args) => switch(rt, ctx, args, true).await,
     }
+}
+
+/// `tools disable|enable`: one line per tier saying what changed (or that nothing did). Tiers
+/// were checked by clap, and an unknown tool is refused before any tier is switched.
+async fn switch(rt: &Runtime, ctx: &Context, a: SwitchArgs, enabled: bool) -> anyhow::Result<u8> {
+    let mut tiers = a.tiers;
+    tiers.sort();
+    tiers.dedup();
+    if tiers.is_empty() {
+        tiers.push(rt.tier());
+    }
+    let actor = crate::confirm::actor(ctx);
+    for tier in tiers {
+        match rt.set_tool_enabled(&a.name, tier, enabled, &actor).await {
+            Ok(outcome) => println!("{outcome}"),
+            Err(RuntimeError::Core(e @ CoreError::UnknownTool(_))) => {
+                // A usage error (exit 2), like an unknown tier.
+                eprintln!("error: {e} (see `toolwarden tools list`)");
+                return Ok(2);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(0)
+}
+
+/// The tiers a tool is switched off for, as `tools list` shows them (`-`: none).
+fn off_for(rt: &Runtime, tool: &str) -> String {
+    let tiers = rt.disabled_tiers(tool);
+    if tiers.is_empty() {
+        return "-".to_owned();
+    }
+    tiers
+        .iter()
+        .map(|t| t.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn parse<T: std::str::FromStr<Err = String>>(v: Option<String>) -> anyhow::Result<Option<T>> {
@@ -53,6 +92,7 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
                     "license_tier": t.definition.license_tier,
                     "requires_confirmation": t.definition.requires_confirmation,
                     "policy": rt.tool_decision(t.definition.name.as_str(), caller).map(|d| d.decision),
+                    "disabled_tiers": rt.disabled_tiers(t.definition.name.as_str()),
                     "description": t.definition.description,
                 })
             })
@@ -68,6 +108,7 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
         "RISK",
         "TIER",
         "POLICY",
+        "OFF FOR",
         "DESCRIPTION",
     ]);
     for t in &tools {
@@ -83,6 +124,7 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
             d.risk_level.to_string(),
             d.license_tier.to_string(),
             policy,
+            off_for(rt, d.name.as_str()),
             d.description.clone(),
         ]);
     }
@@ -109,6 +151,7 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
                     }
                 },
                 "policy": explanation,
+                "switched_off": rt.tier_switches(name),
             }))?
         );
         return Ok(0);
@@ -140,6 +183,14 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
     );
     if let tw_runtime::ToolKind::Custom(cmd) = &tool.kind {
         println!("  command: {}", cmd.argv().collect::<Vec<_>>().join(" "));
+    }
+    let switches = rt.tier_switches(name);
+    if !switches.is_empty() {
+        let shown: Vec<String> = switches
+            .iter()
+            .map(|s| format!("{} (by {} at {})", s.tier, s.by, s.at_rfc3339()))
+            .collect();
+        println!("  switched off for: {}", shown.join(", "));
     }
     if let Some(p) = explanation {
         println!(

@@ -93,6 +93,7 @@ fn bench(c: &mut Criterion) {
         argv: None,
         requires_confirmation: false,
         disabled: None,
+        switched_off: None,
     };
     let cases = [
         ("read_file", request(&read, &read_args)),

@@ -17,6 +17,7 @@ pub mod paths;
 pub mod policy;
 pub mod runtime;
 mod sandboxed;
+pub mod switches;
 
 pub use batch::BatchMode;
 pub use clock::{Clock, FixedClock, SystemClock};
@@ -28,4 +29,5 @@ pub use policy::PolicyLoadError;
 pub use runtime::{
     DATABASE_FILE, MODE_SETTING, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id,
 };
+pub use switches::ToolSwitchOutcome;
 pub use tw_sandbox::Doctor as SandboxDoctor;

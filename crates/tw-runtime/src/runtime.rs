@@ -55,11 +55,13 @@ use crate::error::{Result, RuntimeError};
 use crate::events::{EventBus, EventKind, ExecutionEvent};
 use crate::policy::PolicyWatcher;
 use crate::sandboxed;
+use crate::switches::Switches;
 
 /// The setting that holds the operational mode, shared by every process on the data directory.
 pub const MODE_SETTING: &str = "mode";
 
-/// How often a runtime re-reads settings another process may have changed (the mode).
+/// How often a runtime re-reads settings another process may have changed (the mode, the tools
+/// switched off per tier).
 pub const SETTINGS_REFRESH: Duration = Duration::from_secs(1);
 
 /// How a registered tool runs.
@@ -131,6 +133,8 @@ pub(crate) struct PolicyState {
     overrides: std::collections::BTreeMap<String, ToolOverride>,
     tier: LicenseTier,
     mode: OperationalMode,
+    /// Tools switched off per tier (`crate::switches`).
+    pub(crate) switches: Arc<Switches>,
 }
 
 impl PolicyState {
@@ -140,6 +144,7 @@ impl PolicyState {
             overrides: self.overrides.clone(),
             tier: self.tier,
             mode: self.mode,
+            switches: Arc::clone(&self.switches),
         };
         f(&mut next);
         next
@@ -164,6 +169,8 @@ pub(crate) struct Inner {
     /// Position of each custom tool among the custom tools, by registration.
     custom_ranks: RwLock<HashMap<String, usize>>,
     watcher: Mutex<Option<PolicyWatcher>>,
+    /// Orders re-reads of the tool switches against this process's own switches.
+    pub(crate) switches_sync: tokio::sync::Mutex<()>,
 }
 
 /// The governed tool runtime. Cheap to clone; clones share everything.
@@ -251,6 +258,7 @@ impl Runtime {
             Some(s) => s.value.parse().unwrap_or(config.mode),
             None => config.mode,
         };
+        let switches = Switches::from_rows(store.tool_switches().await?);
 
         let registry = ToolRegistry::new();
         for tool in builtins::all() {
@@ -284,6 +292,7 @@ impl Runtime {
                     overrides: config.tools.clone(),
                     tier: config.license_tier,
                     mode,
+                    switches: Arc::new(switches),
                 })),
                 store,
                 events: EventBus::new(),
@@ -297,6 +306,7 @@ impl Runtime {
                 config_file: config.source.clone(),
                 custom_ranks: RwLock::new(HashMap::new()),
                 watcher: Mutex::new(None),
+                switches_sync: tokio::sync::Mutex::new(()),
             }),
         };
         rt.refresh_custom_ranks().await?;
@@ -330,7 +340,8 @@ impl Runtime {
         self.inner.clock.now_us()
     }
 
-    /// Re-reads settings other processes may change (the mode) while this runtime lives.
+    /// Re-reads settings other processes may change (the mode, the tool switches) while this
+    /// runtime lives.
     fn spawn_settings_refresh(&self) {
         let weak = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
@@ -348,11 +359,14 @@ impl Runtime {
                     tracing::info!(%mode, by = %setting.updated_by, "operational mode changed by another process");
                     rt.swap_state(|s| s.mode = mode);
                 }
+                if let Err(e) = rt.refresh_switches().await {
+                    tracing::warn!(error = %e, "the tool switches could not be re-read");
+                }
             }
         });
     }
 
-    fn swap_state(&self, f: impl FnOnce(&mut PolicyState)) {
+    pub(crate) fn swap_state(&self, f: impl FnOnce(&mut PolicyState)) {
         let mut guard = self
             .inner
             .policy
@@ -711,6 +725,7 @@ impl Runtime {
         let disabled = overrides
             .filter(|o| o.enabled == Some(false))
             .map(|_| RuleRef::new(format!("[tools.{name}] enabled = false"), "configuration"));
+        let switched_off = state.switches.get(name, state.tier);
         let requires_confirmation = overrides
             .and_then(|o| o.requires_confirmation)
             .unwrap_or(def.requires_confirmation);
@@ -730,6 +745,7 @@ impl Runtime {
                 argv,
                 requires_confirmation,
                 disabled,
+                switched_off,
             },
         )
     }
@@ -1475,5 +1491,7 @@ impl Drop for Running<'_> {
 mod exec_tests;
 #[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+mod switch_tests;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! Toolwarden's durable state in one SQLite file: the append-only audit log, written by a single
 //! group-commit writer, the persisted custom tools, and what the policy engine must share between
 //! processes and keep across restarts: settings, the append-only admin log, confirmation
-//! requests, grants and rate-limit counts.
+//! requests, grants, rate-limit counts and the tools switched off per license tier.
 //!
 //! The file runs in WAL mode so readers (the CLI, the desktop app's log viewer) never block the
 //! writer. Every write goes through the one write connection the audit writer holds (see
@@ -17,6 +17,7 @@ mod query;
 mod rate;
 mod record;
 mod settings;
+mod switches;
 mod tools;
 mod writer;
 
@@ -41,6 +42,7 @@ pub use query::{AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, UsageReport,
 pub use rate::{RateCheck, RateOutcome, RateWindow};
 pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest};
 pub use settings::Setting;
+pub use switches::{SwitchChange, SwitchOutcome, ToolSwitchRow};
 pub use tools::StoredTool;
 
 use record::Encoded;
@@ -274,6 +276,25 @@ impl Store {
     /// `cursor`; a page shorter than `limit` is the last.
     pub async fn admin_events(&self, q: &AdminQuery) -> Result<Vec<AdminEventRow>> {
         admin::list(&self.inner.pool, q).await
+    }
+
+    /// Every tool switched off for a tier, by tool and then tier.
+    pub async fn tool_switches(&self) -> Result<Vec<ToolSwitchRow>> {
+        switches::list(&self.inner.pool).await
+    }
+
+    /// Switches a tool on or off for one tier, atomically across processes, and appends `event`
+    /// to the admin log in the same transaction if (and only if) that changed anything.
+    pub async fn switch_tool(
+        &self,
+        change: &SwitchChange,
+        event: &AdminEvent,
+    ) -> Result<SwitchOutcome> {
+        let details = admin::encode(event)?;
+        self.inner
+            .writer
+            .transaction(async |conn| switches::apply(conn, change, event, details).await)
+            .await
     }
 
     /// Holds a call for approval.

@@ -970,3 +970,120 @@ async fn every_window_of_every_key_must_have_room_or_nothing_is_counted() {
     );
     store.close().await;
 }
+
+#[tokio::test]
+async fn tool_switches_are_shared_atomic_with_their_admin_entry_and_no_ops_write_nothing() {
+    use tw_core::LicenseTier::{Enterprise, Pro};
+    let dir = tempfile::tempdir().unwrap();
+    let cli = open(&dir).await;
+    let desktop = open(&dir).await;
+    let change = |tool: &str, tier, enabled, by: &str, at| SwitchChange {
+        tool: tool.to_owned(),
+        tier,
+        enabled,
+        by: by.to_owned(),
+        at,
+    };
+    let event = |summary: &str| AdminEvent {
+        at: T0,
+        actor: "ann".to_owned(),
+        kind: "tool_disabled".to_owned(),
+        summary: summary.to_owned(),
+        details: json!({}),
+    };
+    let row = |tool: &str, tier, at, by: &str| ToolSwitchRow {
+        tool: tool.to_owned(),
+        tier,
+        disabled_at: at,
+        disabled_by: by.to_owned(),
+    };
+    let off = cli
+        .switch_tool(&change("exec", Pro, false, "ann", T0), &event("1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        off,
+        SwitchOutcome {
+            changed: true,
+            off: Some(row("exec", Pro, T0, "ann")),
+        }
+    );
+    // Already off: nothing changes and nothing is logged; the earlier switch is reported.
+    let again = desktop
+        .switch_tool(&change("exec", Pro, false, "bob", T0 + 5), &event("2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        SwitchOutcome {
+            changed: false,
+            off: Some(row("exec", Pro, T0, "ann")),
+        }
+    );
+    desktop
+        .switch_tool(
+            &change("exec", Enterprise, false, "bob", T0 + 6),
+            &event("3"),
+        )
+        .await
+        .unwrap();
+    desktop
+        .switch_tool(&change("echo", Pro, false, "bob", T0 + 7), &event("4"))
+        .await
+        .unwrap();
+    assert_eq!(
+        cli.tool_switches().await.unwrap(),
+        vec![
+            row("echo", Pro, T0 + 7, "bob"),
+            row("exec", Pro, T0, "ann"),
+            row("exec", Enterprise, T0 + 6, "bob"),
+        ]
+    );
+    let on = cli
+        .switch_tool(&change("exec", Pro, true, "ann", T0 + 8), &event("5"))
+        .await
+        .unwrap();
+    assert_eq!(on, off.clone());
+    let on_again = cli
+        .switch_tool(&change("exec", Pro, true, "ann", T0 + 9), &event("6"))
+        .await
+        .unwrap();
+    assert_eq!(
+        on_again,
+        SwitchOutcome {
+            changed: false,
+            off: None
+        }
+    );
+    let logged: Vec<String> = desktop
+        .admin_events(&AdminQuery::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.summary)
+        .collect();
+    assert_eq!(logged, ["5", "4", "3", "1"]);
+    // A bad entry refuses the switch too: the change and its record go together.
+    let mut bad = event("7");
+    bad.kind = "Tool Off".to_owned();
+    assert!(
+        cli.switch_tool(&change("read_file", Pro, false, "ann", T0), &bad)
+            .await
+            .is_err()
+    );
+    // The schema refuses a tier it does not know.
+    let pool = raw(&dir).await;
+    let err = sqlx::query(
+        "INSERT INTO tool_switches (tool, tier, disabled_at, disabled_by) \
+         VALUES ('x', 'platinum', 0, 'a')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("CHECK constraint failed"), "{err}");
+    pool.close().await;
+    assert_eq!(desktop.tool_switches().await.unwrap().len(), 2);
+    cli.close().await;
+    desktop.close().await;
+}

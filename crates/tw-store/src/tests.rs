@@ -270,7 +270,7 @@ async fn a_database_from_a_newer_build_is_refused_untouched() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{} has schema version 20990101000000, newer than this build supports (2); upgrade Toolwarden to use it",
+            "{} has schema version 20990101000000, newer than this build supports (3); upgrade Toolwarden to use it",
             path.display()
         )
     );

@@ -7,6 +7,7 @@
 //! offers the active ones to [`super::PolicyDecision::apply_grant`] when the decision is Ask.
 //! Every layer is evaluated even after one denies, so an explanation shows the whole picture.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::compile::Policy;
@@ -39,6 +40,32 @@ pub struct Request<'a> {
     pub requires_confirmation: bool,
     /// An administrator override that disables the tool, and where it was set.
     pub disabled: Option<RuleRef>,
+    /// An administrator's switch that turned the tool off for the tier this call runs at.
+    pub switched_off: Option<&'a TierSwitch>,
+}
+
+/// A tool switched off for one license tier by an administrator, at run time (the runtime keeps
+/// these in the store; `toolwarden tools disable`, the desktop's tool switches). Unlike the
+/// configuration's `enabled = false`, it names a tier, a person and a time, and the trace quotes
+/// all three.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierSwitch {
+    /// The tier the tool is switched off for.
+    pub tier: LicenseTier,
+    /// Who switched it off.
+    pub by: String,
+    /// When (µs since the epoch).
+    pub at: i64,
+}
+
+impl TierSwitch {
+    /// When it was switched off, as RFC 3339 UTC to the second (`2026-03-01T10:00:00Z`).
+    pub fn at_rfc3339(&self) -> String {
+        // A time before the epoch is nobody's switch; shown as the epoch rather than refused.
+        let us = u64::try_from(self.at).unwrap_or(0);
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_micros(us);
+        humantime::format_rfc3339_seconds(t).to_string()
+    }
 }
 
 /// A decision and the counters it still depends on.
@@ -51,17 +78,36 @@ pub struct Evaluation {
 }
 
 fn tools_layer(policy: &Policy, req: &Request<'_>) -> LayerVerdict {
-    match &req.disabled {
-        Some(rule) => LayerVerdict::stop(
+    let name = &req.tool.name;
+    if let Some(rule) = &req.disabled {
+        return LayerVerdict::stop(
             Layer::Tools,
             Decision::Deny,
             "tool_disabled",
             Severity::Warning,
-            format!("tool {} is disabled by the administrator", req.tool.name),
+            format!("tool {name} is disabled by the administrator"),
         )
-        .by(rule.clone()),
-        None => policy.tools.evaluate(req.tool),
+        .by(rule.clone());
     }
+    if let Some(switch) = req.switched_off {
+        let tier = switch.tier;
+        let at = switch.at_rfc3339();
+        return LayerVerdict::stop(
+            Layer::Tools,
+            Decision::Deny,
+            "tool_disabled",
+            Severity::Warning,
+            format!(
+                "tool {name} is switched off for the {tier} tier (by {} at {at})",
+                switch.by
+            ),
+        )
+        .by(RuleRef::new(
+            format!("{name} off for tier {tier}"),
+            format!("switched off by {} at {at}", switch.by),
+        ));
+    }
+    policy.tools.evaluate(req.tool)
 }
 
 fn mode_layer(policy: &Policy, def: &ToolDefinition, mode: OperationalMode) -> LayerVerdict {

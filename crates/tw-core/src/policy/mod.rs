@@ -31,7 +31,7 @@ use crate::error::CoreError;
 
 pub use compile::{LexicalResolver, Policy, PolicyEnv, PolicyError, PolicySource, Resolver};
 pub use doc::PolicyDoc;
-pub use eval::{Evaluation, Request, evaluate};
+pub use eval::{Evaluation, Request, TierSwitch, evaluate};
 pub use sandbox::SandboxRequirements;
 pub use selector::{PolicyRule, RuleIndex, SelectorSet};
 

@@ -173,6 +173,7 @@ fn judge_call(p: &Policy, c: &Call<'_>) -> PolicyDecision {
             argv: None,
             requires_confirmation: false,
             disabled: None,
+            switched_off: None,
         },
     )
     .decision
@@ -263,6 +264,57 @@ fn license_tiers_limit_tools_and_custom_tools() {
 }
 
 #[test]
+fn a_tier_switch_denies_with_the_tier_the_person_and_the_time() {
+    let p = policy(OPEN);
+    let defs = tools();
+    let switch = TierSwitch {
+        tier: LicenseTier::Pro,
+        by: "ann".to_owned(),
+        // 2023-11-14T22:13:20Z, and some microseconds the trace does not show.
+        at: 1_700_000_000_123_456,
+    };
+    let judge = |disabled: Option<RuleRef>, switched_off| {
+        evaluate(
+            &p,
+            &Request {
+                tool: &defs["read_file"],
+                arguments: &json!({}),
+                caller: &Caller::agent("a"),
+                tier: LicenseTier::Pro,
+                mode: OperationalMode::Normal,
+                custom_rank: None,
+                argv: None,
+                requires_confirmation: false,
+                disabled,
+                switched_off,
+            },
+        )
+        .decision
+    };
+    let d = judge(None, Some(&switch));
+    assert_eq!(d.decision, Decision::Deny);
+    assert_eq!(
+        d.trace[0],
+        LayerVerdict::stop(
+            Layer::Tools,
+            Decision::Deny,
+            "tool_disabled",
+            Severity::Warning,
+            "tool read_file is switched off for the pro tier (by ann at 2023-11-14T22:13:20Z)",
+        )
+        .by(RuleRef::new(
+            "read_file off for tier pro",
+            "switched off by ann at 2023-11-14T22:13:20Z"
+        ))
+    );
+    // The configuration's `enabled = false` is quoted first: it holds whatever the switches say.
+    let config = RuleRef::new("[tools.read_file] enabled = false", "configuration");
+    let d = judge(Some(config.clone()), Some(&switch));
+    assert_eq!(d.trace[0].rule, Some(config));
+    assert_eq!(outcome(&judge(None, None)), "allow");
+}
+
+#[test]
 fn modes_use_their_defaults_unless_a_policy_defines_them() {
     let p = policy(OPEN);
     let in_mode = |tool, mode| Call {
@@ -304,6 +356,7 @@ fn modes_use_their_defaults_unless_a_policy_defines_them() {
             argv: None,
             requires_confirmation: false,
             disabled: None,
+            switched_off: None,
         },
     );
     assert_eq!(outcome(&d.decision), "deny mode mode_forbidden");

@@ -14,19 +14,19 @@ use tw_store::{AdminQuery, ConfirmationState};
 use super::*;
 use crate::confirm::{Answer, GrantSpec, Remember, Who};
 
-struct Install {
+pub(super) struct Install {
     dir: tempfile::TempDir,
 }
 
 impl Install {
-    fn new(config: &str) -> Self {
+    pub(super) fn new(config: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("ws")).unwrap();
         std::fs::write(dir.path().join("config.toml"), config).unwrap();
         Self { dir }
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(super) fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
 
@@ -68,7 +68,7 @@ async fn one_pending(rt: &Runtime) -> tw_store::ConfirmationRow {
     rt.pending_confirmations().await.unwrap().remove(0)
 }
 
-fn code(r: &ToolResult) -> Option<&str> {
+pub(super) fn code(r: &ToolResult) -> Option<&str> {
     r.error.as_ref().map(|e| e.code.as_str())
 }
 

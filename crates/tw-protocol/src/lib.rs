@@ -1,0 +1,446 @@
+//! The desktop app's IPC boundary: every type that crosses between the Tauri shell (`src-tauri`,
+//! package tw-desktop) and the Leptos UI (`ui`, package tw-ui), and the names of the commands and
+//! events that carry them. Both sides compile this crate, so a change to the wire is a change to
+//! one type that both sides see; it depends on serde alone so it builds for wasm32.
+//!
+//! Conventions: camelCase field names on the wire; timestamps are `*_at` fields in microseconds
+//! since the Unix epoch; every command answers `Result<T, IpcError>`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The commands the shell exposes, by name (`invoke(NAME, params)`), so the UI and the shell's
+/// capability file cannot drift from the handlers.
+pub mod commands {
+    /// [`crate::ListToolsParams`] -> `Vec<`[`crate::ToolSummary`]`>`.
+    pub const LIST_TOOLS: &str = "list_tools";
+    /// [`crate::ToolParams`] -> [`crate::ToolDetail`].
+    pub const GET_TOOL: &str = "get_tool";
+    /// [`crate::SetToolEnabledParams`] -> [`crate::ToolSummary`].
+    pub const SET_TOOL_ENABLED: &str = "set_tool_enabled";
+    /// no parameters -> `Vec<`[`crate::Confirmation`]`>` (pending, oldest first).
+    pub const LIST_CONFIRMATIONS: &str = "list_confirmations";
+    /// [`crate::AnswerParams`] -> [`crate::AnswerResponse`].
+    pub const ANSWER_CONFIRMATION: &str = "answer_confirmation";
+    /// [`crate::AuditQueryParams`] -> [`crate::AuditPage`].
+    pub const QUERY_AUDIT: &str = "query_audit";
+    /// [`crate::AuditRecordParams`] -> [`crate::AuditDetail`].
+    pub const GET_AUDIT_RECORD: &str = "get_audit_record";
+    /// [`crate::CancelParams`] -> `bool` (whether a running call was found).
+    pub const CANCEL_EXECUTION: &str = "cancel_execution";
+    /// no parameters -> [`crate::Settings`].
+    pub const GET_SETTINGS: &str = "get_settings";
+    /// [`crate::SetModeParams`] -> [`crate::Settings`].
+    pub const SET_MODE: &str = "set_mode";
+
+    /// Every command, for the capability file and its test.
+    pub const ALL: [&str; 10] = [
+        LIST_TOOLS,
+        GET_TOOL,
+        SET_TOOL_ENABLED,
+        LIST_CONFIRMATIONS,
+        ANSWER_CONFIRMATION,
+        QUERY_AUDIT,
+        GET_AUDIT_RECORD,
+        CANCEL_EXECUTION,
+        GET_SETTINGS,
+        SET_MODE,
+    ];
+}
+
+/// The events the shell emits to the UI.
+pub mod events {
+    /// A [`crate::LiveEvent`]: something happened to a call (started, progress, finished...).
+    pub const EXECUTION: &str = "tw://execution";
+    /// A [`crate::ConfirmationsChanged`]: the pending confirmations changed (in any process on
+    /// the data directory).
+    pub const CONFIRMATIONS: &str = "tw://confirmations";
+}
+
+/// Why a command failed. `code` is stable and machine-readable; `message` is for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpcError {
+    /// `not_found`, `invalid`, `conflict`, `internal`.
+    pub code: String,
+    /// What went wrong, in words.
+    pub message: String,
+    /// Where, for errors about one field of the input (a JSON pointer such as `/parameters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl IpcError {
+    /// An error with a code and message.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+            field: None,
+        }
+    }
+}
+
+impl std::fmt::Display for IpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{} (at {field})", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Filters for the tools console; all optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListToolsParams {
+    /// Case-insensitive substring of the name or description.
+    pub search: Option<String>,
+}
+
+/// One tool as the console lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSummary {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// `file_system`, `network`, `code_execution`...
+    pub category: String,
+    /// Its group (`fs`, `exec`, `custom`...).
+    pub group: String,
+    /// `low`, `medium`, `high`.
+    pub risk: String,
+    /// The least license tier that includes it.
+    pub tier: String,
+    /// Whether its definition asks a person before each call.
+    pub requires_confirmation: bool,
+    /// Built in, or added by an administrator.
+    pub builtin: bool,
+    /// Whether it may be called at the current tier (not switched off for it).
+    pub enabled: bool,
+    /// The tiers it is switched off for.
+    pub disabled_tiers: Vec<String>,
+    /// What policy decides for the desktop's own caller: `allow`, `deny` or `ask`.
+    pub decision: String,
+    /// Why, in one line.
+    pub reason: String,
+}
+
+/// Names one tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolParams {
+    /// The tool.
+    pub name: String,
+}
+
+/// One tool in full.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDetail {
+    /// What the list shows.
+    pub summary: ToolSummary,
+    /// The JSON Schema of its arguments.
+    pub parameters: Value,
+    /// The JSON Schema of its output, if it declares one.
+    pub output_schema: Option<Value>,
+    /// Its constraints (time limit, output cap, side effects, isolation).
+    pub constraints: Value,
+    /// The policy explanation for the desktop's caller, layer by layer.
+    pub explanation: Vec<LayerLine>,
+}
+
+/// One layer of a policy decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LayerLine {
+    /// `tools`, `license`, `mode`, `exec`, `arguments`, `access`, `confirmation`...
+    pub layer: String,
+    /// `allow`, `deny`, `ask`.
+    pub decision: String,
+    /// The rule that decided, if one did, with its source (`file:line`).
+    pub rule: Option<String>,
+    /// Why.
+    pub reason: String,
+}
+
+/// Switches a tool on or off for a license tier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetToolEnabledParams {
+    /// The tool.
+    pub name: String,
+    /// The tier (`core`, `pro`, `teams`, `enterprise`).
+    pub tier: String,
+    /// On or off.
+    pub enabled: bool,
+}
+
+/// A call waiting for a person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Confirmation {
+    /// The request's id.
+    pub id: String,
+    /// The held call.
+    pub execution_id: String,
+    /// The tool called.
+    pub tool: String,
+    /// The calling agent.
+    pub caller: String,
+    /// The skill the call was made under.
+    pub skill: Option<String>,
+    /// The arguments, redacted.
+    pub arguments: Value,
+    /// JSON pointers of arguments worth a second look (paths, commands, URLs).
+    pub risky: Vec<String>,
+    /// The tool's risk level.
+    pub risk: String,
+    /// Why policy asked.
+    pub reason: String,
+    /// The decision trace that led to asking.
+    pub explanation: Vec<LayerLine>,
+    /// When it was asked.
+    pub created_at: i64,
+    /// When it lapses unanswered.
+    pub expires_at: i64,
+}
+
+/// What a person said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Let this call run.
+    Approve,
+    /// Refuse it.
+    Deny,
+}
+
+/// An answer to a confirmation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerParams {
+    /// The request.
+    pub id: String,
+    /// Approve or deny.
+    pub decision: Decision,
+    /// With an approval: also allow later calls like it for this long (a grant).
+    #[serde(default)]
+    pub remember_secs: Option<u64>,
+    /// A note for the audit log.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// What answering did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerResponse {
+    /// `approved`, `denied`, or why it could not be answered (`expired`, `already_answered`).
+    pub outcome: String,
+    /// The grant made with a remembered approval.
+    pub grant_id: Option<String>,
+}
+
+/// Filters and position for one page of the audit log; all optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AuditQueryParams {
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only calls that ended this way (`success`, `permission_denied`, ...).
+    pub status: Option<String>,
+    /// Only this caller.
+    pub caller: Option<String>,
+    /// Only this skill.
+    pub skill: Option<String>,
+    /// Only calls at or after this time.
+    pub since_at: Option<i64>,
+    /// Only calls before this time.
+    pub until_at: Option<i64>,
+    /// Only calls whose tool, arguments, error or output contain this text.
+    pub text: Option<String>,
+    /// Continue below this row (a previous page's `nextCursor`).
+    pub cursor: Option<i64>,
+    /// Rows per page (1 to 1000; default 50).
+    pub limit: Option<u32>,
+}
+
+/// One page of the audit log, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    /// The rows.
+    pub rows: Vec<AuditSummary>,
+    /// Pass as `cursor` for the next (older) page; absent on the last.
+    pub next_cursor: Option<i64>,
+    /// How long the query took in the shell, milliseconds.
+    pub query_ms: f64,
+}
+
+/// One audit row as the table shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditSummary {
+    /// Its position in the log.
+    pub id: i64,
+    /// The call's execution id.
+    pub execution_id: String,
+    /// When the call was taken.
+    pub started_at: i64,
+    /// The tool.
+    pub tool: String,
+    /// How it ended.
+    pub status: String,
+    /// The calling agent.
+    pub caller: String,
+    /// The skill it was made under.
+    pub skill: Option<String>,
+    /// The policy decision, when policy was reached.
+    pub decision: Option<String>,
+    /// Wall time, µs.
+    pub duration_us: i64,
+    /// The error, for calls that did not succeed.
+    pub error: Option<String>,
+}
+
+/// Names one audit row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRecordParams {
+    /// The call's execution id.
+    pub execution_id: String,
+}
+
+/// One audit row in full.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditDetail {
+    /// What the table shows.
+    pub summary: AuditSummary,
+    /// The arguments, redacted.
+    pub arguments: Value,
+    /// The output, redacted.
+    pub output: Option<Value>,
+    /// The decision trace.
+    pub explanation: Vec<LayerLine>,
+    /// Execution facts: sandbox id and level, exit status, CPU time, peak memory...
+    pub execution: Value,
+}
+
+/// Names a running call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelParams {
+    /// The call's execution id.
+    pub execution_id: String,
+}
+
+/// Something that happened to a call, as the live view shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveEvent {
+    /// The call.
+    pub execution_id: String,
+    /// The tool.
+    pub tool: String,
+    /// `started`, `awaiting_confirmation`, `progress`, `completed`...
+    pub kind: String,
+    /// The final status, on the last event of a call.
+    pub status: Option<String>,
+    /// When.
+    pub at: i64,
+    /// A line of output or other detail.
+    pub detail: Option<String>,
+}
+
+/// Sent when the pending confirmations change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmationsChanged {
+    /// How many are pending now.
+    pub pending: usize,
+}
+
+/// Switches the operational mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModeParams {
+    /// `normal`, `alert`, `degraded`, `lockdown`, `recovery`.
+    pub mode: String,
+}
+
+/// The settings page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// The operational mode.
+    pub mode: String,
+    /// Every mode there is, in order of strictness.
+    pub modes: Vec<String>,
+    /// The license tier.
+    pub tier: String,
+    /// The data directory (audit log, settings).
+    pub data_dir: String,
+    /// The policy files and whether they loaded.
+    pub policy_files: Vec<PolicyFile>,
+}
+
+/// One policy file's load status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyFile {
+    /// Where it is.
+    pub path: String,
+    /// Whether it is in force.
+    pub loaded: bool,
+    /// Why not, if not.
+    pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_wire_is_camel_case_and_round_trips() {
+        let params = AnswerParams {
+            id: "c1".into(),
+            decision: Decision::Approve,
+            remember_secs: Some(600),
+            note: None,
+        };
+        let wire = serde_json::to_value(&params).unwrap();
+        assert_eq!(
+            wire,
+            json!({"id": "c1", "decision": "approve", "rememberSecs": 600, "note": null})
+        );
+        assert_eq!(
+            serde_json::from_value::<AnswerParams>(wire).unwrap(),
+            params
+        );
+        let q: AuditQueryParams =
+            serde_json::from_value(json!({"tool": "exec", "sinceAt": 5})).unwrap();
+        assert_eq!(
+            q,
+            AuditQueryParams {
+                tool: Some("exec".into()),
+                since_at: Some(5),
+                ..AuditQueryParams::default()
+            }
+        );
+    }
+
+    #[test]
+    fn every_command_name_is_listed_once() {
+        let mut names = commands::ALL.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), commands::ALL.len());
+    }
+}

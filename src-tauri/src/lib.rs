@@ -1,0 +1,99 @@
+//! Toolwarden's desktop shell: a Tauri app that embeds the runtime in its own process, on the same
+//! data directory, config and policy files as the `toolwarden` CLI, and serves the Leptos UI.
+//!
+//! The CLI and the app share one SQLite database, so each sees the other's tools, audit log and
+//! pending confirmations: a confirmation approved here releases a call waiting in a CLI or agent
+//! process, and the other way round. Commands ([`commands`]) are thin adapters over tw-runtime
+//! that speak tw-protocol types; runtime events and changes in the pending confirmations are
+//! forwarded to the UI as Tauri events ([`watch`]).
+
+pub mod commands;
+mod convert;
+mod options;
+mod watch;
+
+use std::sync::Arc;
+
+use tauri::Manager;
+use tw_runtime::Runtime;
+
+pub use options::Options;
+
+/// What every command reaches through Tauri's state.
+pub struct Desktop {
+    /// The embedded runtime.
+    pub runtime: Runtime,
+    /// Where it keeps its data (shown in settings).
+    pub options: Options,
+}
+
+/// Runs the app: resolves the data directory and config like the CLI does (flags, then
+/// `TOOLWARDEN_*` variables, then the config file, then platform defaults), opens the runtime,
+/// and shows the window. Exits with a message on stderr if the runtime cannot open.
+pub fn run() {
+    init_tracing();
+    let options = match Options::from_args(std::env::args().skip(1)) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("toolwarden-desktop: {e:#}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run_app(tauri::Builder::default(), options) {
+        eprintln!("toolwarden-desktop: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Builds and runs the app on `builder` (tests pass a mock builder).
+pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow::Result<()> {
+    let lock = options.lock_single_instance()?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    tauri::async_runtime::set(tokio.handle().clone());
+    // The runtime spawns tasks (policy watcher, sandbox self-test) as it opens and starts.
+    let _in_tokio = tokio.enter();
+    let runtime = tokio.block_on(options.open_runtime())?;
+    runtime.start_sandbox_self_test();
+    let desktop = Arc::new(Desktop {
+        runtime: runtime.clone(),
+        options,
+    });
+    let app = builder
+        .manage(Arc::clone(&desktop))
+        .invoke_handler(tauri::generate_handler![
+            commands::list_tools,
+            commands::get_tool,
+            commands::set_tool_enabled,
+            commands::list_confirmations,
+            commands::answer_confirmation,
+            commands::query_audit,
+            commands::get_audit_record,
+            commands::cancel_execution,
+            commands::get_settings,
+            commands::set_mode,
+        ])
+        .setup(move |app| {
+            watch::start(app.handle().clone(), Arc::clone(&desktop));
+            Ok(())
+        })
+        .build(tauri::generate_context!())?;
+    app.run(|handle, event| {
+        if let tauri::RunEvent::Exit = event {
+            let rt = handle.state::<Arc<Desktop>>().runtime.clone();
+            tauri::async_runtime::block_on(rt.close());
+        }
+    });
+    drop(lock);
+    Ok(())
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,11 @@
+//! The UI's pure logic, kept free of the DOM and of IPC so that `cargo test -p tw-ui` checks it on
+//! the host: the views only wire these functions to signals.
+
+pub(crate) mod cursor;
+pub(crate) mod filters;
+pub(crate) mod json_view;
+pub(crate) mod live;
+pub(crate) mod nav;
+pub(crate) mod schema;
+pub(crate) mod time;
+pub(crate) mod tone;

@@ -1,21 +1,5 @@
-# Shared by the desktop scripts (scripts/build-ui and the Tauri app's): installing what they need,
-# idempotently. Source it after scripts/lib.sh (it uses `log` and `REPO`).
-
-# Installs the Debian packages not yet installed; no-op (and no apt call) when all are there.
-# Retries once after `apt-get update`, since a fresh machine's package lists may be stale.
-apt_install() {
-  local missing=()
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing ${missing[*]}"
-  local sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  local apt=($sudo apt-get -o DPkg::Lock::Timeout=900 -y -q --no-install-recommends)
-  if ! "${apt[@]}" install "${missing[@]}"; then
-    $sudo apt-get -o DPkg::Lock::Timeout=900 -q update
-    "${apt[@]}" install "${missing[@]}"
-  fi
-}
+# Shared by the desktop scripts (scripts/build-ui and the Tauri app's): installing the wasm-bindgen
+# CLI they need, idempotently. Source it after scripts/lib.sh (it uses `log` and `REPO`).
 
 # The wasm-bindgen version Cargo.lock resolves; the CLI must be exactly this version, or the JS
 # glue it writes does not match the wasm's expectations.

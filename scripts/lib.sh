@@ -8,6 +8,22 @@ cd "$REPO"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
+# Installs the Debian packages not yet installed; no-op (and no apt call) when all are there.
+# Retries once after `apt-get update`, since a fresh machine's package lists may be stale.
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  local apt=($sudo apt-get -o DPkg::Lock::Timeout=900 -y -q --no-install-recommends)
+  if ! "${apt[@]}" install "${missing[@]}"; then
+    $sudo apt-get -o DPkg::Lock::Timeout=900 -q update
+    "${apt[@]}" install "${missing[@]}"
+  fi
+}
+
 # Builds the release tw-sandbox-helper statically linked: it starts once per sandboxed tool call,
 # and without the dynamic loader that start is 0.3-0.4 ms shorter. Rust can only link one binary
 # of a package statically through `cargo rustc` (rustflags apply to every crate), so the helper is

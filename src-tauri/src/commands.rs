@@ -9,16 +9,19 @@ use tauri::State;
 use tw_core::{Caller, LicenseTier, OperationalMode, ToolFilter, ToolStatus};
 use tw_protocol::{
     AnswerParams, AnswerResponse, AuditDetail, AuditPage, AuditQueryParams, AuditRecordParams,
-    CancelParams, Confirmation, Decision, IpcError, ListToolsParams, PolicyFile, SetModeParams,
-    SetToolEnabledParams, Settings, ToolDetail, ToolParams, ToolSummary,
+    CancelParams, Confirmation, Decision, Grant, GrantParams, IpcError, ListToolsParams,
+    PolicyFile, SetModeParams, SetToolEnabledParams, Settings, ToolDetail, ToolParams, ToolSummary,
 };
-use tw_runtime::{Answer, GrantSpec, Remember, Runtime, Who};
+use tw_runtime::{Answer, GrantSpec, Remember, Runtime, ToolKind, Who};
 use tw_store::{AuditQuery, ResolveOutcome};
 
 use crate::Desktop;
 use crate::convert;
 
-type Reply<T> = Result<T, IpcError>;
+pub mod custom;
+pub mod report;
+
+pub(crate) type Reply<T> = Result<T, IpcError>;
 
 /// The identity the app's own calls and answers are recorded under.
 pub(crate) fn caller() -> Caller {
@@ -29,19 +32,19 @@ pub(crate) fn caller() -> Caller {
     }
 }
 
-fn actor() -> String {
+pub(crate) fn actor() -> String {
     match std::env::var("USER") {
         Ok(user) if !user.is_empty() => format!("desktop:{user}"),
         _ => "desktop".to_owned(),
     }
 }
 
-fn internal(what: &str, e: impl std::fmt::Display) -> IpcError {
+pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> IpcError {
     tracing::error!(error = %e, "{what} failed");
     IpcError::new("internal", format!("{what} failed; see the app's log"))
 }
 
-fn invalid(field: &str, message: impl Into<String>) -> IpcError {
+pub(crate) fn invalid(field: &str, message: impl Into<String>) -> IpcError {
     IpcError {
         code: "invalid".to_owned(),
         message: message.into(),
@@ -49,7 +52,7 @@ fn invalid(field: &str, message: impl Into<String>) -> IpcError {
     }
 }
 
-fn summary(rt: &Runtime, name: &str, caller: &Caller) -> Reply<ToolSummary> {
+pub(crate) fn summary(rt: &Runtime, name: &str, caller: &Caller) -> Reply<ToolSummary> {
     let tool = rt
         .registry()
         .get(name)
@@ -82,11 +85,22 @@ pub async fn list_tools(
         .collect()
 }
 
-/// One tool in full, with policy's explanation for the app's caller.
+/// One tool in full, with policy's explanation for the app's caller or a chosen agent.
 #[tauri::command]
 pub async fn get_tool(state: State<'_, Arc<Desktop>>, params: ToolParams) -> Reply<ToolDetail> {
     let rt = &state.runtime;
-    let caller = caller();
+    let caller = match params.caller.as_deref().map(str::trim) {
+        Some(agent) if !agent.is_empty() => {
+            if agent.len() > 128 || agent.chars().any(char::is_control) {
+                return Err(invalid(
+                    "/caller",
+                    "an agent id is 1-128 characters, none of them control characters",
+                ));
+            }
+            Caller::agent(agent)
+        }
+        _ => caller(),
+    };
     let s = summary(rt, &params.name, &caller)?;
     let tool = rt
         .registry()
@@ -94,6 +108,13 @@ pub async fn get_tool(state: State<'_, Arc<Desktop>>, params: ToolParams) -> Rep
         .ok_or_else(|| IpcError::new("not_found", format!("no tool named {:?}", params.name)))?;
     let d = &tool.definition;
     let json = |v: Result<serde_json::Value, serde_json::Error>| v.unwrap_or_default();
+    let spec = match &tool.kind {
+        ToolKind::Custom(command) => Some(json(serde_json::to_value(tw_core::ToolSpec {
+            definition: d.clone(),
+            command: Some(command.clone()),
+        }))),
+        _ => None,
+    };
     Ok(ToolDetail {
         summary: s,
         parameters: json(serde_json::to_value(&d.parameters)),
@@ -106,6 +127,8 @@ pub async fn get_tool(state: State<'_, Arc<Desktop>>, params: ToolParams) -> Rep
             .tool_decision(&params.name, &caller)
             .map(|p| convert::trace(&p.trace))
             .unwrap_or_default(),
+        explained_for: caller.agent_id.clone(),
+        spec,
     })
 }
 
@@ -153,11 +176,26 @@ pub async fn answer_confirmation(
     params: AnswerParams,
 ) -> Reply<AnswerResponse> {
     let approve = params.decision == Decision::Approve;
+    let remember = match params.remember_scope.as_deref() {
+        None | Some("exact") => Remember::Exact,
+        Some("tool") => Remember::Tool,
+        Some(other) => {
+            return Err(invalid(
+                "/rememberScope",
+                format!("{other:?} is not a grant scope; use exact or tool"),
+            ));
+        }
+    };
+    let who = if params.any_caller {
+        Who::Anyone
+    } else {
+        Who::SameCaller
+    };
     let grant = match (approve, params.remember_secs) {
         (true, Some(0)) => return Err(invalid("/rememberSecs", "a grant must last a while")),
         (true, Some(secs)) => Some(GrantSpec {
-            remember: Remember::Exact,
-            who: Who::SameCaller,
+            remember,
+            who,
             duration: Some(Duration::from_secs(secs)),
         }),
         (false, Some(_)) => {
@@ -203,12 +241,8 @@ pub async fn answer_confirmation(
     })
 }
 
-/// One page of the audit log.
-#[tauri::command]
-pub async fn query_audit(
-    state: State<'_, Arc<Desktop>>,
-    params: AuditQueryParams,
-) -> Reply<AuditPage> {
+/// The store's query for the viewer's filters; bad values are reported at their field.
+pub(crate) fn audit_query(params: AuditQueryParams) -> Reply<AuditQuery> {
     let status = params
         .status
         .filter(|s| !s.is_empty())
@@ -222,8 +256,16 @@ pub async fn query_audit(
             format!("a page holds 1 to {} rows", tw_store::MAX_PAGE),
         ));
     }
+    if let (Some(since), Some(until)) = (params.since_at, params.until_at)
+        && until <= since
+    {
+        return Err(invalid(
+            "/untilAt",
+            "the end of the range must be after its start",
+        ));
+    }
     let nonempty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
-    let q = AuditQuery {
+    Ok(AuditQuery {
         tool: nonempty(params.tool),
         status,
         agent_id: nonempty(params.caller),
@@ -234,7 +276,37 @@ pub async fn query_audit(
         violations_only: false,
         cursor: params.cursor,
         limit,
-    };
+    })
+}
+
+/// The grants not revoked (in force or lapsed), newest first.
+#[tauri::command]
+pub async fn list_grants(state: State<'_, Arc<Desktop>>) -> Reply<Vec<Grant>> {
+    let rows = state
+        .runtime
+        .grants(false)
+        .await
+        .map_err(|e| internal("listing grants", e))?;
+    Ok(rows.iter().map(convert::grant).collect())
+}
+
+/// Revokes a grant; the runtime records who did it.
+#[tauri::command]
+pub async fn revoke_grant(state: State<'_, Arc<Desktop>>, params: GrantParams) -> Reply<bool> {
+    state
+        .runtime
+        .revoke_grant(&params.id, &actor())
+        .await
+        .map_err(|e| internal("revoking the grant", e))
+}
+
+/// One page of the audit log.
+#[tauri::command]
+pub async fn query_audit(
+    state: State<'_, Arc<Desktop>>,
+    params: AuditQueryParams,
+) -> Reply<AuditPage> {
+    let q = audit_query(params)?;
     let started = Instant::now();
     let page = state
         .runtime
@@ -245,6 +317,7 @@ pub async fn query_audit(
     Ok(AuditPage {
         rows: page.rows.iter().map(convert::audit_summary).collect(),
         next_cursor: page.next_cursor,
+        scanned_to: page.scanned_to,
         query_ms: started.elapsed().as_secs_f64() * 1000.0,
     })
 }
@@ -276,12 +349,28 @@ pub async fn get_audit_record(
     })
 }
 
-/// Cancels a call running in this process.
+/// Cancels a call running in this process or in another one on the data directory.
 #[tauri::command]
 pub async fn cancel_execution(state: State<'_, Arc<Desktop>>, params: CancelParams) -> Reply<bool> {
     let id = tw_core::ExecutionId::new(&params.execution_id)
         .map_err(|e| invalid("/executionId", e.to_string()))?;
-    Ok(state.runtime.cancel(&id))
+    let rt = &state.runtime;
+    Ok(rt.cancel(&id) || tw_runtime::live::cancel_elsewhere(rt.data_dir(), &id).await)
+}
+
+/// Closes the window the person asked to close although calls wait for approval (they stay
+/// pending in the processes that made them, and lapse unanswered).
+#[tauri::command]
+pub async fn close_window(
+    state: State<'_, Arc<Desktop>>,
+    window: tauri::WebviewWindow,
+) -> Reply<()> {
+    state
+        .close_confirmed
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    window
+        .close()
+        .map_err(|e| internal("closing the window", e))
 }
 
 /// The settings page.
@@ -308,14 +397,14 @@ pub async fn set_mode(state: State<'_, Arc<Desktop>>, params: SetModeParams) -> 
 fn settings(d: &Desktop) -> Settings {
     let rt = &d.runtime;
     let mut files: Vec<PolicyFile> = Vec::new();
-    if let Some(config) = &d.options.config_file {
+    if let Some(config) = &d.options.places.config_file {
         files.push(PolicyFile {
             path: config.display().to_string(),
             loaded: true,
             error: None,
         });
     }
-    for path in &d.options.config.policy_files {
+    for path in &d.options.places.config.policy_files {
         files.push(PolicyFile {
             path: path.display().to_string(),
             loaded: path.is_file(),
@@ -335,7 +424,7 @@ fn settings(d: &Desktop) -> Settings {
             .map(ToString::to_string)
             .collect(),
         tier: rt.tier().to_string(),
-        data_dir: d.options.data_dir.display().to_string(),
+        data_dir: d.options.places.data_dir.display().to_string(),
         policy_files: files,
     }
 }

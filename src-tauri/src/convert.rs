@@ -8,6 +8,26 @@ use tw_protocol::{AuditSummary, Confirmation, LayerLine, LiveEvent, ToolSummary}
 use tw_runtime::{EventKind, ExecutionEvent, ToolKind};
 use tw_store::{AuditRow, ConfirmationRow};
 
+/// A grant as the grants list shows it.
+pub(crate) fn grant(g: &tw_store::GrantRow) -> tw_protocol::Grant {
+    let (scope, arguments) = match &g.scope {
+        tw_store::GrantScope::Exact(v) => ("exact", v.clone()),
+        tw_store::GrantScope::Pattern(m) => ("pattern", Value::Object(m.clone())),
+        tw_store::GrantScope::Tool => ("tool", Value::Null),
+    };
+    tw_protocol::Grant {
+        id: g.id.clone(),
+        tool: g.tool.clone(),
+        scope: scope.to_owned(),
+        arguments,
+        caller: g.agent_id.clone(),
+        skill: g.skill.clone(),
+        created_at: g.created_at,
+        created_by: g.created_by.clone(),
+        expires_at: g.expires_at,
+    }
+}
+
 /// One line per layer of a decision.
 pub(crate) fn trace(verdicts: &[LayerVerdict]) -> Vec<LayerLine> {
     verdicts

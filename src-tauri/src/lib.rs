@@ -13,8 +13,9 @@ mod options;
 mod watch;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use tauri::Manager;
+use tauri::{Emitter, Manager};
 use tw_runtime::Runtime;
 
 pub use options::Options;
@@ -25,6 +26,19 @@ pub struct Desktop {
     pub runtime: Runtime,
     /// Where it keeps its data (shown in settings).
     pub options: Options,
+    /// Calls waiting for approval on the data directory, as last counted ([`watch`]).
+    pub pending: AtomicUsize,
+    /// Set once the person said to close the window although calls wait.
+    pub close_confirmed: AtomicBool,
+}
+
+impl Desktop {
+    /// Whether a request to close the window should be held to ask the person first: calls wait
+    /// for approval, and nobody has said to close anyway.
+    pub fn should_ask_before_closing(&self) -> Option<usize> {
+        let pending = self.pending.load(Ordering::Relaxed);
+        (pending > 0 && !self.close_confirmed.load(Ordering::Relaxed)).then_some(pending)
+    }
 }
 
 /// Runs the app: resolves the data directory and config like the CLI does (flags, then
@@ -56,9 +70,15 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
     let _in_tokio = tokio.enter();
     let runtime = tokio.block_on(options.open_runtime())?;
     runtime.start_sandbox_self_test();
+    // Calls this app runs show in other processes' watchers (`toolwarden running`, `cancel`).
+    if let Err(e) = runtime.publish_live() {
+        tracing::warn!(error = %e, "this app's calls are not published to other processes");
+    }
     let desktop = Arc::new(Desktop {
         runtime: runtime.clone(),
         options,
+        pending: AtomicUsize::new(0),
+        close_confirmed: AtomicBool::new(false),
     });
     let app = builder
         .manage(Arc::clone(&desktop))
@@ -73,7 +93,31 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
             commands::cancel_execution,
             commands::get_settings,
             commands::set_mode,
+            commands::list_grants,
+            commands::revoke_grant,
+            commands::custom::save_custom_tool,
+            commands::custom::remove_custom_tool,
+            commands::custom::run_tool,
+            commands::report::export_audit,
+            commands::report::audit_report,
+            commands::close_window,
         ])
+        .on_window_event(|window, event| {
+            if let tauri::WindowEvent::CloseRequested { api, .. } = event
+                && let Some(pending) = window.state::<Arc<Desktop>>().should_ask_before_closing()
+            {
+                api.prevent_close();
+                let changed = tw_protocol::ConfirmationsChanged { pending };
+                if let Err(e) = window.emit(tw_protocol::events::CLOSE_REQUESTED, changed) {
+                    tracing::warn!(error = %e, "cannot ask before closing; closing");
+                    window
+                        .state::<Arc<Desktop>>()
+                        .close_confirmed
+                        .store(true, Ordering::Relaxed);
+                    let _ = window.close();
+                }
+            }
+        })
         .setup(move |app| {
             watch::start(app.handle().clone(), Arc::clone(&desktop));
             Ok(())
@@ -96,4 +140,34 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    /// The capability file grants exactly the commands tw-protocol names, and no plugin but
+    /// event listening.
+    #[test]
+    fn the_capability_file_grants_exactly_the_protocols_commands() {
+        let text = include_str!("../capabilities/main.json");
+        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+        let mut granted: Vec<String> = doc["permissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_owned())
+            .collect();
+        granted.sort();
+        let mut expected: Vec<String> = tw_protocol::commands::ALL
+            .iter()
+            .map(|c| format!("allow-{}", c.replace('_', "-")))
+            .chain([
+                "core:event:allow-listen".into(),
+                "core:event:allow-unlisten".into(),
+            ])
+            .collect();
+        expected.sort();
+        assert_eq!(granted, expected);
+    }
 }

@@ -6,19 +6,14 @@
 use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
-use tw_runtime::{Config, Runtime, RuntimeOptions, paths};
+use tw_runtime::Runtime;
+use tw_runtime::paths::Places;
 
 /// The resolved places.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The data directory (audit database, settings, custom tools).
-    pub data_dir: PathBuf,
-    /// The config file, if one is used.
-    pub config_file: Option<PathBuf>,
-    /// The parsed config.
-    pub config: Config,
-    /// Workspace roots the file tools may use.
-    pub workspace: Vec<PathBuf>,
+    /// Config, data directory and workspace, as the CLI resolves them.
+    pub places: Places,
 }
 
 impl Options {
@@ -72,46 +67,17 @@ impl Options {
         config_file: Option<PathBuf>,
         workspace: Vec<PathBuf>,
     ) -> anyhow::Result<Self> {
-        let config_file =
-            config_file.or_else(|| paths::default_config_file().filter(|p| p.is_file()));
-        let config = match &config_file {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read config file {}", path.display()))?;
-                Config::parse(&text, path, paths::home_dir().as_deref())?
-            }
-            None => Config::default(),
-        };
-        let data_dir = match data_dir.or_else(|| config.data_dir.clone()) {
-            Some(d) => d,
-            None => match paths::default_data_dir() {
-                Some(d) => d,
-                None => bail!("no data directory: pass --data-dir or set TOOLWARDEN_DATA_DIR"),
-            },
-        };
-        let workspace = if !workspace.is_empty() {
-            workspace
-        } else if !config.workspace.is_empty() {
-            config.workspace.clone()
-        } else {
-            vec![std::env::current_dir().context("cannot read the current directory")?]
-        };
         Ok(Self {
-            data_dir,
-            config_file,
-            config,
-            workspace,
+            places: Places::resolve(data_dir, config_file, workspace)?,
         })
     }
 
     /// Opens the runtime on these places.
     pub async fn open_runtime(&self) -> anyhow::Result<Runtime> {
-        let options =
-            RuntimeOptions::new(&self.data_dir, self.workspace.clone(), self.config.clone());
-        Runtime::open(options).await.with_context(|| {
+        self.places.open_runtime().await.with_context(|| {
             format!(
                 "cannot open toolwarden with data directory {}",
-                self.data_dir.display()
+                self.places.data_dir.display()
             )
         })
     }
@@ -119,9 +85,10 @@ impl Options {
     /// Holds the data directory's app lock for as long as the returned file lives: one desktop
     /// app per data directory (CLI and agent processes are not affected).
     pub fn lock_single_instance(&self) -> anyhow::Result<std::fs::File> {
-        std::fs::create_dir_all(&self.data_dir)
-            .with_context(|| format!("cannot create {}", self.data_dir.display()))?;
-        let path = self.data_dir.join("desktop.lock");
+        let data_dir = &self.places.data_dir;
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        let path = data_dir.join("desktop.lock");
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -132,7 +99,7 @@ impl Options {
             Ok(()) => Ok(file),
             Err(rustix::io::Errno::WOULDBLOCK) => bail!(
                 "another Toolwarden desktop app is already running on {}",
-                self.data_dir.display()
+                data_dir.display()
             ),
             Err(e) => Err(anyhow::anyhow!("cannot lock {}: {e}", path.display())),
         }
@@ -153,8 +120,8 @@ mod tests {
             format!("--workspace={}", dir.path().display()),
         ])
         .unwrap();
-        assert_eq!(o.data_dir, data);
-        assert_eq!(o.workspace, vec![dir.path().to_path_buf()]);
+        assert_eq!(o.places.data_dir, data);
+        assert_eq!(o.places.workspace, vec![dir.path().to_path_buf()]);
         let first = o.lock_single_instance().unwrap();
         let second = o.lock_single_instance().unwrap_err().to_string();
         assert!(second.contains("already running"), "{second}");

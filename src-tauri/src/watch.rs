@@ -1,14 +1,18 @@
-//! What the UI learns without asking: every runtime event of this process, forwarded as a
-//! `tw://execution` event, and the number of pending confirmations, which any process on the data
+//! What the UI learns without asking: every runtime event of this process and of every other
+//! process on the data directory that publishes a live feed (the CLI, agents' servers; see
+//! `tw_runtime::live`), forwarded as `tw://execution` events, and the number of pending confirmations, which any process on the data
 //! directory can change (an agent's call held for approval, an answer given in the CLI). That
 //! number is read from the store every second (and at once when this process's own calls ask or
 //! are answered), sent as `tw://confirmations` when it changes, and shown in the window title.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tauri::{AppHandle, Emitter, Manager};
+use tw_protocol::LiveEvent;
 use tw_protocol::{ConfirmationsChanged, events};
+use tw_runtime::live::PeerUpdate;
 use tw_runtime::{EventKind, Received};
 
 use crate::{Desktop, convert};
@@ -19,6 +23,7 @@ const POLL: Duration = Duration::from_secs(1);
 /// Starts the forwarding tasks; they end with the app.
 pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
     let (nudge_tx, mut nudge_rx) = tokio::sync::mpsc::channel::<()>(8);
+    let peer_nudge = nudge_tx.clone();
     let mut events = desktop.runtime.events().subscribe();
     let forward_app = app.clone();
     tauri::async_runtime::spawn(async move {
@@ -37,6 +42,18 @@ pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
             }
         }
     });
+    let peers_app = app.clone();
+    let mut peers = tw_runtime::live::watch_peers(desktop.runtime.data_dir().to_path_buf());
+    tauri::async_runtime::spawn(async move {
+        let mut open: HashMap<u32, HashSet<String>> = HashMap::new();
+        while let Some(update) = peers.recv().await {
+            for event in from_peer(update, &mut open, &peer_nudge) {
+                if let Err(e) = peers_app.emit(events::EXECUTION, event) {
+                    tracing::debug!(error = %e, "could not forward another process's event");
+                }
+            }
+        }
+    });
     tauri::async_runtime::spawn(async move {
         let mut last: Option<usize> = None;
         loop {
@@ -44,6 +61,9 @@ pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
                 Ok(rows) if last != Some(rows.len()) => {
                     let pending = rows.len();
                     last = Some(pending);
+                    desktop
+                        .pending
+                        .store(pending, std::sync::atomic::Ordering::Relaxed);
                     let _ = app.emit(events::CONFIRMATIONS, ConfirmationsChanged { pending });
                     if let Some(window) = app.get_webview_window("main") {
                         let _ = window.set_title(&title(pending));
@@ -58,6 +78,76 @@ pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
             }
         }
     });
+}
+
+/// Another process's news as live events. `open` tracks each process's calls that have not
+/// ended, so that when a process goes away mid-call its calls are closed as `lost` instead of
+/// looking as if they ran for ever.
+fn from_peer(
+    update: PeerUpdate,
+    open: &mut HashMap<u32, HashSet<String>>,
+    nudge: &tokio::sync::mpsc::Sender<()>,
+) -> Vec<LiveEvent> {
+    match update {
+        PeerUpdate::Hello { pid, running } => running
+            .into_iter()
+            .map(|call| {
+                let id = call.execution_id.to_string();
+                open.entry(pid).or_default().insert(id.clone());
+                LiveEvent {
+                    execution_id: id,
+                    tool: call.tool,
+                    kind: "started".to_owned(),
+                    status: None,
+                    at: call.started_at,
+                    detail: Some(format!("{} (process {pid})", call.agent_id)),
+                }
+            })
+            .collect(),
+        PeerUpdate::Event { pid, event } => {
+            if matches!(
+                event.kind,
+                EventKind::ConfirmationRequested { .. } | EventKind::ConfirmationResolved { .. }
+            ) {
+                let _ = nudge.try_send(());
+            }
+            let live = convert::live_event(&event);
+            let calls = open.entry(pid).or_default();
+            // A call that started between the subscription and the snapshot is in both.
+            if matches!(event.kind, EventKind::Started) && calls.contains(&live.execution_id) {
+                return Vec::new();
+            }
+            if live.status.is_some() {
+                calls.remove(&live.execution_id);
+            } else {
+                calls.insert(live.execution_id.clone());
+            }
+            vec![live]
+        }
+        PeerUpdate::Missed { pid, count } => {
+            tracing::warn!(pid, count, "live events of another process were dropped");
+            Vec::new()
+        }
+        PeerUpdate::Gone { pid } => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+            open.remove(&pid)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|execution_id| LiveEvent {
+                    execution_id,
+                    tool: String::new(),
+                    kind: "lost".to_owned(),
+                    status: Some("unknown".to_owned()),
+                    at: now,
+                    detail: Some(format!(
+                        "process {pid} ended without reporting; see the audit log"
+                    )),
+                })
+                .collect()
+        }
+    }
 }
 
 /// The window title, which doubles as the badge.

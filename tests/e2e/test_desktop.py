@@ -18,7 +18,10 @@ import pytest
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.common.options import ArgOptions
+from selenium.webdriver.remote.client_config import ClientConfig
+from selenium.webdriver.remote.remote_connection import RemoteConnection
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -86,9 +89,10 @@ def app(places):
         # session of a run can be refused while it starts.
         for attempt in range(5):
             try:
-                driver = webdriver.Remote(
-                    command_executor=f"http://127.0.0.1:{port}", options=options
+                connection = RemoteConnection(
+                    client_config=ClientConfig(remote_server_addr=f"http://127.0.0.1:{port}")
                 )
+                driver = webdriver.Remote(command_executor=connection, options=options)
                 break
             except Exception:
                 if attempt == 4:
@@ -149,7 +153,10 @@ def test_a_cli_call_waiting_for_approval_is_approved_in_the_app_and_audited(app,
     lines = [e.text for e in detail.find_elements(By.CSS_SELECTOR, ".trace-line")]
     assert any(line.startswith("confirmation:") for line in lines), lines
     shot(app, "audit")
-    for page in ["confirmations", "live", "settings"]:
+    app.find_element(By.ID, "audit-usage").click()
+    wait_for(app, "#usage svg.usage-chart")
+    shot(app, "usage")
+    for page in ["settings"]:
         app.find_element(By.ID, f"nav-{page}").click()
         wait_for(app, f"#page-{page}")
         shot(app, page)
@@ -170,3 +177,166 @@ def test_a_tool_switched_off_for_the_tier_is_denied_to_the_next_call(app, places
     denied = cli(places, "call", "echo", "--args", json.dumps({"message": "hi"}))
     assert denied.returncode == 7, (denied.stdout, denied.stderr)
     assert json.loads(denied.stdout)["error"]["code"] == "tool_disabled"
+
+
+def test_the_live_view_shows_a_running_cli_call_and_cancel_stops_it(app, places):
+    # Policy is read by each CLI process; this one may run commands.
+    places["config"].write_text(
+        places["config"].read_text()
+        + '[policy]\nallow = ["group:exec"]\n[policy.exec]\nsecurity = "full"\n'
+    )
+    call = cli(
+        places, "call", "exec", "--args", json.dumps({"argv": ["sleep", "30"]}), wait=False
+    )
+    started = time.time()
+    app.find_element(By.ID, "nav-live").click()
+    running = wait_for(app, '.live-exec[data-state="running"]')
+    execution_id = running.get_attribute("data-execution-id")
+    assert running.find_element(By.CSS_SELECTOR, ".live-tool").text == "exec"
+    # The elapsed time counts up while it runs.
+    first = running.find_element(By.CSS_SELECTOR, ".live-elapsed").text
+    WebDriverWait(app, WAIT).until(
+        lambda d: d.find_element(
+            By.CSS_SELECTOR, f'.live-exec[data-execution-id="{execution_id}"] .live-elapsed'
+        ).text
+        != first
+    )
+    shot(app, "live")
+    running.find_element(By.CSS_SELECTOR, ".live-cancel").click()
+    out, err = call.communicate(timeout=WAIT)
+    assert time.time() - started < 25, "the call ran to its end instead of being cancelled"
+    assert call.returncode == 4, (out, err)
+    result = json.loads(out)
+    assert result["status"] == "cancelled", result
+    assert result["execution_id"] == execution_id
+    done = wait_for(app, f'.live-exec[data-execution-id="{execution_id}"][data-state="done"]')
+    assert "cancelled" in done.find_element(By.CSS_SELECTOR, ".badge").text
+
+
+def type_into(driver, element_id, text):
+    """Replaces an input's text the way a person does (select all, type), so input events fire."""
+    el = driver.find_element(By.ID, element_id)
+    el.click()
+    el.send_keys(Keys.CONTROL, "a")
+    el.send_keys(Keys.DELETE)
+    # WebKitWebDriver drops a "\n" inside typed text; Enter is a key of its own.
+    for i, line in enumerate(text.split("\n")):
+        if i:
+            el.send_keys(Keys.ENTER)
+        el.send_keys(line)
+    return el
+
+
+def test_the_custom_tool_form_rejects_an_invalid_schema_at_its_field_then_saves_and_runs(
+    app, places
+):
+    (places["ws"] / "words.txt").write_text("one two three\n")
+    app.find_element(By.ID, "tools-add").click()
+    wait_for(app, "#tool-form")
+    type_into(app, "ct-name", "word_count")
+    type_into(app, "ct-description", "Counts the words of a file")
+    app.find_element(By.CSS_SELECTOR, '#ct-category option[value="file_system"]').click()
+    app.find_element(By.CSS_SELECTOR, '#ct-risk option[value="low"]').click()
+    bad = '{"type": "object", "required": ["path"], "properties": {"path": {"type": "strng"}}}'
+    type_into(app, "ct-parameters", bad)
+    type_into(app, "ct-argv", "wc\n-w\n{path}")
+    app.find_element(By.ID, "ct-save").click()
+    error = wait_for(app, '.field-error[data-field="parameters"]')
+    assert "invalid JSON Schema" in error.text, error.text
+    assert "/properties/path/type" in error.text, error.text
+    # Nothing was saved: the form is still open and no other field is blamed.
+    assert app.find_elements(By.CSS_SELECTOR, '.field-error[data-field="name"]') == []
+    shot(app, "custom-tool")
+    listed = cli(places, "tools", "list", "--json")
+    assert "word_count" not in [t["name"] for t in json.loads(listed.stdout)]
+
+    # Not JSON at all is caught by the form itself, at the same field.
+    type_into(app, "ct-parameters", '{"type": ')
+    app.find_element(By.ID, "ct-save").click()
+    WebDriverWait(app, WAIT).until(
+        lambda d: "not JSON"
+        in d.find_element(By.CSS_SELECTOR, '.field-error[data-field="parameters"]').text
+    )
+
+    good = bad.replace("strng", "string")
+    type_into(app, "ct-parameters", good)
+    app.find_element(By.ID, "ct-save").click()
+    heading = wait_for(app, "#tool-detail h1")
+    WebDriverWait(app, WAIT).until(lambda d: d.find_element(By.ID, "tool-edit"))
+    assert heading.text == "word_count"
+    listed = cli(places, "tools", "list", "--json")
+    assert "word_count" in [t["name"] for t in json.loads(listed.stdout)]
+
+    # Try it: the generated form runs the call through the pipeline.
+    type_into(app, "try-path", "words.txt")
+    app.find_element(By.ID, "try-run").click()
+    result = wait_for(app, "#try-result")
+    assert result.get_attribute("data-status") == "success", result.text
+    assert "3 words.txt" in result.text, result.text
+    shot(app, "try-it")
+    audit = cli(places, "audit", "list", "--json")
+    rows = json.loads(audit.stdout)["rows"]
+    assert [(r["tool"], r["agent_id"], r["status"]) for r in rows] == [
+        ("word_count", "desktop", "success")
+    ], rows
+
+    # Remove it (after a confirm step); the CLI no longer sees it.
+    app.find_element(By.ID, "tool-remove").click()
+    app.find_element(By.ID, "tool-remove-confirm").click()
+    wait_for(app, "#tools-table")
+    listed = cli(places, "tools", "list", "--json")
+    assert "word_count" not in [t["name"] for t in json.loads(listed.stdout)]
+
+
+def test_an_approval_remembered_in_the_dialog_is_listed_as_a_grant_and_revoked(app, places):
+    for name in ["a.txt", "b.txt"]:
+        (places["ws"] / name).write_text("x")
+    first = cli(places, "call", "delete_file", "--args", json.dumps({"path": "a.txt"}), wait=False)
+    wait_for(app, "#confirm-dialog")
+    app.find_element(By.CSS_SELECTOR, '#confirm-remember-scope option[value="tool"]').click()
+    app.find_element(By.CSS_SELECTOR, '#confirm-remember-for option[value="3600"]').click()
+    app.find_element(By.ID, "confirm-remember").click()
+    out, err = first.communicate(timeout=WAIT)
+    assert first.returncode == 0, (out, err)
+    # The grant covers the tool for this caller: the next call runs without asking.
+    second = cli(places, "call", "delete_file", "--args", json.dumps({"path": "b.txt"}))
+    assert second.returncode == 0, (second.stdout, second.stderr)
+    assert not (places["ws"] / "b.txt").exists()
+    app.find_element(By.ID, "nav-confirmations").click()
+    row = wait_for(app, "#grants-table tr[data-grant-id]")
+    grant_id = row.get_attribute("data-grant-id")
+    assert row.find_element(By.CSS_SELECTOR, "strong").text == "delete_file"
+    assert "tool" in row.text and "cli" in row.text, row.text
+    shot(app, "confirmations")
+    listed = json.loads(cli(places, "grants", "list", "--json").stdout)
+    assert [g["id"] for g in listed] == [grant_id], listed
+    row.find_element(By.CSS_SELECTOR, ".grant-revoke").click()
+    WebDriverWait(app, WAIT).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-grant-id="{grant_id}"]') == []
+    )
+    assert json.loads(cli(places, "grants", "list", "--json").stdout) == []
+    changes = json.loads(cli(places, "audit", "changes", "--json").stdout)
+    assert [c["kind"] for c in changes][:2] == ["grant_revoked", "grant_created"], changes
+
+
+def test_a_call_from_the_app_waiting_for_approval_is_released_by_the_cli(app, places):
+    target = places["ws"] / "c.txt"
+    target.write_text("x")
+    wait_for(app, 'tr[data-tool="delete_file"] .tool-name').click()
+    wait_for(app, "#try-path")
+    type_into(app, "try-path", "c.txt")
+    app.find_element(By.ID, "try-run").click()
+    wait_for(app, "#confirm-dialog")
+    deadline = time.time() + WAIT
+    while True:
+        pending = json.loads(cli(places, "confirm", "list", "--json").stdout)
+        if pending or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert [(p["tool"], p["agent_id"]) for p in pending] == [("delete_file", "desktop")], pending
+    approved = cli(places, "confirm", "approve", pending[0]["id"])
+    assert approved.returncode == 0, approved.stderr
+    result = wait_for(app, '#try-result[data-status="success"]')
+    assert result.is_displayed()
+    assert not target.exists()
+    WebDriverWait(app, WAIT).until(lambda d: d.find_elements(By.ID, "confirm-dialog") == [])

@@ -207,3 +207,47 @@ fn exported_schemas_are_pinned() {
         .json();
     assert_eq!(all.as_array().unwrap().len(), 10);
 }
+
+#[test]
+fn adding_updating_and_removing_a_custom_tool_are_recorded_with_who_did_it() {
+    let env = Env::new();
+    let as_ann = |args: &[&str]| {
+        let mut cmd = env.cmd(args);
+        cmd.cmd.env("USER", "ann");
+        cmd.run()
+    };
+    let path = env.root.path().join("show.yaml");
+    std::fs::write(&path, PRINTF_YAML).unwrap();
+    as_ann(&["tools", "add", path.to_str().unwrap()]).ok();
+    as_ann(&["tools", "add", path.to_str().unwrap()]).ok();
+    as_ann(&["tools", "remove", "show_args"]).ok();
+    let changes = env.cmd(&["audit", "changes", "--json"]).run().ok().json();
+    let rows: Vec<(String, String, String)> = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap().to_owned(),
+                c["summary"].as_str().unwrap().to_owned(),
+                c["details"]["name"]
+                    .as_str()
+                    .or(c["details"]["tool"].as_str())
+                    .unwrap()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    let row = |k: &str, s: &str| (k.to_owned(), s.to_owned(), "show_args".to_owned());
+    assert_eq!(
+        rows,
+        vec![
+            row("custom_tool_removed", "removed custom tool show_args"),
+            row("custom_tool_updated", "updated custom tool show_args"),
+            row("custom_tool_added", "added custom tool show_args"),
+        ]
+    );
+    for c in changes.as_array().unwrap() {
+        assert!(c["actor"].as_str().unwrap().contains("ann"), "{c}");
+    }
+}

@@ -64,6 +64,8 @@ pub(crate) struct AppState {
     pub(crate) live: RwSignal<LiveLog>,
     pub(crate) tools: pages::tools::ToolsState,
     pub(crate) audit: pages::audit::AuditState,
+    /// Set when the window was asked to close while this many calls wait for approval.
+    pub(crate) closing: RwSignal<Option<usize>>,
 }
 
 impl AppState {
@@ -80,6 +82,7 @@ impl AppState {
             live: RwSignal::new(LiveLog::default()),
             tools: pages::tools::ToolsState::new(),
             audit: pages::audit::AuditState::new(),
+            closing: RwSignal::new(None),
         }
     }
 
@@ -167,6 +170,13 @@ impl AppState {
         if let Err(e) = ipc::listen(events::EXECUTION, on_live) {
             self.report(&e);
         }
+        let on_close = move |r: Result<ConfirmationsChanged, IpcError>| match r {
+            Ok(c) => self.closing.set(Some(c.pending)),
+            Err(e) => self.report(&e),
+        };
+        if let Err(e) = ipc::listen(events::CLOSE_REQUESTED, on_close) {
+            self.report(&e);
+        }
     }
 }
 
@@ -243,7 +253,51 @@ pub(crate) fn App() -> impl IntoView {
                 }}
             </main>
             <pages::confirmations::ConfirmDialog state/>
+            <CloseDialog state/>
         </div>
+    }
+}
+
+/// Asks before the window closes while calls wait for approval.
+#[component]
+fn CloseDialog(state: AppState) -> impl IntoView {
+    let close = move || {
+        leptos::task::spawn_local(async move {
+            let r: Result<(), IpcError> = ipc::invoke(commands::CLOSE_WINDOW, &()).await;
+            if let Err(e) = r {
+                state.report(&e);
+            }
+        });
+    };
+    move || {
+        state.closing.get().map(|pending| {
+            let text = if pending == 1 {
+                "1 call is waiting for approval.".to_owned()
+            } else {
+                format!("{pending} calls are waiting for approval.")
+            };
+            view! {
+                <div class="backdrop">
+                    <div class="dialog" id="close-dialog" role="alertdialog" aria-modal="true">
+                        <div class="dialog-head">
+                            <h2>"Close Toolwarden?"</h2>
+                        </div>
+                        <p>
+                            {text}
+                            " They stay held in the processes that made them, and are denied when they lapse unless someone answers them (the CLI: toolwarden confirm)."
+                        </p>
+                        <div class="dialog-actions">
+                            <button class="btn primary" id="close-stay" on:click=move |_| state.closing.set(None)>
+                                "Stay and answer"
+                            </button>
+                            <button class="btn danger" id="close-anyway" on:click=move |_| close()>
+                                "Close anyway"
+                            </button>
+                        </div>
+                    </div>
+                </div>
+            }
+        })
     }
 }
 

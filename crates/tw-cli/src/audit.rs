@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, anyhow, bail};
 use tokio::io::AsyncWriteExt;
 use tw_runtime::Runtime;
-use tw_store::{AuditExportFormat, AuditQuery, AuditRow, UsageRow};
+use tw_store::{AuditExportFormat, AuditPage, AuditQuery, AuditRow, UsageRow};
 
 use crate::cli::{AuditCommand, AuditFilter, ExportFormat};
 use crate::table::Table;
@@ -20,9 +20,8 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
             json,
         } => {
             let mut q = query(&filter)?;
-            q.limit = limit;
             q.cursor = cursor;
-            let page = store.query(&q).await?;
+            let page = list_page(async |q| store.query(q).await, q, limit).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&page)?);
                 return Ok(0);
@@ -137,6 +136,34 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
     }
 }
 
+/// One page of up to `limit` (1 to 1000) records, asked of `fetch` (the store's query). The store
+/// stops a text search at its scan window and may hand back a short page that is not the last;
+/// the command line asks on from that page's cursor until the page is full or the log is
+/// searched to the end, so a page here is short only when it is the last, as without text.
+async fn list_page(
+    mut fetch: impl AsyncFnMut(&AuditQuery) -> tw_store::Result<AuditPage>,
+    mut q: AuditQuery,
+    limit: u32,
+) -> anyhow::Result<AuditPage> {
+    let limit = limit.clamp(1, tw_store::MAX_PAGE);
+    let mut rows = Vec::new();
+    loop {
+        q.limit = limit - u32::try_from(rows.len()).unwrap_or(limit);
+        let page = fetch(&q).await?;
+        rows.extend(page.rows);
+        match page.next_cursor {
+            Some(c) if rows.len() < limit as usize => q.cursor = Some(c),
+            next_cursor => {
+                return Ok(AuditPage {
+                    rows,
+                    next_cursor,
+                    scanned_to: page.scanned_to,
+                });
+            }
+        }
+    }
+}
+
 fn usage_table(key: &str, rows: &[UsageRow]) -> String {
     let mut t = Table::new(&[
         key,
@@ -225,5 +252,81 @@ fn duration(us: i64) -> String {
         format!("{:.1}ms", us as f64 / 1_000.0)
     } else {
         format!("{:.2}s", us as f64 / 1_000_000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn row(id: i64) -> AuditRow {
+        serde_json::from_value(json!({
+            "id": id, "execution_id": format!("e{id}"), "trace_id": "t", "tool": "echo",
+            "agent_id": "a", "arguments": {}, "status": "success", "output_bytes": 0,
+            "truncated": false, "started_at": 0, "completed_at": 0, "duration_us": 0,
+            "metadata": {},
+        }))
+        .unwrap()
+    }
+
+    fn page(ids: &[i64], next_cursor: Option<i64>, scanned_to: Option<i64>) -> AuditPage {
+        AuditPage {
+            rows: ids.iter().copied().map(row).collect(),
+            next_cursor,
+            scanned_to,
+        }
+    }
+
+    /// `list_page` against pages the store would give, each keyed by the (cursor, limit) asked:
+    /// the ids it lists, its cursor, and what it asked.
+    fn check(limit: u32, pages: &[((Option<i64>, u32), AuditPage)]) -> (Vec<i64>, Option<i64>) {
+        let mut asked = Vec::new();
+        let fetch = async |q: &AuditQuery| -> tw_store::Result<AuditPage> {
+            asked.push((q.cursor, q.limit));
+            let (_, p) = pages
+                .iter()
+                .find(|(key, _)| *key == (q.cursor, q.limit))
+                .unwrap_or_else(|| panic!("unexpected query {q:?}"));
+            Ok(p.clone())
+        };
+        let q = AuditQuery {
+            text: Some("x".into()),
+            ..AuditQuery::default()
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let got = runtime.block_on(list_page(fetch, q, limit)).unwrap();
+        let keys: Vec<_> = pages.iter().map(|(key, _)| *key).collect();
+        assert_eq!(asked, keys);
+        (got.rows.iter().map(|r| r.id).collect(), got.next_cursor)
+    }
+
+    #[test]
+    fn a_text_search_page_asks_on_through_short_windows_until_it_is_full() {
+        // A window with two matches, one with none, then enough to fill the page.
+        let pages = [
+            ((None, 5), page(&[100, 99], Some(90), Some(90))),
+            ((Some(90), 3), page(&[], Some(80), Some(80))),
+            ((Some(80), 3), page(&[75, 74, 73], Some(73), None)),
+        ];
+        assert_eq!(check(5, &pages), (vec![100, 99, 75, 74, 73], Some(73)));
+        // Filled exactly by a window's last matches: the cursor goes on below the window.
+        let pages = [
+            ((None, 3), page(&[9, 8], Some(7), Some(7))),
+            ((Some(7), 1), page(&[6], Some(4), Some(4))),
+        ];
+        assert_eq!(check(3, &pages), (vec![9, 8, 6], Some(4)));
+        // The end of the log: a short last page, no cursor.
+        let pages = [
+            ((None, 50), page(&[5], Some(3), Some(3))),
+            ((Some(3), 49), page(&[2], None, None)),
+        ];
+        assert_eq!(check(50, &pages), (vec![5, 2], None));
+        // A page over the store's limit is asked for at the limit.
+        let pages = [((None, 1000), page(&[1], None, None))];
+        assert_eq!(check(5000, &pages), (vec![1], None));
     }
 }

@@ -77,6 +77,17 @@ pub(crate) enum Command {
     /// Inspect the process sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// List the calls in flight in every process on the data directory.
+    Running {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a call in flight in any process on the data directory (exit 9 if none has it).
+    Cancel {
+        /// The call's execution id (from `toolwarden running`).
+        execution_id: String,
+    },
     /// Show the resolved configuration: files, directories, workspace and policy.
     Config,
 }

@@ -8,6 +8,7 @@ mod call;
 mod cli;
 mod confirm;
 mod policy;
+mod running;
 mod sandbox;
 mod setup;
 mod table;
@@ -53,6 +54,12 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     for w in rt.warnings() {
         eprintln!("warning: {w}");
     }
+    if matches!(cli.command, Command::Call(_) | Command::Batch(_)) {
+        // Lets the desktop app (or another watcher) see these calls run and cancel them.
+        if let Err(e) = rt.publish_live() {
+            tracing::debug!(error = %e, "the live feed is not published");
+        }
+    }
     let result = match cli.command {
         Command::Tools(cmd) => tools::run(&rt, &ctx, cmd).await,
         Command::Call(args) => call::call(&rt, &ctx, args).await,
@@ -63,6 +70,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Grants(cmd) => confirm::grants(&rt, &ctx, cmd).await,
         Command::Mode { cmd } => confirm::mode(&rt, &ctx, cmd).await,
         Command::Sandbox(cmd) => sandbox::run(&rt, cmd).await,
+        Command::Running { json } => running::running(&rt, json).await,
+        Command::Cancel { execution_id } => running::cancel(&rt, &execution_id).await,
         Command::Config => Ok(0),
     };
     rt.close().await;

@@ -17,9 +17,10 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ToolsCommand) -> anyho
         ToolsCommand::List(args) => list(rt, caller, args),
         ToolsCommand::Show { name, json } => show(rt, caller, &name, json),
         ToolsCommand::Export { format, all } => export(rt, caller, format, all),
-        ToolsCommand::Add { file } => add(rt, &file).await,
+        ToolsCommand::Add { file } => add(rt, ctx, &file).await,
         ToolsCommand::Remove { name } => {
-            rt.remove_custom_tool(&name).await?;
+            rt.remove_custom_tool(&name, &crate::confirm::actor(ctx))
+                .await?;
             println!("removed custom tool {name}");
             Ok(0)
         }
@@ -229,7 +230,7 @@ fn export(rt: &Runtime, caller: &Caller, format: Format, all: bool) -> anyhow::R
     Ok(0)
 }
 
-async fn add(rt: &Runtime, file: &std::path::Path) -> anyhow::Result<u8> {
+async fn add(rt: &Runtime, ctx: &Context, file: &std::path::Path) -> anyhow::Result<u8> {
     let shown = file.display().to_string();
     let format = DefinitionFormat::from_path(&shown)
         .ok_or_else(|| anyhow!("{shown}: unknown file type; use .json, .toml, .yaml or .yml"))?;
@@ -255,9 +256,10 @@ async fn add(rt: &Runtime, file: &std::path::Path) -> anyhow::Result<u8> {
         }
     }
     let now = tw_runtime::Clock::now_us(&tw_runtime::SystemClock);
+    let actor = crate::confirm::actor(ctx);
     for spec in specs {
         let name = spec.definition.name.to_string();
-        let added = rt.add_custom_tool(spec, now).await?;
+        let added = rt.add_custom_tool(spec, now, &actor).await?;
         println!(
             "{} custom tool {name}",
             if added { "added" } else { "updated" }

@@ -32,9 +32,26 @@ pub mod commands {
     pub const GET_SETTINGS: &str = "get_settings";
     /// [`crate::SetModeParams`] -> [`crate::Settings`].
     pub const SET_MODE: &str = "set_mode";
+    /// [`crate::SaveToolParams`] -> [`crate::ToolSummary`].
+    pub const SAVE_CUSTOM_TOOL: &str = "save_custom_tool";
+    /// [`crate::ToolParams`] -> `()`.
+    pub const REMOVE_CUSTOM_TOOL: &str = "remove_custom_tool";
+    /// [`crate::RunToolParams`] -> [`crate::RunResult`].
+    pub const RUN_TOOL: &str = "run_tool";
+    /// no parameters -> `Vec<`[`crate::Grant`]`>` (in force or expired, not revoked).
+    pub const LIST_GRANTS: &str = "list_grants";
+    /// [`crate::GrantParams`] -> `bool` (whether it was in force).
+    pub const REVOKE_GRANT: &str = "revoke_grant";
+    /// [`crate::ExportParams`] -> [`crate::ExportResult`].
+    pub const EXPORT_AUDIT: &str = "export_audit";
+    /// [`crate::ReportParams`] -> [`crate::UsageReport`].
+    pub const AUDIT_REPORT: &str = "audit_report";
+    /// no parameters -> `()`: closes the window after the person confirmed it
+    /// ([`crate::events::CLOSE_REQUESTED`]).
+    pub const CLOSE_WINDOW: &str = "close_window";
 
     /// Every command, for the capability file and its test.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 18] = [
         LIST_TOOLS,
         GET_TOOL,
         SET_TOOL_ENABLED,
@@ -45,6 +62,14 @@ pub mod commands {
         CANCEL_EXECUTION,
         GET_SETTINGS,
         SET_MODE,
+        SAVE_CUSTOM_TOOL,
+        REMOVE_CUSTOM_TOOL,
+        RUN_TOOL,
+        LIST_GRANTS,
+        REVOKE_GRANT,
+        EXPORT_AUDIT,
+        AUDIT_REPORT,
+        CLOSE_WINDOW,
     ];
 }
 
@@ -55,6 +80,10 @@ pub mod events {
     /// A [`crate::ConfirmationsChanged`]: the pending confirmations changed (in any process on
     /// the data directory).
     pub const CONFIRMATIONS: &str = "tw://confirmations";
+    /// A [`crate::ConfirmationsChanged`]: the window was asked to close while calls wait for
+    /// approval; the UI asks the person, and closes it with
+    /// [`crate::commands::CLOSE_WINDOW`].
+    pub const CLOSE_REQUESTED: &str = "tw://close-requested";
 }
 
 /// Why a command failed. `code` is stable and machine-readable; `message` is for people.
@@ -134,6 +163,146 @@ pub struct ToolSummary {
 pub struct ToolParams {
     /// The tool.
     pub name: String,
+    /// Explain policy's decision for this agent id instead of the app's own caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+}
+
+/// Adds a custom tool, or replaces one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SaveToolParams {
+    /// The tool spec as JSON (the same shape `toolwarden tools add` reads: the definition's fields
+    /// and a `command` section). Errors point into it (`field` = `/parameters`...).
+    pub spec: Value,
+    /// The tool being edited, if this replaces one (it may be renamed); `None` adds a new tool
+    /// and refuses a name already taken.
+    #[serde(default)]
+    pub original_name: Option<String>,
+}
+
+/// Runs one call of a tool from the app ("try it").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunToolParams {
+    /// The tool.
+    pub name: String,
+    /// Its arguments.
+    pub arguments: Value,
+}
+
+/// How a call from the app ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResult {
+    /// The call's execution id (its audit record's).
+    pub execution_id: String,
+    /// `success`, `permission_denied`, `validation_error`...
+    pub status: String,
+    /// The output, redacted.
+    pub output: Option<Value>,
+    /// The error, for calls that did not succeed.
+    pub error: Option<String>,
+    /// Where in the arguments the error is, for invalid arguments (a JSON pointer).
+    pub error_field: Option<String>,
+    /// Wall time, µs.
+    pub duration_us: i64,
+}
+
+/// A standing approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// Its id.
+    pub id: String,
+    /// The tool it covers.
+    pub tool: String,
+    /// `exact`, `pattern` or `tool`.
+    pub scope: String,
+    /// The arguments (exact) or patterns it matches; null for the whole tool.
+    pub arguments: Value,
+    /// Only calls from this agent; absent: any.
+    pub caller: Option<String>,
+    /// Only calls under this skill; absent: any.
+    pub skill: Option<String>,
+    /// When and by whom it was given.
+    pub created_at: i64,
+    /// Who gave it.
+    pub created_by: String,
+    /// When it lapses; absent: never.
+    pub expires_at: Option<i64>,
+}
+
+/// Names one grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantParams {
+    /// The grant.
+    pub id: String,
+}
+
+/// Exports the audit rows a filter selects.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportParams {
+    /// The viewer's filters (cursor and limit are ignored: every matching row is written).
+    pub filter: AuditQueryParams,
+    /// `jsonl` or `csv`.
+    pub format: String,
+}
+
+/// Where an export went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportResult {
+    /// The file written.
+    pub path: String,
+    /// Rows in it.
+    pub rows: u64,
+}
+
+/// The usage report's window and bucket size.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReportParams {
+    /// From (µs since the epoch); default: 7 days before `untilAt`.
+    pub since_at: Option<i64>,
+    /// Until (µs since the epoch); default: now.
+    pub until_at: Option<i64>,
+}
+
+/// Calls per tool over time, and denials.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageReport {
+    /// The window.
+    pub since_at: i64,
+    /// The window's end.
+    pub until_at: i64,
+    /// Width of one bucket, µs.
+    pub bucket_us: i64,
+    /// One entry per bucket start, oldest first.
+    pub buckets: Vec<i64>,
+    /// Calls per bucket for the busiest tools (and `other`), busiest first.
+    pub series: Vec<UsageSeries>,
+    /// Denied calls per bucket (policy, tier, mode, confirmation).
+    pub denied: Vec<u64>,
+    /// Every call per bucket.
+    pub total: Vec<u64>,
+    /// How long the report took in the shell, milliseconds.
+    pub query_ms: f64,
+}
+
+/// One tool's calls per bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageSeries {
+    /// The tool (or `other`).
+    pub tool: String,
+    /// Calls per bucket.
+    pub counts: Vec<u64>,
+    /// All its calls in the window.
+    pub total: u64,
 }
 
 /// One tool in full.
@@ -148,8 +317,12 @@ pub struct ToolDetail {
     pub output_schema: Option<Value>,
     /// Its constraints (time limit, output cap, side effects, isolation).
     pub constraints: Value,
-    /// The policy explanation for the desktop's caller, layer by layer.
+    /// The policy explanation for the chosen caller (the app's own by default), layer by layer.
     pub explanation: Vec<LayerLine>,
+    /// The caller the explanation is for.
+    pub explained_for: String,
+    /// For a custom tool, its whole spec (definition and command) as the edit form loads it.
+    pub spec: Option<Value>,
 }
 
 /// One layer of a policy decision.
@@ -229,6 +402,13 @@ pub struct AnswerParams {
     /// With an approval: also allow later calls like it for this long (a grant).
     #[serde(default)]
     pub remember_secs: Option<u64>,
+    /// Which later calls the grant covers: `exact` (the same arguments; the default) or `tool`
+    /// (every call of the tool).
+    #[serde(default)]
+    pub remember_scope: Option<String>,
+    /// Whether the grant covers every caller rather than only this call's.
+    #[serde(default)]
+    pub any_caller: bool,
     /// A note for the audit log.
     #[serde(default)]
     pub note: Option<String>,
@@ -276,6 +456,12 @@ pub struct AuditPage {
     pub rows: Vec<AuditSummary>,
     /// Pass as `cursor` for the next (older) page; absent on the last.
     pub next_cursor: Option<i64>,
+    /// Set when a text search ended this page at its scan window rather than after `limit`
+    /// matches, while older rows remain: every row from the cursor down to this id was searched,
+    /// and `nextCursor` (the same id) searches on below it. Such a page may hold few rows or none
+    /// and still not be the last ("searched down to row N").
+    #[serde(default)]
+    pub scanned_to: Option<i64>,
     /// How long the query took in the shell, milliseconds.
     pub query_ms: f64,
 }
@@ -413,12 +599,14 @@ mod tests {
             id: "c1".into(),
             decision: Decision::Approve,
             remember_secs: Some(600),
+            remember_scope: None,
+            any_caller: false,
             note: None,
         };
         let wire = serde_json::to_value(&params).unwrap();
         assert_eq!(
             wire,
-            json!({"id": "c1", "decision": "approve", "rememberSecs": 600, "note": null})
+            json!({"id": "c1", "decision": "approve", "rememberSecs": 600, "rememberScope": null, "anyCaller": false, "note": null})
         );
         assert_eq!(
             serde_json::from_value::<AnswerParams>(wire).unwrap(),

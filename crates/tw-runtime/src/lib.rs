@@ -13,6 +13,7 @@ pub mod confirm;
 mod custom;
 pub mod error;
 pub mod events;
+pub mod live;
 pub mod paths;
 pub mod policy;
 pub mod runtime;

@@ -161,7 +161,11 @@ pub(crate) struct Inner {
     sandbox: Sandbox,
     commands: Commands,
     clock: Arc<dyn Clock>,
-    running: Mutex<HashMap<ExecutionId, CancellationToken>>,
+    running: Mutex<HashMap<ExecutionId, InFlight>>,
+    /// Where the runtime keeps its data (the live feed's socket goes below it).
+    data_dir: PathBuf,
+    /// This process's live feed, once published (`Runtime::publish_live`).
+    live: Mutex<Option<crate::live::FeedServer>>,
     warnings: Vec<String>,
     pub(crate) waiters: Waiters,
     /// The config file, re-read when policy reloads.
@@ -301,6 +305,8 @@ impl Runtime {
                 commands: config.commands.clone(),
                 clock,
                 running: Mutex::new(HashMap::new()),
+                data_dir,
+                live: Mutex::new(None),
                 warnings,
                 waiters: Waiters::default(),
                 config_file: config.source.clone(),
@@ -555,6 +561,13 @@ impl Runtime {
 
     /// Flushes and closes the audit store.
     pub async fn close(&self) {
+        drop(
+            self.inner
+                .live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         self.inner.store.close().await;
     }
 
@@ -579,8 +592,8 @@ impl Runtime {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         match running.get(id) {
-            Some(token) => {
-                token.cancel();
+            Some(flight) => {
+                flight.token.cancel();
                 true
             }
             None => false,
@@ -597,8 +610,49 @@ impl Runtime {
         running.keys().cloned().collect()
     }
 
+    /// The calls in flight in this process (running or waiting for confirmation), oldest first.
+    pub fn running_calls(&self) -> Vec<crate::live::RunningCall> {
+        let running = self
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut calls: Vec<_> = running
+            .iter()
+            .map(|(id, f)| crate::live::RunningCall {
+                execution_id: id.clone(),
+                trace_id: f.trace_id.clone(),
+                tool: f.tool.clone(),
+                agent_id: f.agent_id.clone(),
+                started_at: f.started_at,
+            })
+            .collect();
+        calls.sort_by_key(|c| c.started_at);
+        calls
+    }
+
+    /// Publishes this process's executions to the other processes on the data directory (see
+    /// [`crate::live`]), until the runtime closes. Returns the feed's socket. Publishing again
+    /// replaces the feed.
+    pub fn publish_live(&self) -> std::io::Result<PathBuf> {
+        let (server, path) =
+            crate::live::FeedServer::start(&self.inner.data_dir, Arc::downgrade(&self.inner))?;
+        *self
+            .inner
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(server);
+        Ok(path)
+    }
+
+    /// The data directory the runtime was opened on.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.inner.data_dir
+    }
+
     /// Registers (or replaces) a custom tool and persists it. Built-in names cannot be taken.
-    pub async fn add_custom_tool(&self, spec: ToolSpec, now_us: i64) -> Result<bool> {
+    /// `actor` (who made the change) goes to the admin log with the tool's spec.
+    pub async fn add_custom_tool(&self, spec: ToolSpec, now_us: i64, actor: &str) -> Result<bool> {
         if spec.command.is_none() {
             return Err(RuntimeError::NotCustom(spec.definition.name.to_string()));
         }
@@ -621,13 +675,23 @@ impl Runtime {
             }
         }
         self.inner.store.save_custom_tool(&spec, now_us).await?;
+        let name = spec.definition.name.to_string();
+        let details = serde_json::to_value(&spec).unwrap_or(Value::Null);
         let added = register_custom(&self.inner.registry, spec)?;
         self.refresh_custom_ranks().await?;
+        let (kind, verb) = if added {
+            ("custom_tool_added", "added")
+        } else {
+            ("custom_tool_updated", "updated")
+        };
+        self.admin(actor, kind, format!("{verb} custom tool {name}"), details)
+            .await;
         Ok(added)
     }
 
     /// Removes a custom tool from the registry and the store.
-    pub async fn remove_custom_tool(&self, name: &str) -> Result<()> {
+    /// `actor` goes to the admin log.
+    pub async fn remove_custom_tool(&self, name: &str, actor: &str) -> Result<()> {
         match self.inner.registry.get(name) {
             Some(e) if e.kind.is_builtin() => {
                 return Err(RuntimeError::BuiltinName(name.to_owned()));
@@ -638,6 +702,13 @@ impl Runtime {
         self.inner.store.delete_custom_tool(name).await?;
         self.inner.registry.unregister(name)?;
         self.refresh_custom_ranks().await?;
+        self.admin(
+            actor,
+            "custom_tool_removed",
+            format!("removed custom tool {name}"),
+            json!({ "tool": name }),
+        )
+        .await;
         Ok(())
     }
 
@@ -803,7 +874,7 @@ impl Runtime {
     async fn pipeline(&self, call: ToolCall, cancel: CancellationToken) -> ToolResult {
         let started_at = self.inner.clock.now_us();
         let clock = Instant::now();
-        let _running = Running::track(self, &call.execution_id, &cancel);
+        let _running = Running::track(self, &call, started_at, &cancel);
         let span = tracing::info_span!(
             "tool_call",
             trace_id = %call.trace_id,
@@ -1459,6 +1530,15 @@ fn stage_cap(def: &ToolDefinition, produced: Produced) -> Outcome {
     }
 }
 
+/// A call in flight: how to cancel it, and what the live feed says about it.
+struct InFlight {
+    token: CancellationToken,
+    trace_id: TraceId,
+    tool: String,
+    agent_id: String,
+    started_at: i64,
+}
+
 /// Keeps an execution cancellable by id while it runs.
 struct Running<'a> {
     rt: &'a Runtime,
@@ -1466,13 +1546,23 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
-    fn track(rt: &'a Runtime, id: &ExecutionId, token: &CancellationToken) -> Self {
+    fn track(rt: &'a Runtime, call: &ToolCall, started_at: i64, token: &CancellationToken) -> Self {
+        let flight = InFlight {
+            token: token.clone(),
+            trace_id: call.trace_id.clone(),
+            tool: call.tool.clone(),
+            agent_id: call.caller.agent_id.clone(),
+            started_at,
+        };
         rt.inner
             .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone(), token.clone());
-        Self { rt, id: id.clone() }
+            .insert(call.execution_id.clone(), flight);
+        Self {
+            rt,
+            id: call.execution_id.clone(),
+        }
     }
 }
 

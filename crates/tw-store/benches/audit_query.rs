@@ -11,12 +11,16 @@
 //! that run processes or go to the network), starts spread over 30 days, small JSON arguments and
 //! outputs, and every layer's verdict in the explanation as the policy engine writes it.
 //!
+//! The store opens the cached log as it opens any user's file, so migrations it lacks (new
+//! indexes) are run on it then, once, and the time that took is in the `opened in` line.
+//!
 //! Each case is timed by its own loop (median and p95 after two warm-up queries, on a warm page
-//! cache) and printed as `audit summary:` lines; figures are printed, never asserted. For the page
-//! queries over or near the goal it prints SQLite's plan (the SQL is rebuilt here the way
-//! `query.rs` builds it, so the plan is the one the store gets). Then it times every case again on
-//! a copy of the database with candidate indexes added, to show what a migration would buy, and
-//! for what no index fixes, a rewrite of the page query on a bare connection.
+//! cache) and printed as `audit summary:` lines; figures are printed, never asserted. A text
+//! search reads at most `TEXT_SCAN_WINDOW` ids a page, so its line also says how far one page
+//! searched, and one more line times following its cursors down the whole log (what
+//! `toolwarden audit list --text` does while its page is not full). Then it prints SQLite's plan
+//! for every page query, which shows the index each one uses (the SQL is rebuilt here the way
+//! `query.rs` builds it, so the plan is the one the store gets).
 //!
 //! Without `--bench` (`cargo test --benches`) it is a smoke run on a 10,000-row log in a
 //! temporary directory, a few queries each.
@@ -30,7 +34,7 @@ use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions as _, Row as _, SqliteConnection};
 use tw_core::ToolStatus;
 use tw_core::policy::{Decision, Layer, LayerVerdict, RuleRef, Severity};
-use tw_store::{AuditQuery, AuditRecord, AuditViolation, Store, StoreOptions};
+use tw_store::{AuditQuery, AuditRecord, AuditViolation, Store, StoreOptions, TEXT_SCAN_WINDOW};
 
 /// Rows in the log of a full run, and of a smoke run.
 const FULL_ROWS: u64 = 1_000_000;
@@ -650,12 +654,19 @@ fn fixture_tag(rows: u64) -> String {
 }
 
 /// Opens the cached log if it has the right rows from the right generator; returns the store and
-/// what the setting says about how it was built.
+/// what the setting says about how it was built. A log the store refuses (say, one migrated by a
+/// migration since edited or from a newer build) is rebuilt, and the reason printed.
 async fn open_cached(path: &Path, rows: u64) -> Option<(Store, String)> {
     if !path.exists() {
         return None;
     }
-    let store = Store::open(StoreOptions::new(path)).await.ok()?;
+    let store = match Store::open(StoreOptions::new(path)).await {
+        Ok(store) => store,
+        Err(e) => {
+            say(format!("fixture: rebuilding {}: {e}", path.display()));
+            return None;
+        }
+    };
     let tag = store
         .get_setting(FIXTURE_SETTING)
         .await
@@ -815,9 +826,20 @@ impl Q {
         self
     }
     /// Calls started on day `d` (0-based) of the log.
-    fn day(mut self, d: i64) -> Self {
+    fn day(self, d: i64) -> Self {
+        self.days(d, d + 1)
+    }
+    /// Calls started on days `from` up to (not including) `to`.
+    fn days(self, from: i64, to: i64) -> Self {
+        self.since_day(from).until_day(to)
+    }
+    fn since_day(mut self, d: i64) -> Self {
         self.0.since = Some(T0 + d * DAY_US);
-        self.0.until = Some(T0 + (d + 1) * DAY_US);
+        self
+    }
+    /// Calls started before day `d`.
+    fn until_day(mut self, d: i64) -> Self {
+        self.0.until = Some(T0 + d * DAY_US);
         self
     }
     fn cursor(mut self, id: i64) -> Self {
@@ -879,6 +901,9 @@ fn page_cases(deep_cursor: i64) -> Vec<Case> {
         ),
         case("1-day range, the last day", Q::all().day(DAYS - 1)),
         case("1-day range, day 15 of 30", Q::all().day(mid)),
+        case("7-day range, days 8 to 14", Q::all().days(8, 15)),
+        case("from day 23 on (no end)", Q::all().since_day(23)),
+        case("up to day 15 (no start)", Q::all().until_day(mid)),
         case(
             "1-day range (day 15) + tool = exec",
             Q::all().day(mid).tool("exec"),
@@ -897,6 +922,18 @@ fn page_cases(deep_cursor: i64) -> Vec<Case> {
         ),
         case("text \"cargo test\" (common)", Q::all().text("cargo test")),
         case("text \"ENOSPC\" (in no row)", Q::all().text("ENOSPC")),
+        case(
+            "text \"ENOSPC\", deep page by cursor",
+            Q::all().text("ENOSPC").cursor(deep_cursor),
+        ),
+        case(
+            "text \"ENOSPC\" + tool = exec",
+            Q::all().text("ENOSPC").tool("exec"),
+        ),
+        case(
+            "text \"ENOSPC\" + 1-day range (day 15)",
+            Q::all().text("ENOSPC").day(mid),
+        ),
     ]
 }
 
@@ -920,10 +957,12 @@ enum Bind {
     Int(i64),
 }
 
-/// The page query as `query.rs` builds it, selecting `columns`, with its bound values: what the
-/// store runs, so its plan can be asked for and the rewrite below compared with it.
-fn page_sql(q: &AuditQuery, columns: &str) -> (String, Vec<Bind>) {
-    let mut sql = format!("SELECT {columns} FROM audit_log WHERE 1 = 1");
+/// The page query as `query.rs` builds it, with its bound values, so its plan can be asked for:
+/// the page's ids chosen first, below `below` and at or above `from` (a text search's window),
+/// then those rows read.
+fn page_sql(q: &AuditQuery, below: Option<i64>, from: Option<i64>) -> (String, Vec<Bind>) {
+    let mut sql =
+        "SELECT * FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE 1 = 1".to_owned();
     let mut binds = Vec::new();
     let equal = [
         ("tool", q.tool.as_deref()),
@@ -956,20 +995,16 @@ fn page_sql(q: &AuditQuery, columns: &str) -> (String, Vec<Bind>) {
             binds.push(Bind::Text(format!("%{t}%")));
         }
     }
-    if let Some(c) = q.cursor {
+    if let Some(c) = below {
         sql.push_str(" AND id < ?");
         binds.push(Bind::Int(c));
     }
-    sql.push_str(" ORDER BY id DESC LIMIT ?");
+    if let Some(c) = from {
+        sql.push_str(" AND id >= ?");
+        binds.push(Bind::Int(c));
+    }
+    sql.push_str(" ORDER BY id DESC LIMIT ?) ORDER BY id DESC");
     binds.push(Bind::Int(i64::from(q.limit) + 1));
-    (sql, binds)
-}
-
-/// The rewrite that takes the sort out of a time-range page: choose the page's ids first (which
-/// `audit_log_started` answers alone, sorting only ids), then read those rows.
-fn rewritten_sql(q: &AuditQuery) -> (String, Vec<Bind>) {
-    let (inner, binds) = page_sql(q, "id");
-    let sql = format!("SELECT * FROM audit_log WHERE id IN ({inner}) ORDER BY id DESC");
     (sql, binds)
 }
 
@@ -987,12 +1022,17 @@ fn bind_all<'q>(
     query
 }
 
-/// SQLite's plan for the store's page query, its steps joined by " / ".
-async fn plan(conn: &mut SqliteConnection, q: &AuditQuery) -> String {
-    plan_of(conn, page_sql(q, "*")).await
-}
-
-async fn plan_of(conn: &mut SqliteConnection, (sql, binds): (String, Vec<Bind>)) -> String {
+/// SQLite's plan for the store's page query, its steps joined by " / ". A text search's window
+/// is placed at the top of the log or below the cursor (where the store places it when no other
+/// filter rules out the newest rows); the plan does not depend on where.
+async fn plan(conn: &mut SqliteConnection, q: &AuditQuery, newest: i64) -> String {
+    let (below, from) = if q.text.is_some() {
+        let below = q.cursor.unwrap_or(newest + 1);
+        (Some(below), Some(below - TEXT_SCAN_WINDOW))
+    } else {
+        (q.cursor, None)
+    };
+    let (sql, binds) = page_sql(q, below, from);
     let explain = format!("EXPLAIN QUERY PLAN {sql}");
     bind_all(&explain, binds)
         .fetch_all(&mut *conn)
@@ -1002,16 +1042,6 @@ async fn plan_of(conn: &mut SqliteConnection, (sql, binds): (String, Vec<Bind>))
         .map(|r| r.get::<String, _>("detail"))
         .collect::<Vec<_>>()
         .join(" / ")
-}
-
-/// Times `sql` on a bare connection: rows fetched, not decoded into records.
-async fn time_sql(conn: &mut SqliteConnection, max: usize, sql: (String, Vec<Bind>)) -> Timing {
-    let (sql, binds) = sql;
-    time(max, async || {
-        let rows = bind_all(&sql, binds.clone()).fetch_all(&mut *conn).await;
-        rows.unwrap().len().min(PAGE as usize) as u64
-    })
-    .await
 }
 
 /// The id a viewer passes as the cursor for page `page` of the unfiltered log: the last id of
@@ -1047,27 +1077,20 @@ async fn time_pages(store: &Store, cases: &[Case], max: usize) -> Vec<Timing> {
     out
 }
 
-/// Indexes that would serve the page queries the present ones serve badly, with what each is for.
-const CANDIDATE_INDEXES: &[(&str, &str)] = &[
-    (
-        "CREATE INDEX audit_log_skill ON audit_log (skill, id)",
-        "the skill filter has no index: a page reads the log newest first until 51 rows of the \
-         skill turn up, all of it for a skill with few or no calls",
-    ),
-    (
-        "CREATE INDEX audit_log_tool_status ON audit_log (tool, status, id)",
-        "tool + status: the tool's index alone reads every call of the tool to find a rare status",
-    ),
-    (
-        "CREATE INDEX audit_log_tool_started ON audit_log (tool, started_at)",
-        "tool + time range: the tool's index alone reads the tool's calls from now back to the \
-         range",
-    ),
-    (
-        "CREATE INDEX audit_log_agent_started ON audit_log (agent_id, started_at)",
-        "caller + time range, likewise",
-    ),
-];
+/// Follows a query's cursors to the end of the log; returns the rows and the pages it took.
+async fn every_page(store: &Store, q: &AuditQuery) -> (u64, u64) {
+    let mut q = q.clone();
+    let (mut rows, mut pages) = (0, 0);
+    loop {
+        let page = store.query(&q).await.unwrap();
+        rows += page.rows.len() as u64;
+        pages += 1;
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => return (rows, pages),
+        }
+    }
+}
 
 fn main() {
     // `cargo bench` passes `--bench`; without it (`cargo test --benches`) this is a smoke run.
@@ -1094,8 +1117,15 @@ fn main() {
         scratch.path().join("audit-smoke.db")
     };
     let store = tokio.block_on(async {
+        let t = Instant::now();
         if let Some((store, tag)) = open_cached(&path, rows).await {
-            return (store, format!("reused {} ({tag})", path.display()));
+            // Opening migrates the file forward: the first run after a migration pays for it here.
+            let how = format!(
+                "reused {} ({tag}); opened in {:.1} s, migrations included",
+                path.display(),
+                t.elapsed().as_secs_f64()
+            );
+            return (store, how);
         }
         let took = build(&path, rows, full).await;
         let store = Store::open(StoreOptions::new(&path)).await.unwrap();
@@ -1110,7 +1140,11 @@ fn main() {
     });
     let (store, how) = store;
     say(format!("fixture: {how}"));
-    let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let size: u64 = ["", "-wal"]
+        .iter()
+        .filter_map(|s| std::fs::metadata(with_suffix(&path, s)).ok())
+        .map(|m| m.len())
+        .sum();
     say(format!(
         "fixture: {rows} rows over {DAYS} days, {} tools, {} callers, {:.0} MiB ({:.0} bytes a \
          row)",
@@ -1133,6 +1167,22 @@ fn main() {
 
     let cases = page_cases(deep_cursor);
     let pages = tokio.block_on(time_pages(&store, &cases, max_iters));
+    // How far one page of each text search got: a page that ends at its window says so.
+    let reach: Vec<Option<i64>> = tokio.block_on(async {
+        let mut out = Vec::new();
+        for c in &cases {
+            out.push(store.query(&c.query).await.unwrap().scanned_to);
+        }
+        out
+    });
+    // What a text search costs when it is followed to the end of the log, as `toolwarden audit
+    // list --text` does while its page is not full.
+    let walk_query = Q::all().text("ENOSPC").0;
+    let mut walked = (0, 0);
+    let walk = tokio.block_on(time(max_iters.min(3), async || {
+        walked = every_page(&store, &walk_query).await;
+        walked.0
+    }));
     let counts: Vec<(Case, Timing)> = tokio.block_on(async {
         let mut out = Vec::new();
         for c in count_cases() {
@@ -1145,11 +1195,12 @@ fn main() {
 
     say(format!(
         "page queries through Store::query, {rows} rows, warm cache (median, p95, rows returned, \
-         runs)"
+         runs); a text search reads at most {TEXT_SCAN_WINDOW} ids a page"
     ));
-    for (c, t) in cases.iter().zip(&pages) {
+    for ((c, t), reach) in cases.iter().zip(&pages).zip(&reach) {
+        let reach = reach.map_or_else(String::new, |id| format!(", searched down to id {id}"));
         say(format!(
-            "  {:<42} {} {:>3} {:>4}  {} (goal <= {GOAL_MS} ms)",
+            "  {:<42} {} {:>3} {:>4}  {} (goal <= {GOAL_MS} ms){reach}",
             c.name,
             ms(t),
             t.result,
@@ -1157,6 +1208,14 @@ fn main() {
             verdict(t.median)
         ));
     }
+    say(format!(
+        "  {:<42} {} {:>3} {:>4}  in {} pages (the whole log; no goal)",
+        "text \"ENOSPC\", every page to the end",
+        ms(&walk),
+        walk.result,
+        walk.runs,
+        walked.1
+    ));
     say(
         "counts through Store::count (the viewer shows none today; for a \"N matching\" label)"
             .to_owned(),
@@ -1165,119 +1224,27 @@ fn main() {
         say(format!("  {:<42} {}  = {}", c.name, ms(t), t.result));
     }
 
-    // Why the slow ones are slow, and what would fix them. Plans are shown for every page query
-    // that misses the goal or comes within half of it at p95 (and, so the smoke run goes through
-    // this code too, for the time ranges of a smoke run).
-    let slow: Vec<usize> = (0..cases.len())
-        .filter(|&i| pages[i].p95 > GOAL_MS / 2.0 || (!full && cases[i].query.since.is_some()))
-        .collect();
+    // Which index answers each page: the evidence that each index of the log is used.
     tokio.block_on(async {
         let mut conn = connect(&path, true).await;
-        say("plans of the page queries over or near the goal (EXPLAIN QUERY PLAN):");
-        for &i in &slow {
+        let newest: i64 = sqlx::query_scalar("SELECT MAX(id) FROM audit_log")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        let indexes: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_log' \
+             AND sql IS NOT NULL ORDER BY name",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        say(format!("indexes on audit_log: {}", indexes.join(", ")));
+        say("plans of the page queries (EXPLAIN QUERY PLAN):");
+        for c in &cases {
             say(format!(
                 "  {}: {}",
-                cases[i].name,
-                plan(&mut conn, &cases[i].query).await
-            ));
-        }
-    });
-
-    // Proven on a copy, so the cached log stays as the migrations make it.
-    let copy = scratch.path().join("audit-indexed.db");
-    std::fs::copy(&path, &copy).unwrap();
-    let t = Instant::now();
-    tokio.block_on(async {
-        let mut conn = connect(&copy, false).await;
-        for (sql, _) in CANDIDATE_INDEXES {
-            sqlx::query(*sql).execute(&mut conn).await.unwrap();
-        }
-    });
-    let grown = std::fs::metadata(&copy)
-        .map_or(0, |m| m.len())
-        .saturating_sub(size);
-    say(format!(
-        "candidate indexes, created on a copy in {:.1} s, adding {:.0} MiB:",
-        t.elapsed().as_secs_f64(),
-        grown as f64 / (1 << 20) as f64
-    ));
-    for (sql, why) in CANDIDATE_INDEXES {
-        say(format!("  {sql}: {why}"));
-    }
-    let indexed = tokio.block_on(async {
-        let store = Store::open(StoreOptions::new(&copy)).await.unwrap();
-        let t = time_pages(&store, &cases, max_iters).await;
-        store.close().await;
-        t
-    });
-    say(
-        "page queries through Store::query with the candidate indexes (before -> after, \
-         medians; p95 after):",
-    );
-    for (i, c) in cases.iter().enumerate() {
-        say(format!(
-            "  {:<42} {:>8.2} -> {:>8.2} ms  p95 {:>8.2} ms  {}",
-            c.name,
-            pages[i].median,
-            indexed[i].median,
-            indexed[i].p95,
-            verdict(indexed[i].median)
-        ));
-    }
-    tokio.block_on(async {
-        let mut conn = connect(&copy, true).await;
-        let changed: Vec<usize> = (0..cases.len())
-            .filter(|&i| slow.contains(&i) || indexed[i].p95 > GOAL_MS / 2.0)
-            .collect();
-        say("plans with the candidate indexes:");
-        for &i in &changed {
-            say(format!(
-                "  {}: {}",
-                cases[i].name,
-                plan(&mut conn, &cases[i].query).await
-            ));
-        }
-    });
-
-    // What no index fixes: the sort of whole rows in a time-range page. The rewrite picks the
-    // page's ids first, then reads only those rows; the same rows in the same order. Timed on bare
-    // connections (rows fetched, not decoded), with the store's SQL for reference, on the log as
-    // it is and on the copy with the candidate indexes. A text search reads every row whatever
-    // the SQL, so those cases are left out.
-    tokio.block_on(async {
-        let mut present = connect(&path, true).await;
-        let mut candidate = connect(&copy, true).await;
-        say(
-            "the page query rewritten to pick ids first: SELECT * FROM audit_log WHERE id IN \
-             (SELECT id FROM audit_log WHERE <filters> ORDER BY id DESC LIMIT 51) ORDER BY id \
-             DESC",
-        );
-        say(format!(
-            "  bare connection, median (p95) in ms       {:>24} {:>24} {:>24}",
-            "store's SQL", "rewrite", "rewrite + candidates"
-        ));
-        for c in cases.iter().filter(|c| c.query.text.is_none()) {
-            let q = &c.query;
-            let now = time_sql(&mut present, max_iters, page_sql(q, "*")).await;
-            let new = time_sql(&mut present, max_iters, rewritten_sql(q)).await;
-            let both = time_sql(&mut candidate, max_iters, rewritten_sql(q)).await;
-            let cell =
-                |t: &Timing| format!("{:.2} ({:.2}) {:<6}", t.median, t.p95, verdict(t.median));
-            say(format!(
-                "  {:<42} {:>24} {:>24} {:>24}",
                 c.name,
-                cell(&now),
-                cell(&new),
-                cell(&both)
-            ));
-        }
-        say("plans of the rewrite for the time ranges (present indexes | candidate indexes):");
-        for c in cases.iter().filter(|c| c.query.since.is_some()) {
-            say(format!(
-                "  {}: {} | {}",
-                c.name,
-                plan_of(&mut present, rewritten_sql(&c.query)).await,
-                plan_of(&mut candidate, rewritten_sql(&c.query)).await
+                plan(&mut conn, &c.query, newest).await
             ));
         }
     });

@@ -18,6 +18,7 @@ mod rate;
 mod record;
 mod settings;
 mod switches;
+mod timeline;
 mod tools;
 mod writer;
 
@@ -38,11 +39,14 @@ pub use confirmations::{
 };
 pub use error::{Result, StoreError};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
-pub use query::{AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, UsageReport, UsageRow};
+pub use query::{
+    AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, TEXT_SCAN_WINDOW, UsageReport, UsageRow,
+};
 pub use rate::{RateCheck, RateOutcome, RateWindow};
 pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest};
 pub use settings::Setting;
 pub use switches::{SwitchChange, SwitchOutcome, ToolSwitchRow};
+pub use timeline::{MAX_BUCKETS, TimelineCell};
 pub use tools::StoredTool;
 
 use record::Encoded;
@@ -192,7 +196,9 @@ impl Store {
         query::get(&self.inner.pool, execution_id).await
     }
 
-    /// One page of records, newest first.
+    /// One page of records, newest first. A text search reads at most [`TEXT_SCAN_WINDOW`] ids
+    /// per page and may return a short (even empty) page that is not the last: follow
+    /// `next_cursor` until it is absent to see every match (see [`AuditPage::scanned_to`]).
     pub async fn query(&self, q: &AuditQuery) -> Result<AuditPage> {
         query::page(&self.inner.pool, q).await
     }
@@ -215,6 +221,17 @@ impl Store {
     /// Calls per tool, per caller and per skill among the matching records.
     pub async fn usage_report(&self, q: &AuditQuery) -> Result<UsageReport> {
         query::usage(&self.inner.pool, q).await
+    }
+
+    /// Calls per tool and per `bucket_us`-wide bucket started in `[since, until)`, with the
+    /// denials among them (only non-zero cells are listed).
+    pub async fn timeline(
+        &self,
+        since: i64,
+        until: i64,
+        bucket_us: i64,
+    ) -> Result<Vec<TimelineCell>> {
+        timeline::timeline(&self.inner.pool, since, until, bucket_us).await
     }
 
     /// Saves (or replaces) a custom tool.

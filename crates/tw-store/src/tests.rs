@@ -270,7 +270,7 @@ async fn a_database_from_a_newer_build_is_refused_untouched() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{} has schema version 20990101000000, newer than this build supports (3); upgrade Toolwarden to use it",
+            "{} has schema version 20990101000000, newer than this build supports (4); upgrade Toolwarden to use it",
             path.display()
         )
     );
@@ -419,6 +419,358 @@ async fn filters_narrow_and_cursors_walk_every_row_once() {
         .await
         .unwrap();
     assert_eq!(page.rows.len(), 1);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn combined_filters_select_the_same_rows_with_the_same_cursors() {
+    // Pins the rows and cursors of combined filters, which the page query's indexes serve (see
+    // migration 0004): the same as a filter over every row would give.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    sample(&store).await;
+    let at = |s: i64| Some(1_700_000_000_000_000 + s * 1_000_000);
+    let q = |f: &dyn Fn(&mut AuditQuery)| {
+        let mut q = AuditQuery {
+            limit: 1000,
+            ..AuditQuery::default()
+        };
+        f(&mut q);
+        q
+    };
+    let cases: Vec<(AuditQuery, Vec<i64>)> = vec![
+        (
+            q(&|q| {
+                q.tool = Some("read_file".into());
+                q.status = Some(ToolStatus::Failed);
+            }),
+            vec![12, 7, 2],
+        ),
+        (
+            q(&|q| {
+                q.tool = Some("write_file".into());
+                q.status = Some(ToolStatus::Failed);
+            }),
+            vec![17],
+        ),
+        (
+            q(&|q| {
+                q.tool = Some("read_file".into());
+                q.status = Some(ToolStatus::Failed);
+                q.cursor = Some(12);
+            }),
+            vec![7, 2],
+        ),
+        (
+            q(&|q| {
+                q.skill = Some("reviewer".into());
+                q.status = Some(ToolStatus::PermissionDenied);
+            }),
+            vec![13, 3],
+        ),
+        (
+            q(&|q| {
+                q.skill = Some("reviewer".into());
+                q.agent_id = Some("agent-b".into());
+            }),
+            vec![19, 13, 7, 1],
+        ),
+        (q(&|q| q.skill = Some("onboarding".into())), vec![]),
+        (
+            q(&|q| {
+                q.since = at(5);
+                q.until = at(15);
+                q.tool = Some("read_file".into());
+            }),
+            vec![15, 14, 12, 11, 10, 8, 7, 6],
+        ),
+        (
+            q(&|q| {
+                q.since = at(5);
+                q.until = at(15);
+                q.agent_id = Some("agent-b".into());
+            }),
+            vec![13, 10, 7],
+        ),
+        (
+            q(&|q| {
+                q.since = at(5);
+                q.until = at(15);
+                q.status = Some(ToolStatus::Success);
+            }),
+            vec![15, 11, 10, 6],
+        ),
+        (
+            q(&|q| {
+                q.since = at(5);
+                q.until = at(15);
+                q.tool = Some("read_file".into());
+                q.cursor = Some(11);
+            }),
+            vec![10, 8, 7, 6],
+        ),
+        (
+            q(&|q| {
+                q.text = Some("did not".into());
+                q.tool = Some("read_file".into());
+                q.skill = Some("reviewer".into());
+            }),
+            vec![19, 7, 3],
+        ),
+    ];
+    for (query, expect) in &cases {
+        let page = store.query(query).await.unwrap();
+        assert_eq!(ids(&page), *expect, "{query:?}");
+        assert_eq!(
+            (page.next_cursor, page.scanned_to),
+            (None, None),
+            "{query:?}"
+        );
+    }
+    // Pages of 2 over a combined filter: each page's cursor is its last row, the last page has
+    // none.
+    let mut q = q(&|q| {
+        q.since = at(5);
+        q.until = at(15);
+        q.tool = Some("read_file".into());
+        q.limit = 2;
+    });
+    let mut pages = Vec::new();
+    loop {
+        let page = store.query(&q).await.unwrap();
+        pages.push((ids(&page), page.next_cursor));
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(
+        pages,
+        vec![
+            (vec![15, 14], Some(14)),
+            (vec![12, 11], Some(11)),
+            (vec![10, 8], Some(8)),
+            (vec![7, 6], None),
+        ]
+    );
+    store.close().await;
+}
+
+/// Walks a query's pages with a scan window of `window` ids, checking each page's promises, and
+/// returns every row's id and each page's (rows, next_cursor, scanned_to).
+async fn walk(
+    store: &Store,
+    mut q: AuditQuery,
+    window: i64,
+) -> (Vec<i64>, Vec<(usize, Option<i64>, Option<i64>)>) {
+    let mut seen = Vec::new();
+    let mut pages = Vec::new();
+    loop {
+        let page = query::page_in_windows(&store.inner.pool, &q, window)
+            .await
+            .unwrap();
+        let got = ids(&page);
+        assert!(got.len() <= q.limit as usize, "{q:?}: {got:?}");
+        if let Some(to) = page.scanned_to {
+            // A page cut at its window goes on right below it.
+            assert_eq!(page.next_cursor, Some(to), "{q:?}");
+        }
+        seen.extend(&got);
+        pages.push((got.len(), page.next_cursor, page.scanned_to));
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+        assert!(pages.len() < 1000, "{q:?} does not end");
+    }
+    (seen, pages)
+}
+
+#[tokio::test]
+async fn text_search_walks_every_window_and_finds_each_match_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    sample(&store).await;
+    // "did not" is in the error of every call that did not succeed; "file-1" in the arguments
+    // of calls 1 and 10 to 19; "nowhere" in none.
+    let texts: [(&str, Vec<i64>); 4] = [
+        ("did not", vec![19, 18, 17, 14, 13, 12, 9, 8, 7, 4, 3, 2]),
+        ("file-1", vec![20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 2]),
+        ("nowhere", vec![]),
+        (
+            "READ_file",
+            (1..=20).filter(|id| (id - 1) % 4 != 0).rev().collect(),
+        ),
+    ];
+    for (text, expect) in &texts {
+        for window in [1, 3, 7, 19, 20, 21, 1000] {
+            for limit in [1, 2, 5, 50] {
+                let q = AuditQuery {
+                    text: Some((*text).to_owned()),
+                    limit,
+                    ..AuditQuery::default()
+                };
+                let (seen, pages) = walk(&store, q, window).await;
+                assert_eq!(seen, *expect, "{text:?}, window {window}, limit {limit}");
+                // A search within one window is paged as any other query.
+                if window >= 20 {
+                    assert!(pages.iter().all(|p| p.2.is_none()), "{pages:?}");
+                }
+            }
+        }
+    }
+    // Pinned: "file-1" in windows of 7 ids, 5 to a page. Each window hangs from the cursor. The
+    // first (ids 14 to 20) holds 7 matches: a full page. The second (9 to 15) holds the 5 left
+    // below 16: a full page that still ends at its window. The third (2 to 8) holds one and the
+    // last (1) none, and nothing is below it.
+    let q = AuditQuery {
+        text: Some("file-1".into()),
+        limit: 5,
+        ..AuditQuery::default()
+    };
+    assert_eq!(
+        walk(&store, q.clone(), 7).await.1,
+        vec![
+            (5, Some(16), None),
+            (5, Some(9), Some(9)),
+            (1, Some(2), Some(2)),
+            (0, None, None),
+        ]
+    );
+    // A window without a match still hands out the cursor to search on: "call 1 did" is in row
+    // 2 only, so the windows from the top (14 to 20, 7 to 13) come back empty.
+    let q = AuditQuery {
+        text: Some("call 1 did".into()),
+        ..q
+    };
+    assert_eq!(
+        walk(&store, q.clone(), 7).await.1,
+        vec![
+            (0, Some(14), Some(14)),
+            (0, Some(7), Some(7)),
+            (1, None, None)
+        ]
+    );
+    // A cursor above the newest row searches from the newest row down, not through empty ids.
+    let high = AuditQuery {
+        cursor: Some(1_000_000),
+        ..q.clone()
+    };
+    assert_eq!(walk(&store, high, 7).await.1, walk(&store, q, 7).await.1);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn text_search_with_other_filters_searches_only_where_they_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    sample(&store).await;
+    let at = |s: i64| Some(1_700_000_000_000_000 + s * 1_000_000);
+    // Every text with every other filter, in every window and page size: the same rows as one
+    // search of the whole log.
+    let filters: [&dyn Fn(&mut AuditQuery); 6] = [
+        &|_| {},
+        &|q| q.tool = Some("read_file".into()),
+        &|q| q.until = at(5),
+        &|q| q.since = at(12),
+        &|q| {
+            q.agent_id = Some("agent-b".into());
+            q.status = Some(ToolStatus::Failed);
+        },
+        &|q| q.skill = Some("reviewer".into()),
+    ];
+    for text in ["did not", "file-1", "nowhere", "n\"", "READ_file"] {
+        for (f, filter) in filters.iter().enumerate() {
+            let mut q = AuditQuery {
+                text: Some(text.to_owned()),
+                limit: 1000,
+                ..AuditQuery::default()
+            };
+            filter(&mut q);
+            let whole = query::page_in_windows(&store.inner.pool, &q, i64::MAX)
+                .await
+                .unwrap();
+            assert_eq!((whole.next_cursor, whole.scanned_to), (None, None));
+            for window in [1, 2, 7, 20] {
+                for limit in [1, 3, 50] {
+                    let q = AuditQuery { limit, ..q.clone() };
+                    let (seen, _) = walk(&store, q, window).await;
+                    assert_eq!(
+                        seen,
+                        ids(&whole),
+                        "{text:?}, filter {f}, window {window}, limit {limit}"
+                    );
+                }
+            }
+        }
+    }
+    // Pinned: the windows start at the newest row the other filters let through (row 5 for
+    // calls before second 5), not at the newest row, and the search ends where they let no older
+    // row through.
+    let q = AuditQuery {
+        text: Some("did not".into()),
+        until: at(5),
+        ..AuditQuery::default()
+    };
+    assert_eq!(
+        walk(&store, q, 3).await.1,
+        vec![(2, Some(3), Some(3)), (1, None, None)]
+    );
+    let q = AuditQuery {
+        text: Some("did not".into()),
+        skill: Some("onboarding".into()),
+        ..AuditQuery::default()
+    };
+    assert_eq!(walk(&store, q, 3).await.1, vec![(0, None, None)]);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn text_search_through_the_store_stops_at_its_window() {
+    // The window the store really uses, over a log of two windows and a bit: only the top and
+    // bottom windows hold a match, so the middle page is empty and still not the last.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let rows = 2 * TEXT_SCAN_WINDOW + 100;
+    let pool = raw(&dir).await;
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) \
+         INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, arguments, status, \
+         error_message, output_bytes, truncated, started_at, completed_at, duration_us, metadata) \
+         SELECT 'exec-' || i, 't', 'echo', 'a', '{}', 'failed', \
+         CASE WHEN i IN (3, 5, ?, ?) THEN 'disk full (ENOSPC)' ELSE 'nope' END, \
+         0, 0, i, i, 0, '{}' FROM n",
+    )
+    .bind(rows)
+    .bind(rows - 1)
+    .bind(rows)
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let mut q = AuditQuery {
+        text: Some("enospc".into()),
+        ..AuditQuery::default()
+    };
+    let mut pages = Vec::new();
+    loop {
+        let page = store.query(&q).await.unwrap();
+        pages.push((ids(&page), page.next_cursor, page.scanned_to));
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+    }
+    let first = rows + 1 - TEXT_SCAN_WINDOW;
+    let second = first - TEXT_SCAN_WINDOW;
+    assert_eq!(
+        pages,
+        vec![
+            (vec![rows, rows - 1], Some(first), Some(first)),
+            (vec![], Some(second), Some(second)),
+            (vec![5, 3], None, None),
+        ]
+    );
     store.close().await;
 }
 

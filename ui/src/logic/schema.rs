@@ -31,11 +31,7 @@ fn properties(schema: &Value, prefix: &str, depth: usize, rows: &mut Vec<FormRow
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
         return;
     };
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = required(schema);
     for (name, prop) in props {
         let path = format!("{prefix}{name}");
         rows.push(FormRow {
@@ -43,11 +39,7 @@ fn properties(schema: &Value, prefix: &str, depth: usize, rows: &mut Vec<FormRow
             depth,
             ty: type_of(prop),
             required: required.contains(&name.as_str()),
-            description: prop
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            description: description(prop),
             rules: prop.as_object().map(rules).unwrap_or_default(),
         });
         properties(prop, &format!("{path}."), depth + 1, rows);
@@ -55,6 +47,23 @@ fn properties(schema: &Value, prefix: &str, depth: usize, rows: &mut Vec<FormRow
             properties(items, &format!("{path}[]."), depth + 1, rows);
         }
     }
+}
+
+/// The names an object schema lists as `required`.
+pub(crate) fn required(schema: &Value) -> Vec<&str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// A property's `description`, or nothing.
+pub(crate) fn description(prop: &Value) -> String {
+    prop.get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// A property's type in words.

@@ -1,6 +1,6 @@
 //! The audit log: every governed call, newest first, 50 to a page, with filters applied on
 //! submit, and a detail panel for one call (its arguments, output, decision trace and what the
-//! sandbox measured).
+//! sandbox measured); the usage charts and the export of the filtered rows.
 
 use leptos::prelude::*;
 use tw_protocol::{
@@ -14,6 +14,7 @@ use crate::logic::cursor::CursorStack;
 use crate::logic::filters::AuditForm;
 use crate::logic::time::duration;
 use crate::pages::tools::Facts;
+use crate::pages::usage::{UsagePanel, export};
 use crate::widgets::{Badge, JsonBlock, Trace, load_state};
 
 /// The statuses a call can end with (tw-core's `ToolStatus`), for the status filter.
@@ -42,6 +43,8 @@ pub(crate) struct AuditState {
     seq: RwSignal<u64>,
     open: RwSignal<Option<String>>,
     detail: RwSignal<Load<AuditDetail>>,
+    /// Whether the usage charts are shown.
+    usage: RwSignal<bool>,
 }
 
 impl AuditState {
@@ -54,6 +57,7 @@ impl AuditState {
             seq: RwSignal::new(0),
             open: RwSignal::new(None),
             detail: RwSignal::new(Load::Idle),
+            usage: RwSignal::new(false),
         }
     }
 }
@@ -87,6 +91,18 @@ fn run_query(state: AppState) {
         }
         audit.page.set(r.into());
     });
+}
+
+/// Exports every row the submitted filters select.
+fn export_applied(state: AppState, format: &'static str) {
+    match state
+        .audit
+        .applied
+        .with_untracked(|f| f.to_params(None, browser::offset_at_wall))
+    {
+        Ok(filter) => export(state, filter, format),
+        Err(e) => state.error.set(Some(e)),
+    }
 }
 
 fn open_record(state: AppState, execution_id: String) {
@@ -198,7 +214,22 @@ pub(crate) fn AuditPage(state: AppState) -> impl IntoView {
                 <button class="btn" id="audit-refresh" on:click=move |_| run_query(state)>
                     "Refresh"
                 </button>
+                <button
+                    class=move || if audit.usage.get() { "btn primary" } else { "btn" }
+                    id="audit-usage"
+                    aria-pressed=move || audit.usage.get().to_string()
+                    on:click=move |_| audit.usage.update(|u| *u = !*u)
+                >
+                    "Usage"
+                </button>
+                <button class="btn" id="audit-export-jsonl" on:click=move |_| export_applied(state, "jsonl")>
+                    "Export JSONL"
+                </button>
+                <button class="btn" id="audit-export-csv" on:click=move |_| export_applied(state, "csv")>
+                    "Export CSV"
+                </button>
             </header>
+            {move || audit.usage.get().then(|| view! { <UsagePanel state/> })}
             <form class="filters" on:submit=submit>
                 {text_field("Tool", "audit-tool", "text", form, |f| f.tool.clone(), |f, v| f.tool = v)}
                 <label class="field">
@@ -281,10 +312,29 @@ pub(crate) fn AuditPage(state: AppState) -> impl IntoView {
                             <tbody>{rows}</tbody>
                         </table>
                         <Show when=move || {
-                            audit.page.with(|p| p.ready().is_some_and(|p| p.rows.is_empty()))
+                            audit
+                                .page
+                                .with(|p| {
+                                    p.ready()
+                                        .is_some_and(|p| p.rows.is_empty() && p.scanned_to.is_none())
+                                })
                         }>
                             <p class="muted empty">"No call matches these filters."</p>
                         </Show>
+                        {move || {
+                            audit
+                                .page
+                                .with(|p| p.ready().and_then(|p| p.scanned_to))
+                                .map(|to| {
+                                    view! {
+                                        <p class="muted" id="audit-scanned">
+                                            {format!(
+                                                "Searched the log down to row {to}; \"Older →\" searches on.",
+                                            )}
+                                        </p>
+                                    }
+                                })
+                        }}
                     </Show>
                     <div class="pager">
                         <button

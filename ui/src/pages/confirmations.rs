@@ -1,6 +1,6 @@
 //! Calls held for a person. The dialog puts the oldest pending call in front of whatever page is
 //! open (with its arguments, the risky ones marked, why policy asked, and a live countdown); the
-//! page lists the whole queue for batch answers.
+//! page lists the whole queue for batch answers, and the grants under it.
 
 use leptos::prelude::*;
 use tw_protocol::{AnswerParams, AnswerResponse, Confirmation, Decision, IpcError, commands};
@@ -10,6 +10,7 @@ use crate::browser;
 use crate::ipc;
 use crate::logic::nav::enter_armed;
 use crate::logic::time::countdown;
+use crate::pages::grants::GrantsList;
 use crate::widgets::{Badge, JsonBlock, Trace, load_state};
 
 /// How long an "Approve and remember" grant may last: seconds and label.
@@ -35,17 +36,28 @@ pub(crate) fn outcome_note(
     Some(format!("{tool}: {}", answer.outcome.replace('_', " ")))
 }
 
+/// How an approval is remembered as a grant: for how long, which calls, whose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Remembered {
+    pub(crate) secs: u64,
+    /// `exact` (these arguments) or `tool` (every call of the tool).
+    pub(crate) scope: &'static str,
+    pub(crate) any_caller: bool,
+}
+
 /// Answers one confirmation; the outcome goes to the notice, errors to the banner.
 async fn answer(
     state: AppState,
     c: &Confirmation,
     decision: Decision,
-    remember_secs: Option<u64>,
+    remember: Option<Remembered>,
 ) -> bool {
     let params = AnswerParams {
         id: c.id.clone(),
         decision,
-        remember_secs,
+        remember_secs: remember.map(|r| r.secs),
+        remember_scope: remember.map(|r| r.scope.to_owned()),
+        any_caller: remember.is_some_and(|r| r.any_caller),
         note: None,
     };
     let r: Result<AnswerResponse, IpcError> =
@@ -91,6 +103,8 @@ pub(crate) fn ConfirmDialog(state: AppState) -> impl IntoView {
 fn DialogBody(state: AppState, c: Confirmation) -> impl IntoView {
     let busy = RwSignal::new(false);
     let remember = RwSignal::new(REMEMBER[0].0);
+    let scope = RwSignal::new("exact");
+    let any_caller = RwSignal::new(false);
     let shown_at = browser::now_ms();
     let expires_at = c.expires_at;
     let queue = move || {
@@ -99,14 +113,14 @@ fn DialogBody(state: AppState, c: Confirmation) -> impl IntoView {
     };
     let act = {
         let c = c.clone();
-        move |decision: Decision, remember_secs: Option<u64>| {
+        move |decision: Decision, remember: Option<Remembered>| {
             if busy.get_untracked() {
                 return;
             }
             busy.set(true);
             let c = c.clone();
             leptos::task::spawn_local(async move {
-                answer(state, &c, decision, remember_secs).await;
+                answer(state, &c, decision, remember).await;
                 busy.set(false);
                 state.refresh_confirmations();
             });
@@ -197,6 +211,29 @@ fn DialogBody(state: AppState, c: Confirmation) -> impl IntoView {
                     </button>
                     <span class="spacer"></span>
                     <select
+                        id="confirm-remember-scope"
+                        title="Which later calls the approval covers"
+                        on:change=move |ev| {
+                            scope.set(if event_target_value(&ev) == "tool" { "tool" } else { "exact" });
+                        }
+                    >
+                        <option value="exact" selected=move || scope.get() == "exact">
+                            "these arguments"
+                        </option>
+                        <option value="tool" selected=move || scope.get() == "tool">
+                            "any arguments"
+                        </option>
+                    </select>
+                    <label class="check small" title="Cover every caller, not only this one">
+                        <input
+                            type="checkbox"
+                            id="confirm-remember-anyone"
+                            prop:checked=move || any_caller.get()
+                            on:change=move |ev| any_caller.set(event_target_checked(&ev))
+                        />
+                        "any caller"
+                    </label>
+                    <select
                         id="confirm-remember-for"
                         title="How long to remember the approval"
                         on:change=move |ev| {
@@ -219,7 +256,16 @@ fn DialogBody(state: AppState, c: Confirmation) -> impl IntoView {
                         id="confirm-remember"
                         class="btn"
                         disabled=move || busy.get()
-                        on:click=move |_| remember_act(Decision::Approve, Some(remember.get_untracked()))
+                        on:click=move |_| {
+                            remember_act(
+                                Decision::Approve,
+                                Some(Remembered {
+                                    secs: remember.get_untracked(),
+                                    scope: scope.get_untracked(),
+                                    any_caller: any_caller.get_untracked(),
+                                }),
+                            )
+                        }
                     >
                         "Approve and remember"
                     </button>
@@ -398,6 +444,7 @@ pub(crate) fn ConfirmationsPage(state: AppState) -> impl IntoView {
                     <p class="muted empty">"Nothing is waiting for a person."</p>
                 </Show>
             </Show>
+            <GrantsList state/>
         </section>
     }
 }

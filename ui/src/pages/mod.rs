@@ -1,7 +1,12 @@
-//! The console's five pages, one module each (the confirmation dialog lives with its page).
+//! The console's five pages, one module each (the confirmation dialog lives with its page; the
+//! custom-tool form and the "try it" card with the tools page).
 
 pub(crate) mod audit;
 pub(crate) mod confirmations;
+pub(crate) mod grants;
 pub(crate) mod live;
 pub(crate) mod settings;
+pub(crate) mod tool_form;
 pub(crate) mod tools;
+pub(crate) mod try_it;
+pub(crate) mod usage;

@@ -13,6 +13,9 @@ use crate::app::{AppState, Load};
 use crate::ipc;
 use crate::logic::filters::{ToolFilter, choices};
 use crate::logic::schema::{FormRow, form_rows};
+use crate::logic::tool_form::ToolForm;
+use crate::pages::tool_form::{Draft, ToolFormView, remove};
+use crate::pages::try_it::TryIt;
 use crate::widgets::{Badge, JsonBlock, Trace, load_state};
 
 /// The license tiers, least first: the per-tier switches.
@@ -24,10 +27,14 @@ pub(crate) struct ToolsState {
     list: RwSignal<Load<Vec<ToolSummary>>>,
     filter: RwSignal<ToolFilter>,
     /// The tool whose page is open.
-    open: RwSignal<Option<String>>,
+    pub(crate) open: RwSignal<Option<String>>,
     detail: RwSignal<Load<ToolDetail>>,
     /// Switches waiting for the backend, as `tool/tier`.
     busy: RwSignal<Vec<String>>,
+    /// The custom-tool form, while it is open.
+    pub(crate) form: RwSignal<Option<Draft>>,
+    /// The agent id policy's explanation is shown for (empty: the app's own caller).
+    explain_for: RwSignal<String>,
 }
 
 impl ToolsState {
@@ -38,11 +45,13 @@ impl ToolsState {
             open: RwSignal::new(None),
             detail: RwSignal::new(Load::Idle),
             busy: RwSignal::new(Vec::new()),
+            form: RwSignal::new(None),
+            explain_for: RwSignal::new(String::new()),
         }
     }
 }
 
-fn load_tools(state: AppState) {
+pub(crate) fn load_tools(state: AppState) {
     let tools = state.tools;
     if tools.list.with_untracked(|l| l.ready().is_none()) {
         tools.list.set(Load::Loading);
@@ -57,13 +66,20 @@ fn load_tools(state: AppState) {
     });
 }
 
-fn open_tool(state: AppState, name: String) {
+pub(crate) fn open_tool(state: AppState, name: String) {
     let tools = state.tools;
+    if tools.open.get_untracked().as_deref() != Some(name.as_str()) {
+        tools.explain_for.set(String::new());
+    }
     tools.open.set(Some(name.clone()));
     tools.detail.set(Load::Loading);
+    let caller = Some(tools.explain_for.get_untracked()).filter(|c| !c.trim().is_empty());
     leptos::task::spawn_local(async move {
-        let r: Result<ToolDetail, IpcError> =
-            ipc::invoke(commands::GET_TOOL, &ToolParams { name: name.clone() }).await;
+        let params = ToolParams {
+            name: name.clone(),
+            caller,
+        };
+        let r: Result<ToolDetail, IpcError> = ipc::invoke(commands::GET_TOOL, &params).await;
         if let Err(e) = &r {
             state.report(e);
         }
@@ -151,9 +167,10 @@ pub(crate) fn ToolsPage(state: AppState) -> impl IntoView {
     let tools = state.tools;
     view! {
         <section id="page-tools" class="page">
-            {move || match tools.open.get() {
-                Some(_) => view! { <ToolDetailView state/> }.into_any(),
-                None => view! { <ToolsTable state/> }.into_any(),
+            {move || match (tools.form.get(), tools.open.get()) {
+                (Some(draft), _) => view! { <ToolFormView state draft/> }.into_any(),
+                (None, Some(_)) => view! { <ToolDetailView state/> }.into_any(),
+                (None, None) => view! { <ToolsTable state/> }.into_any(),
             }}
         </section>
     }
@@ -234,6 +251,22 @@ fn ToolsTable(state: AppState) -> impl IntoView {
             <span class="muted">{count}</span>
             <button class="btn" id="tools-reload" on:click=move |_| load_tools(state)>
                 "Reload"
+            </button>
+            <button
+                class="btn primary"
+                id="tools-add"
+                on:click=move |_| {
+                    tools
+                        .form
+                        .set(
+                            Some(Draft {
+                                original: None,
+                                form: ToolForm::default(),
+                            }),
+                        )
+                }
+            >
+                "Add custom tool"
             </button>
         </header>
         <div class="filters">
@@ -434,6 +467,56 @@ fn ToolDetailView(state: AppState) -> impl IntoView {
 fn detail_body(state: AppState, d: ToolDetail) -> impl IntoView {
     let s = d.summary.clone();
     let name = s.name.clone();
+    let tools = state.tools;
+    let removing = RwSignal::new(false);
+    let custom_actions = d.spec.clone().map(|spec| {
+        let edit_name = name.clone();
+        let remove_name = name.clone();
+        view! {
+            <div class="actions">
+                <button
+                    class="btn"
+                    id="tool-edit"
+                    on:click=move |_| {
+                        tools
+                            .form
+                            .set(
+                                Some(Draft {
+                                    original: Some(edit_name.clone()),
+                                    form: ToolForm::from_spec(&spec),
+                                }),
+                            )
+                    }
+                >
+                    "Edit"
+                </button>
+                <button class="btn danger" id="tool-remove" on:click=move |_| removing.set(true)>
+                    "Remove"
+                </button>
+                <Show when=move || removing.get()>
+                    <span class="confirm-step" role="alertdialog">
+                        "Remove this tool? Calls to it fail from then on. "
+                        <button
+                            class="btn danger"
+                            id="tool-remove-confirm"
+                            on:click={
+                                let n = remove_name.clone();
+                                move |_| remove(state, n.clone())
+                            }
+                        >
+                            "Remove"
+                        </button>
+                        <button class="btn" on:click=move |_| removing.set(false)>
+                            "Keep"
+                        </button>
+                    </span>
+                </Show>
+            </div>
+        }
+    });
+    let try_name = name.clone();
+    let explain_name = name.clone();
+    let explained_for = d.explained_for.clone();
     let rows = form_rows(&d.parameters);
     let output_rows = d.output_schema.as_ref().map(form_rows).unwrap_or_default();
     let disabled = if s.disabled_tiers.is_empty() {
@@ -446,6 +529,7 @@ fn detail_body(state: AppState, d: ToolDetail) -> impl IntoView {
             <section class="card">
                 <h2>"About"</h2>
                 <p class="description">{s.description.clone()}</p>
+                {custom_actions}
                 <dl class="facts">
                     <dt>"Category"</dt>
                     <dd>{s.category.clone()}</dd>
@@ -482,11 +566,33 @@ fn detail_body(state: AppState, d: ToolDetail) -> impl IntoView {
                     " "
                     {s.reason.clone()}
                 </p>
+                <p class="muted small" id="explained-for">
+                    {format!("Explained for the caller {explained_for}")}
+                </p>
                 <Trace lines=d.explanation.clone()/>
-                <button class="btn" on:click=move |_| open_tool(state, name.clone())>
-                    "Re-evaluate"
-                </button>
+                <form
+                    class="form-row"
+                    on:submit=move |ev| {
+                        ev.prevent_default();
+                        open_tool(state, explain_name.clone());
+                    }
+                >
+                    <label class="field grow">
+                        <span>"Explain for another caller (agent id)"</span>
+                        <input
+                            id="explain-caller"
+                            type="text"
+                            placeholder="desktop"
+                            prop:value=move || tools.explain_for.get()
+                            on:input=move |ev| tools.explain_for.set(event_target_value(&ev))
+                        />
+                    </label>
+                    <button class="btn" type="submit" id="explain-run">
+                        "Re-evaluate"
+                    </button>
+                </form>
             </section>
+            <TryIt state name=try_name schema=d.parameters.clone()/>
             <section class="card wide">
                 <h2>"Parameters"</h2>
                 <SchemaRows rows/>

@@ -41,7 +41,7 @@ async fn fixture(config: &str, custom_tools: &str) -> Fixture {
         .await
         .unwrap();
         for spec in load_tool_specs(custom_tools, "tools.toml", DefinitionFormat::Toml).unwrap() {
-            rt.add_custom_tool(spec, 0).await.unwrap();
+            rt.add_custom_tool(spec, 0, "tester").await.unwrap();
         }
         rt.close().await;
     }

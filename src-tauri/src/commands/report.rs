@@ -1,0 +1,224 @@
+//! The audit viewer's exports and usage charts: every row the viewer's filters select written to
+//! a file (JSON Lines or CSV) in the user's downloads folder, and calls per tool over time with
+//! the denials among them.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tauri::State;
+use tw_protocol::{ExportParams, ExportResult, ReportParams, UsageReport, UsageSeries};
+use tw_store::{AuditExportFormat, TimelineCell};
+
+use super::{Reply, audit_query, internal, invalid};
+use crate::Desktop;
+
+/// Tools drawn as their own series; the rest are summed as `other`.
+const TOP_TOOLS: usize = 8;
+const HOUR_US: i64 = 3_600_000_000;
+const DAY_US: i64 = 24 * HOUR_US;
+/// Buckets a chart aims for: hourly up to three days, then daily, then wider.
+const TARGET_BUCKETS: i64 = 72;
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Writes every row the filters select (newest first) to a new file and says where.
+#[tauri::command]
+pub async fn export_audit(
+    state: State<'_, Arc<Desktop>>,
+    params: ExportParams,
+) -> Reply<ExportResult> {
+    let (format, ext) = match params.format.as_str() {
+        "jsonl" => (AuditExportFormat::Jsonl, "jsonl"),
+        "csv" => (AuditExportFormat::Csv, "csv"),
+        other => {
+            return Err(invalid(
+                "/format",
+                format!("{other:?} is not an export format; use jsonl or csv"),
+            ));
+        }
+    };
+    let mut q = audit_query(params.filter)?;
+    q.cursor = None;
+    let dir = export_dir(&state.options.places.data_dir);
+    let path = dir.join(format!("toolwarden-audit-{}.{ext}", now_us() / 1_000_000));
+    let write = async {
+        tokio::fs::create_dir_all(&dir).await?;
+        // create_new: never overwrite a file that is already there.
+        let file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .await?;
+        let mut out = tokio::io::BufWriter::new(file);
+        let rows = state
+            .runtime
+            .store()
+            .export(&q, format, &mut out)
+            .await
+            .map_err(std::io::Error::other)?;
+        tokio::io::AsyncWriteExt::flush(&mut out).await?;
+        Ok::<u64, std::io::Error>(rows)
+    };
+    let rows = write
+        .await
+        .map_err(|e| internal(&format!("writing {}", path.display()), e))?;
+    Ok(ExportResult {
+        path: path.display().to_string(),
+        rows,
+    })
+}
+
+/// The downloads folder, else the home folder, else the data directory.
+fn export_dir(data_dir: &std::path::Path) -> std::path::PathBuf {
+    std::env::var_os("XDG_DOWNLOAD_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_dir())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(std::path::PathBuf::from)
+                .map(|h| h.join("Downloads"))
+                .filter(|p| p.is_dir())
+        })
+        .or_else(|| std::env::var_os("HOME").map(std::path::PathBuf::from))
+        .unwrap_or_else(|| data_dir.join("exports"))
+}
+
+/// A bucket width giving about [`TARGET_BUCKETS`] buckets: whole hours or whole days.
+pub(crate) fn bucket_for(span_us: i64) -> i64 {
+    let ceil_to = |v: i64, unit: i64| (v / unit + i64::from(v % unit != 0)) * unit;
+    let want = (span_us / TARGET_BUCKETS).max(1);
+    if want <= DAY_US {
+        ceil_to(want, HOUR_US)
+    } else {
+        ceil_to(want, DAY_US)
+    }
+}
+
+/// Folds the store's cells into per-tool series (the busiest [`TOP_TOOLS`], then `other`),
+/// denials and totals per bucket.
+pub(crate) fn fold(
+    cells: &[TimelineCell],
+    buckets: usize,
+) -> (Vec<UsageSeries>, Vec<u64>, Vec<u64>) {
+    let mut per_tool: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+    let mut denied = vec![0; buckets];
+    let mut total = vec![0; buckets];
+    for c in cells.iter().filter(|c| c.bucket < buckets) {
+        per_tool.entry(&c.tool).or_insert_with(|| vec![0; buckets])[c.bucket] += c.calls;
+        denied[c.bucket] += c.denied;
+        total[c.bucket] += c.calls;
+    }
+    let mut series: Vec<UsageSeries> = per_tool
+        .into_iter()
+        .map(|(tool, counts)| UsageSeries {
+            tool: tool.to_owned(),
+            total: counts.iter().sum(),
+            counts,
+        })
+        .collect();
+    series.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.tool.cmp(&b.tool)));
+    if series.len() > TOP_TOOLS {
+        let rest = series.split_off(TOP_TOOLS);
+        let mut counts = vec![0; buckets];
+        for s in &rest {
+            for (sum, n) in counts.iter_mut().zip(&s.counts) {
+                *sum += n;
+            }
+        }
+        series.push(UsageSeries {
+            tool: "other".to_owned(),
+            total: counts.iter().sum(),
+            counts,
+        });
+    }
+    (series, denied, total)
+}
+
+/// Calls per tool over time and denials, for a window (the last 7 days by default).
+#[tauri::command]
+pub async fn audit_report(
+    state: State<'_, Arc<Desktop>>,
+    params: ReportParams,
+) -> Reply<UsageReport> {
+    let until = params.until_at.unwrap_or_else(now_us);
+    let since = params.since_at.unwrap_or(until.saturating_sub(7 * DAY_US));
+    if until <= since {
+        return Err(invalid(
+            "/untilAt",
+            "the end of the range must be after its start",
+        ));
+    }
+    let bucket_us = bucket_for(until.saturating_sub(since));
+    let span = until.saturating_sub(since);
+    let n = usize::try_from(span / bucket_us + i64::from(span % bucket_us != 0)).unwrap_or(0);
+    let started = Instant::now();
+    let cells = state
+        .runtime
+        .store()
+        .timeline(since, until, bucket_us)
+        .await
+        .map_err(|e| internal("the usage report", e))?;
+    let (series, denied, total) = fold(&cells, n);
+    Ok(UsageReport {
+        since_at: since,
+        until_at: until,
+        bucket_us,
+        buckets: (0..n as i64).map(|i| since + i * bucket_us).collect(),
+        series,
+        denied,
+        total,
+        query_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn buckets_are_whole_hours_or_days_and_about_seventy_two_of_them() {
+        assert_eq!(bucket_for(HOUR_US), HOUR_US);
+        assert_eq!(bucket_for(3 * DAY_US), HOUR_US);
+        assert_eq!(bucket_for(7 * DAY_US), 3 * HOUR_US);
+        assert_eq!(bucket_for(30 * DAY_US), 10 * HOUR_US);
+        assert_eq!(bucket_for(365 * DAY_US), 6 * DAY_US);
+    }
+
+    fn cell(tool: &str, bucket: usize, calls: u64, denied: u64) -> TimelineCell {
+        TimelineCell {
+            tool: tool.to_owned(),
+            bucket,
+            calls,
+            denied,
+        }
+    }
+
+    #[test]
+    fn the_busiest_tools_get_series_and_the_rest_are_other() {
+        let mut cells = vec![cell("echo", 0, 50, 5), cell("echo", 2, 10, 0)];
+        for (i, t) in ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+            .iter()
+            .enumerate()
+        {
+            cells.push(cell(t, 1, 20 - i as u64, 1));
+        }
+        let (series, denied, total) = fold(&cells, 3);
+        let names: Vec<&str> = series.iter().map(|s| s.tool.as_str()).collect();
+        assert_eq!(names, ["echo", "a", "b", "c", "d", "e", "f", "g", "other"]);
+        assert_eq!(series[0].counts, vec![50, 0, 10]);
+        // h (13 calls) and i (12 calls) are summed.
+        assert_eq!(series[8].counts, vec![0, 25, 0]);
+        assert_eq!(series[8].total, 25);
+        assert_eq!(denied, vec![5, 9, 0]);
+        assert_eq!(
+            total,
+            vec![50, 20 + 19 + 18 + 17 + 16 + 15 + 14 + 13 + 12, 10]
+        );
+    }
+}

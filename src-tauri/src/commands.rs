@@ -373,6 +373,15 @@ pub async fn close_window(
         .map_err(|e| internal("closing the window", e))
 }
 
+/// Re-reads the config and policy files now (they are also watched); a refused change shows in
+/// the settings' `policyError`, and the previous policy stays.
+#[tauri::command]
+pub async fn reload_policy(state: State<'_, Arc<Desktop>>) -> Reply<Settings> {
+    // The outcome is in the settings (and the admin log); an invalid policy is not an IPC error.
+    let _ = state.runtime.reload_policy(&actor()).await;
+    Ok(settings(&state))
+}
+
 /// The settings page.
 #[tauri::command]
 pub async fn get_settings(state: State<'_, Arc<Desktop>>) -> Reply<Settings> {
@@ -426,5 +435,8 @@ fn settings(d: &Desktop) -> Settings {
         tier: rt.tier().to_string(),
         data_dir: d.options.places.data_dir.display().to_string(),
         policy_files: files,
+        policy_error: rt
+            .policy_error()
+            .map(|(at, errors)| tw_protocol::PolicyError { at, errors }),
     }
 }

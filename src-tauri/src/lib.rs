@@ -101,6 +101,7 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
             commands::report::export_audit,
             commands::report::audit_report,
             commands::close_window,
+            commands::reload_policy,
         ])
         .on_window_event(|window, event| {
             if let tauri::WindowEvent::CloseRequested { api, .. } = event

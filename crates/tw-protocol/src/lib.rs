@@ -49,9 +49,11 @@ pub mod commands {
     /// no parameters -> `()`: closes the window after the person confirmed it
     /// ([`crate::events::CLOSE_REQUESTED`]).
     pub const CLOSE_WINDOW: &str = "close_window";
+    /// no parameters -> [`crate::Settings`]: re-reads the config and policy files now.
+    pub const RELOAD_POLICY: &str = "reload_policy";
 
     /// Every command, for the capability file and its test.
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 19] = [
         LIST_TOOLS,
         GET_TOOL,
         SET_TOOL_ENABLED,
@@ -70,6 +72,7 @@ pub mod commands {
         EXPORT_AUDIT,
         AUDIT_REPORT,
         CLOSE_WINDOW,
+        RELOAD_POLICY,
     ];
 }
 
@@ -572,6 +575,18 @@ pub struct Settings {
     pub data_dir: String,
     /// The policy files and whether they loaded.
     pub policy_files: Vec<PolicyFile>,
+    /// Set while the last change to the policy was refused (the previous policy stays in force).
+    pub policy_error: Option<PolicyError>,
+}
+
+/// A refused policy change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyError {
+    /// When the change was refused.
+    pub at: i64,
+    /// What is wrong, with file:line.
+    pub errors: String,
 }
 
 /// One policy file's load status.

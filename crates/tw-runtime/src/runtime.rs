@@ -164,6 +164,8 @@ pub(crate) struct Inner {
     running: Mutex<HashMap<ExecutionId, InFlight>>,
     /// Where the runtime keeps its data (the live feed's socket goes below it).
     data_dir: PathBuf,
+    /// Why the last policy reload failed (when, errors), until one succeeds.
+    policy_error: Mutex<Option<(i64, String)>>,
     /// This process's live feed, once published (`Runtime::publish_live`).
     live: Mutex<Option<crate::live::FeedServer>>,
     warnings: Vec<String>,
@@ -307,6 +309,7 @@ impl Runtime {
                 running: Mutex::new(HashMap::new()),
                 data_dir,
                 live: Mutex::new(None),
+                policy_error: Mutex::new(None),
                 warnings,
                 waiters: Waiters::default(),
                 config_file: config.source.clone(),
@@ -454,6 +457,11 @@ impl Runtime {
                     format!("policy reloaded: {}", diff.join("; "))
                 };
                 tracing::info!(%summary, "policy reloaded");
+                *self
+                    .inner
+                    .policy_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = None;
                 self.admin(
                     actor,
                     "policy_reloaded",
@@ -465,6 +473,12 @@ impl Runtime {
             }
             Err(errors) => {
                 tracing::error!(%errors, "the changed policy is invalid; the previous policy stays in force");
+                *self
+                    .inner
+                    .policy_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) =
+                    Some((self.now_us(), errors.clone()));
                 if self.inner.events.has_subscribers() {
                     self.inner.events.publish(ExecutionEvent {
                         execution_id: new_execution_id(),
@@ -643,6 +657,16 @@ impl Runtime {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(server);
         Ok(path)
+    }
+
+    /// When the last policy reload failed and why, while the policy in force is the one before
+    /// it (`None` once a reload succeeds).
+    pub fn policy_error(&self) -> Option<(i64, String)> {
+        self.inner
+            .policy_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The data directory the runtime was opened on.

@@ -837,6 +837,13 @@ impl Q {
         self.0.since = Some(T0 + d * DAY_US);
         self
     }
+    /// Calls started in hour `h` of day `d`.
+    fn hour(mut self, d: i64, h: i64) -> Self {
+        let start = T0 + d * DAY_US + h * DAY_US / 24;
+        self.0.since = Some(start);
+        self.0.until = Some(start + DAY_US / 24);
+        self
+    }
     /// Calls started before day `d`.
     fn until_day(mut self, d: i64) -> Self {
         self.0.until = Some(T0 + d * DAY_US);
@@ -859,7 +866,7 @@ fn case(name: &'static str, q: Q) -> Case {
 /// The viewer's queries: every filter it offers alone, the combinations people reach for, a page
 /// deep in the log, and the text search. Filters that match nothing are the worst case for an
 /// index that only narrows the search: the whole narrowed range is read to find no row.
-fn page_cases(deep_cursor: i64) -> Vec<Case> {
+fn page_cases(deep_cursor: i64, range_cursor: i64) -> Vec<Case> {
     use ToolStatus::{Failed, PermissionDenied, Timeout};
     let mid = DAYS / 2;
     vec![
@@ -899,11 +906,26 @@ fn page_cases(deep_cursor: i64) -> Vec<Case> {
             "caller = ci-bot + status = failed",
             Q::all().caller("ci-bot").status(Failed),
         ),
+        // Time ranges: narrow and wide, at the top, in the middle and at the old end of the log,
+        // open at either end, below a cursor, and with a tool or a caller.
         case("1-day range, the last day", Q::all().day(DAYS - 1)),
         case("1-day range, day 15 of 30", Q::all().day(mid)),
+        case("1-day range, the first day", Q::all().day(0)),
+        case("1-hour range, day 1", Q::all().hour(1, 12)),
+        case("7-day range, days 23 to 29", Q::all().days(23, 30)),
         case("7-day range, days 8 to 14", Q::all().days(8, 15)),
+        case("7-day range, days 0 to 6", Q::all().days(0, 7)),
+        case("20-day range, days 5 to 24", Q::all().days(5, 25)),
+        case("15-day range, days 0 to 14", Q::all().days(0, mid)),
         case("from day 23 on (no end)", Q::all().since_day(23)),
+        case("from day 1 on (no end)", Q::all().since_day(1)),
+        case("up to day 28 (no start)", Q::all().until_day(28)),
         case("up to day 15 (no start)", Q::all().until_day(mid)),
+        case("up to day 2 (no start)", Q::all().until_day(2)),
+        case(
+            "up to day 15, deep page by cursor",
+            Q::all().until_day(mid).cursor(range_cursor),
+        ),
         case(
             "1-day range (day 15) + tool = exec",
             Q::all().day(mid).tool("exec"),
@@ -911,6 +933,30 @@ fn page_cases(deep_cursor: i64) -> Vec<Case> {
         case(
             "1-day range (day 15) + caller = ci-bot",
             Q::all().day(mid).caller("ci-bot"),
+        ),
+        case(
+            "up to day 15 + tool = read_file",
+            Q::all().until_day(mid).tool("read_file"),
+        ),
+        case(
+            "up to day 2 + tool = send_email",
+            Q::all().until_day(2).tool("send_email"),
+        ),
+        case(
+            "from day 1 on + caller = claude-code",
+            Q::all().since_day(1).caller("claude-code"),
+        ),
+        case(
+            "7-day range (days 8-14) + support-triage",
+            Q::all().days(8, 15).caller("support-triage"),
+        ),
+        case(
+            "up to day 15 + status = timeout",
+            Q::all().until_day(mid).status(Timeout),
+        ),
+        case(
+            "1-day range (day 15) + status = denied",
+            Q::all().day(mid).status(PermissionDenied),
         ),
         case(
             "deep page by cursor, no filter",
@@ -934,6 +980,10 @@ fn page_cases(deep_cursor: i64) -> Vec<Case> {
             "text \"ENOSPC\" + 1-day range (day 15)",
             Q::all().text("ENOSPC").day(mid),
         ),
+        case(
+            "text \"ENOSPC\" + up to day 15",
+            Q::all().text("ENOSPC").until_day(mid),
+        ),
     ]
 }
 
@@ -947,6 +997,14 @@ fn count_cases() -> Vec<Case> {
             Q::all().status(ToolStatus::PermissionDenied),
         ),
         case("count, 1-day range (day 15)", Q::all().day(DAYS / 2)),
+        case(
+            "count, 1-day range (day 15) + tool = exec",
+            Q::all().day(DAYS / 2).tool("exec"),
+        ),
+        case(
+            "count, up to day 15 + caller = ci-bot",
+            Q::all().until_day(DAYS / 2).caller("ci-bot"),
+        ),
         case("count, text \"ENOSPC\"", Q::all().text("ENOSPC")),
     ]
 }
@@ -959,10 +1017,54 @@ enum Bind {
 
 /// The page query as `query.rs` builds it, with its bound values, so its plan can be asked for:
 /// the page's ids chosen first, below `below` and at or above `from` (a text search's window),
-/// then those rows read.
+/// then those rows read. A time range alone or with a tool or a caller walks the log's blocks
+/// of 4096 ids through a block index (see `push_ids` in `query.rs`).
 fn page_sql(q: &AuditQuery, below: Option<i64>, from: Option<i64>) -> (String, Vec<Bind>) {
-    let mut sql =
-        "SELECT * FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE 1 = 1".to_owned();
+    let (filter, binds) = filter_sql(q, below, from);
+    let n = i64::from(q.limit) + 1;
+    let ranged = q.since.is_some() || q.until.is_some();
+    let others = q.status.is_some() || q.skill.is_some() || q.text.is_some() || from.is_some();
+    let index = match (&q.tool, &q.agent_id) {
+        _ if !ranged || others => None,
+        (None, None) => Some("audit_log_block_started"),
+        (Some(_), None) => Some("audit_log_tool_block"),
+        (None, Some(_)) => Some("audit_log_agent_block"),
+        (Some(_), Some(_)) => None,
+    };
+    let Some(index) = index else {
+        let sql = format!(
+            "SELECT * FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE 1 = 1{filter} \
+             ORDER BY id DESC LIMIT ?) ORDER BY id DESC"
+        );
+        let mut all = binds;
+        all.push(Bind::Int(n));
+        return (sql, all);
+    };
+    let (top, mut all) = match below {
+        Some(b) => ("?".to_owned(), vec![Bind::Int(((b - 1) >> 12) + 1)]),
+        None => (
+            "((SELECT MAX(id) FROM audit_log) >> 12) + 1".to_owned(),
+            vec![],
+        ),
+    };
+    let sql = format!(
+        "SELECT * FROM audit_log WHERE id IN (WITH RECURSIVE walk(block, found) AS (SELECT {top}, \
+         0 UNION ALL SELECT block - 1, found + (SELECT COUNT(*) FROM (SELECT 1 FROM audit_log \
+         INDEXED BY {index} WHERE 1 = 1{filter} AND (id >> 12) = walk.block - 1 LIMIT ?)) FROM \
+         walk WHERE found < ? AND block > (SELECT MIN(id) FROM audit_log) >> 12) SELECT id FROM \
+         audit_log INDEXED BY {index} WHERE 1 = 1{filter} AND (id >> 12) IN (SELECT block FROM \
+         walk) ORDER BY id DESC LIMIT ?) ORDER BY id DESC"
+    );
+    all.extend(binds.iter().cloned());
+    all.extend([Bind::Int(n), Bind::Int(n)]);
+    all.extend(binds);
+    all.push(Bind::Int(n));
+    (sql, all)
+}
+
+/// The page query's filters as `AND ...` terms, and their bound values.
+fn filter_sql(q: &AuditQuery, below: Option<i64>, from: Option<i64>) -> (String, Vec<Bind>) {
+    let mut sql = String::new();
     let mut binds = Vec::new();
     let equal = [
         ("tool", q.tool.as_deref()),
@@ -1003,8 +1105,6 @@ fn page_sql(q: &AuditQuery, below: Option<i64>, from: Option<i64>) -> (String, V
         sql.push_str(" AND id >= ?");
         binds.push(Bind::Int(c));
     }
-    sql.push_str(" ORDER BY id DESC LIMIT ?) ORDER BY id DESC");
-    binds.push(Bind::Int(i64::from(q.limit) + 1));
     (sql, binds)
 }
 
@@ -1165,7 +1265,9 @@ fn main() {
         (deep_page - 1) * u64::from(PAGE)
     ));
 
-    let cases = page_cases(deep_cursor);
+    // A cursor 30% of the way up the log: a page well inside the range "up to day 15".
+    let range_cursor = (rows * 3 / 10) as i64;
+    let cases = page_cases(deep_cursor, range_cursor);
     let pages = tokio.block_on(time_pages(&store, &cases, max_iters));
     // How far one page of each text search got: a page that ends at its window says so.
     let reach: Vec<Option<i64>> = tokio.block_on(async {

@@ -3,8 +3,18 @@
 //! A page picks its ids first and reads whole rows only for those: `SELECT cols FROM audit_log
 //! WHERE id IN (SELECT id FROM audit_log WHERE <filters> ORDER BY id DESC LIMIT n + 1) ORDER BY id
 //! DESC`. The inner query is mostly answered from an index alone (every index on the log holds
-//! the id) and, when the index does not give the ids newest first (a time range), sorts ids
-//! rather than whole rows; see migration 0004 for the indexes and the figures.
+//! the id); see migration 0004 for the indexes and the figures.
+//!
+//! A time range is the exception: no index gives the ids of a time range newest first, and
+//! neither reading ids down from the cursor until the range shows up nor sorting every id of the
+//! range is cheap when the range is wide or far down the log (hundreds of ms on 1,000,000 rows).
+//! So the log is cut into blocks of [`BLOCK_IDS`] consecutive ids, and the block indexes of 0004
+//! key on the block first and `started_at` second: one seek finds a block's rows in the range. A
+//! page walks the blocks down from its cursor, counting each one's matches (at most `n + 1`
+//! each), stops at the block that makes `n + 1`, and sorts only the ids of the blocks it walked.
+//! Every id of a block is above every id of the blocks below it, so those ids hold the page's:
+//! the page is exact whatever order the calls started in (a long call is written after shorter
+//! ones that started later). See [`push_ids`].
 //!
 //! A text search cannot use an index (`LIKE '%text%'` over four columns), so a page of one reads
 //! at most [`TEXT_SCAN_WINDOW`] ids, counted down from the newest row below its cursor that the
@@ -257,9 +267,8 @@ pub(crate) async fn page_in_windows(
 }
 
 /// Up to `limit` matching rows with ids below `below` and at or above `from`, newest first, and
-/// the cursor of the next page if there are more. The ids are chosen first, from an index where
-/// the filters allow, and only those rows are read whole: a filter that no index orders by id (a
-/// time range) then sorts ids, not rows.
+/// the cursor of the next page if there are more. The ids are chosen first (see [`push_ids`]),
+/// and only those rows are read whole.
 async fn select_page(
     pool: &SqlitePool,
     q: &AuditQuery,
@@ -267,19 +276,10 @@ async fn select_page(
     from: Option<i64>,
     limit: u32,
 ) -> Result<(Vec<AuditRow>, Option<i64>)> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!(
-        "SELECT {COLUMNS} FROM audit_log WHERE id IN (SELECT id FROM audit_log"
-    ));
-    push_filter(&mut qb, q, false);
-    if let Some(below) = below {
-        qb.push(" AND id < ").push_bind(below);
-    }
-    if let Some(from) = from {
-        qb.push(" AND id >= ").push_bind(from);
-    }
-    qb.push(" ORDER BY id DESC LIMIT ")
-        .push_bind(i64::from(limit) + 1)
-        .push(") ORDER BY id DESC");
+    let mut qb =
+        QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM audit_log WHERE id IN ("));
+    push_ids(&mut qb, q, below, from, i64::from(limit) + 1);
+    qb.push(") ORDER BY id DESC");
     let rows = qb.build().fetch_all(pool).await?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows.iter().take(limit as usize) {
@@ -299,9 +299,113 @@ async fn newest_candidate(
     q: &AuditQuery,
     below: Option<i64>,
 ) -> Result<Option<i64>> {
-    let mut qb = candidates(q, below);
-    qb.push(" ORDER BY id DESC LIMIT 1");
+    let others = AuditQuery {
+        text: None,
+        ..q.clone()
+    };
+    let mut qb = QueryBuilder::<Sqlite>::new("");
+    push_ids(&mut qb, &others, below, None, 1);
     Ok(qb.build_query_scalar().fetch_optional(pool).await?)
+}
+
+/// A block of the log is the ids that agree but for their last `BLOCK_BITS` bits. The block
+/// indexes of migration 0004 key on `id >> 12`, and [`BLOCK`] must say the same, or SQLite cannot
+/// use them (`INDEXED BY` then fails the query rather than reading the log). 4096 ids a block
+/// make 245 blocks of the 1,000,000-row log: an empty block costs one seek, a full one is
+/// counted only up to the page's size, and the blocks that hold a page put at most a few
+/// thousand ids in its sort.
+const BLOCK_BITS: u32 = 12;
+
+/// Ids in one block (the tests size their logs by it).
+#[cfg(test)]
+pub(crate) const BLOCK_IDS: i64 = 1 << BLOCK_BITS;
+
+/// A row's block, as the block indexes of migration 0004 spell it.
+const BLOCK: &str = "(id >> 12)";
+
+/// The block index that serves the query's filters, if it has a time range and every other
+/// filter is in that index: the range alone, or with one of a tool, a caller or a status. Any
+/// other filter would have to be read from the rows of every block walked, which the plain
+/// indexes do better.
+fn block_index(q: &AuditQuery, from: Option<i64>) -> Option<&'static str> {
+    let ranged = q.since.is_some() || q.until.is_some();
+    let others = q.skill.is_some() || q.violations_only || text_of(q).is_some() || from.is_some();
+    if !ranged || others {
+        return None;
+    }
+    match (&q.tool, &q.agent_id, &q.status) {
+        (None, None, None) => Some("audit_log_block_started"),
+        (Some(_), None, None) => Some("audit_log_tool_block"),
+        (None, Some(_), None) => Some("audit_log_agent_block"),
+        (None, None, Some(_)) => Some("audit_log_status_block"),
+        _ => None,
+    }
+}
+
+/// Pushes a statement selecting the ids of up to `n` rows that match the query's filters (its
+/// cursor aside) below `below` and at or above `from`, newest first.
+///
+/// Most filters are one index seek and a walk down it in id order. A time range (alone or with a
+/// tool or a caller) walks the log's blocks instead, newest first: `walk` counts each block's
+/// matches, from one seek into the block index, until they make `n` or the log ends; then the
+/// ids of those blocks are sorted and the newest `n` kept. The blocks below hold older ids only,
+/// so none of theirs could be on the page.
+fn push_ids(
+    qb: &mut QueryBuilder<Sqlite>,
+    q: &AuditQuery,
+    below: Option<i64>,
+    from: Option<i64>,
+    n: i64,
+) {
+    let Some(index) = block_index(q, from) else {
+        qb.push("SELECT id FROM audit_log");
+        push_filter(qb, q, false);
+        push_bounds(qb, below, from);
+        qb.push(" ORDER BY id DESC LIMIT ").push_bind(n);
+        return;
+    };
+    // walk(block, found): `found` matches in `block` and the blocks above it. It starts one block
+    // above the newest so that every block it yields has been counted.
+    qb.push("WITH RECURSIVE walk(block, found) AS (SELECT ");
+    match below {
+        Some(below) => qb.push_bind((below.saturating_sub(1) >> BLOCK_BITS).saturating_add(1)),
+        None => qb.push(format!(
+            "((SELECT MAX(id) FROM audit_log) >> {BLOCK_BITS}) + 1"
+        )),
+    };
+    qb.push(
+        ", 0 UNION ALL SELECT block - 1, found + (SELECT COUNT(*) FROM (SELECT 1 FROM audit_log \
+         INDEXED BY ",
+    )
+    .push(index);
+    push_filter(qb, q, false);
+    push_bounds(qb, below, from);
+    qb.push(format!(" AND {BLOCK} = walk.block - 1 LIMIT "))
+        .push_bind(n)
+        .push(")) FROM walk WHERE found < ")
+        .push_bind(n)
+        .push(format!(
+            " AND block > (SELECT MIN(id) FROM audit_log) >> {BLOCK_BITS}) SELECT id FROM \
+             audit_log INDEXED BY "
+        ))
+        .push(index);
+    push_filter(qb, q, false);
+    push_bounds(qb, below, from);
+    qb.push(format!(
+        " AND {BLOCK} IN (SELECT block FROM walk) ORDER BY id DESC LIMIT "
+    ))
+    .push_bind(n);
+}
+
+/// Adds the id bounds of a page: below its cursor (or a text search's window) and at or above
+/// the window's bottom.
+fn push_bounds(qb: &mut QueryBuilder<Sqlite>, below: Option<i64>, from: Option<i64>) {
+    if let Some(below) = below {
+        qb.push(" AND id < ").push_bind(below);
+    }
+    if let Some(from) = from {
+        qb.push(" AND id >= ").push_bind(from);
+    }
 }
 
 /// Whether any row below `below` gets through every filter but the text. Any such row will do, in
@@ -328,7 +432,22 @@ fn candidates(q: &AuditQuery, below: Option<i64>) -> QueryBuilder<Sqlite> {
 
 pub(crate) async fn count(pool: &SqlitePool, q: &AuditQuery) -> Result<u64> {
     let mut qb = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM audit_log");
-    push_filter(&mut qb, q, true);
+    match block_index(q, None) {
+        // A time range with a tool or a caller: one seek into each block's part of the range,
+        // rather than reading every row of the tool (caller) to check its start.
+        Some(index) if q.tool.is_some() || q.agent_id.is_some() => {
+            qb.push(" INDEXED BY ").push(index);
+            push_filter(&mut qb, q, true);
+            qb.push(format!(
+                " AND {BLOCK} IN (WITH RECURSIVE blocks(block) AS (SELECT (SELECT MIN(id) \
+                 FROM audit_log) >> {BLOCK_BITS} UNION ALL SELECT block + 1 FROM blocks WHERE \
+                 block < (SELECT MAX(id) FROM audit_log) >> {BLOCK_BITS}) SELECT block FROM blocks)"
+            ));
+        }
+        // A time range alone is counted from `audit_log_started`, whose rows in the range are
+        // next to each other.
+        _ => push_filter(&mut qb, q, true),
+    }
     let n: i64 = qb.build().fetch_one(pool).await?.try_get(0)?;
     Ok(codec::count(n))
 }
@@ -540,6 +659,11 @@ async fn usage_by(pool: &SqlitePool, q: &AuditQuery, key: &'static str) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_block_expression_matches_the_block_size() {
+        assert_eq!(BLOCK, format!("(id >> {BLOCK_BITS})"));
+    }
 
     fn line(fields: &[&str]) -> String {
         let mut buf = Vec::new();

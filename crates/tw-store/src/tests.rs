@@ -1095,3 +1095,240 @@ async fn a_log_written_by_the_first_schema_is_upgraded_in_place() {
     );
     store.close().await;
 }
+
+/// A record of `tool` that started `start_s` seconds after the sample's epoch.
+fn started(i: i64, tool: &str, status: ToolStatus, start_s: f64) -> AuditRecord {
+    let start = 1_700_000_000_000_000 + (start_s * 1e6) as i64;
+    AuditRecord {
+        started_at: start,
+        completed_at: start + 250,
+        ..record(i, tool, status)
+    }
+}
+
+/// Seconds after the sample's epoch, as a bound of a time range.
+fn at_s(s: f64) -> Option<i64> {
+    Some(1_700_000_000_000_000 + (s * 1e6) as i64)
+}
+
+/// Follows a query's cursors to the end: each page's ids and `next_cursor`.
+async fn pages_of(store: &Store, mut q: AuditQuery) -> Vec<(Vec<i64>, Option<i64>)> {
+    let mut pages = Vec::new();
+    loop {
+        let page = store.query(&q).await.unwrap();
+        pages.push((ids(&page), page.next_cursor));
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => return pages,
+        }
+        assert!(pages.len() < 10_000, "{q:?} does not end");
+    }
+}
+
+#[tokio::test]
+async fn time_range_pages_keep_id_order_when_a_long_call_is_written_late() {
+    // Call 9 started at second 2.5 and ran long: it is written (and numbered) after calls that
+    // started later. A time range's page is still newest id first, as a filter over every row
+    // would give, and its cursors go on from there.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let starts = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 2.5, 10.0, 9.5, 12.0];
+    for (i, s) in (1..).zip(starts) {
+        let tool = if i % 3 == 0 { "exec" } else { "read_file" };
+        store
+            .append(started(i, tool, ToolStatus::Success, s))
+            .await
+            .unwrap();
+    }
+    let q = |f: &dyn Fn(&mut AuditQuery)| {
+        let mut q = AuditQuery {
+            limit: 2,
+            ..AuditQuery::default()
+        };
+        f(&mut q);
+        q
+    };
+    type Pages = Vec<(Vec<i64>, Option<i64>)>;
+    let cases: Vec<(AuditQuery, Pages)> = vec![
+        (
+            q(&|q| q.until = at_s(6.0)),
+            vec![
+                (vec![9, 5], Some(5)),
+                (vec![4, 3], Some(3)),
+                (vec![2, 1], None),
+            ],
+        ),
+        (
+            q(&|q| {
+                q.since = at_s(3.0);
+                q.until = at_s(9.0);
+            }),
+            vec![
+                (vec![8, 7], Some(7)),
+                (vec![6, 5], Some(5)),
+                (vec![4, 3], None),
+            ],
+        ),
+        (
+            q(&|q| {
+                q.since = at_s(2.5);
+                q.until = at_s(3.0);
+            }),
+            vec![(vec![9], None)],
+        ),
+        (
+            q(&|q| q.since = at_s(9.0)),
+            vec![(vec![12, 11], Some(11)), (vec![10], None)],
+        ),
+        (
+            q(&|q| {
+                q.until = at_s(6.0);
+                q.tool = Some("exec".into());
+            }),
+            vec![(vec![9, 3], None)],
+        ),
+        (
+            q(&|q| {
+                q.until = at_s(6.0);
+                q.agent_id = Some("agent-a".into());
+            }),
+            vec![(vec![5, 4], Some(4)), (vec![2, 1], None)],
+        ),
+        (
+            q(&|q| {
+                q.until = at_s(6.0);
+                q.cursor = Some(9);
+            }),
+            vec![
+                (vec![5, 4], Some(4)),
+                (vec![3, 2], Some(2)),
+                (vec![1], None),
+            ],
+        ),
+        (
+            q(&|q| {
+                q.since = at_s(13.0);
+            }),
+            vec![(vec![], None)],
+        ),
+    ];
+    for (query, expect) in cases {
+        assert_eq!(pages_of(&store, query.clone()).await, expect, "{query:?}");
+        let rows = expect.iter().map(|(ids, _)| ids.len() as u64).sum::<u64>();
+        assert_eq!(store.count(&query).await.unwrap(), rows, "{query:?}");
+    }
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_range_pages_across_many_blocks_match_a_filter_over_every_row() {
+    // A time range's page walks the log in blocks of `BLOCK_IDS` ids (query.rs); this log spans
+    // four blocks, its appends race so ids come in commit order, and every 97th call started
+    // 3,000 s before its neighbours (a long call written late). Every page, cursor and count
+    // must be what a filter over every row, newest id first, gives.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let n = 3 * query::BLOCK_IDS + 300;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let store = store.clone();
+        tasks.spawn(async move {
+            let tool = if i % 5 == 0 { "exec" } else { "read_file" };
+            let status = if i % 4 == 0 {
+                ToolStatus::Failed
+            } else {
+                ToolStatus::Success
+            };
+            let s = if i % 97 == 0 { i - 3000 } else { i } as f64;
+            let r = started(i, tool, status, s);
+            let row = (0, r.started_at, r.tool.clone(), r.agent_id.clone(), status);
+            let id = store.append(r).await.unwrap();
+            (id, row.1, row.2, row.3, row.4)
+        });
+    }
+    let mut log = Vec::new();
+    while let Some(row) = tasks.join_next().await {
+        log.push(row.unwrap());
+    }
+    let expect = |q: &AuditQuery| -> Vec<(Vec<i64>, Option<i64>)> {
+        let mut hits: Vec<i64> = log
+            .iter()
+            .filter(|(id, at, tool, agent, status)| {
+                q.since.is_none_or(|s| *at >= s)
+                    && q.until.is_none_or(|u| *at < u)
+                    && q.tool.as_ref().is_none_or(|t| t == tool)
+                    && q.agent_id.as_ref().is_none_or(|a| a == agent)
+                    && q.status.is_none_or(|s| s == *status)
+                    && q.cursor.is_none_or(|c| *id < c)
+            })
+            .map(|row| row.0)
+            .collect();
+        hits.sort_unstable_by(|a, b| b.cmp(a));
+        let chunks: Vec<Vec<i64>> = hits.chunks(q.limit as usize).map(<[i64]>::to_vec).collect();
+        let last = chunks.len().saturating_sub(1);
+        let mut pages: Vec<_> = chunks
+            .into_iter()
+            .enumerate()
+            .map(|(i, ids)| {
+                let next = (i < last).then(|| ids[ids.len() - 1]);
+                (ids, next)
+            })
+            .collect();
+        if pages.is_empty() {
+            pages.push((Vec::new(), None));
+        }
+        pages
+    };
+    let q = |f: &dyn Fn(&mut AuditQuery)| {
+        let mut q = AuditQuery::default();
+        f(&mut q);
+        q
+    };
+    let queries = [
+        q(&|q| q.until = at_s(6000.0)),
+        q(&|q| q.until = at_s(200.0)),
+        q(&|q| q.since = at_s(12_000.0)),
+        q(&|q| q.since = at_s(-5000.0)),
+        q(&|q| {
+            q.since = at_s(4000.0);
+            q.until = at_s(4100.0);
+        }),
+        q(&|q| {
+            q.since = at_s(100.0);
+            q.until = at_s(9000.0);
+        }),
+        q(&|q| {
+            q.until = at_s(6000.0);
+            q.tool = Some("exec".into());
+        }),
+        q(&|q| {
+            q.since = at_s(3000.0);
+            q.agent_id = Some("agent-b".into());
+        }),
+        q(&|q| {
+            q.until = at_s(6000.0);
+            q.status = Some(ToolStatus::Failed);
+        }),
+        q(&|q| {
+            q.until = at_s(6000.0);
+            q.cursor = Some(9500);
+        }),
+        q(&|q| {
+            q.since = at_s(20_000.0);
+        }),
+    ];
+    for query in queries {
+        let want = expect(&query);
+        assert_eq!(pages_of(&store, query.clone()).await, want, "{query:?}");
+        let rows = want.iter().map(|(ids, _)| ids.len() as u64).sum::<u64>();
+        assert_eq!(store.count(&query).await.unwrap(), rows, "{query:?}");
+        // A text search in every row under the same filters walks its windows to the same rows.
+        let text = AuditQuery {
+            text: Some("file-".into()),
+            ..query.clone()
+        };
+        let want_ids: Vec<i64> = want.into_iter().flat_map(|(ids, _)| ids).collect();
+        assert_eq!(walk(&store, text, 1000).await.0, want_ids, "{query:?}");
+    }
+    store.close().await;
+}

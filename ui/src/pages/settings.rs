@@ -6,8 +6,28 @@ use leptos::prelude::*;
 use tw_protocol::{IpcError, SetModeParams, Settings, commands};
 
 use crate::app::{AppState, Load};
+use crate::browser;
 use crate::ipc;
 use crate::widgets::{Badge, load_state};
+
+/// Re-reads the policy files now and shows the outcome.
+fn reload(state: AppState) {
+    leptos::task::spawn_local(async move {
+        let r: Result<Settings, IpcError> = ipc::invoke(commands::RELOAD_POLICY, &()).await;
+        match r {
+            Ok(s) => {
+                let note = if s.policy_error.is_some() {
+                    "the policy files have errors; the previous policy stays in force"
+                } else {
+                    "policy reloaded"
+                };
+                state.notice.set(Some(note.to_owned()));
+                state.settings.set(Load::Ready(s));
+            }
+            Err(e) => state.report(&e),
+        }
+    });
+}
 
 /// The settings page.
 #[allow(unreachable_pub, reason = "#[component] expands to `pub` items")]
@@ -192,7 +212,28 @@ fn SettingsBody(state: AppState, s: Settings) -> impl IntoView {
                 </dl>
             </section>
             <section class="card wide">
-                <h2>"Policy files"</h2>
+                <header class="page-head">
+                    <h2>"Policy files"</h2>
+                    <button class="btn" id="settings-reload" on:click=move |_| reload(state)>
+                        "Reload now"
+                    </button>
+                </header>
+                {s
+                    .policy_error
+                    .clone()
+                    .map(|e| {
+                        view! {
+                            <div class="error-box" role="alert" id="settings-policy-error">
+                                <strong>
+                                    {format!(
+                                        "The change made at {} was refused; the previous policy stays in force.",
+                                        browser::local_time(e.at),
+                                    )}
+                                </strong>
+                                <pre>{e.errors}</pre>
+                            </div>
+                        }
+                    })}
                 {if no_policy {
                     view! { <p class="muted">"No policy files: Toolwarden's defaults apply."</p> }
                         .into_any()

@@ -132,6 +132,32 @@ fn select(
     }
 }
 
+/// A labelled monospace text box over one field of the form.
+fn text_area(
+    id: &'static str,
+    label: &'static str,
+    rows: u32,
+    get: fn(&ToolForm) -> String,
+    set: fn(&mut ToolForm, String),
+    draft: RwSignal<Draft>,
+) -> impl IntoView {
+    view! {
+        <label class="field">
+            <span>{label}</span>
+            <textarea
+                id=id
+                rows=rows
+                spellcheck="false"
+                prop:value=move || draft.with(|d| get(&d.form))
+                on:input=move |ev| {
+                    let v = event_target_value(&ev);
+                    draft.update(|d| set(&mut d.form, v));
+                }
+            ></textarea>
+        </label>
+    }
+}
+
 /// The form page.
 #[allow(unreachable_pub, reason = "#[component] expands to `pub` items")]
 #[component]
@@ -205,33 +231,23 @@ pub(crate) fn ToolFormView(state: AppState, draft: Draft) -> impl IntoView {
                 {error_at(errors, Field::Risk)}
                 {error_at(errors, Field::Tier)}
                 {error_at(errors, Field::Confirmation)}
-                <label class="field">
-                    <span>"Parameters (JSON Schema of the arguments)"</span>
-                    <textarea
-                        id="ct-parameters"
-                        rows="10"
-                        spellcheck="false"
-                        prop:value=move || draft.with(|d| d.form.parameters.clone())
-                        on:input=move |ev| {
-                            let v = event_target_value(&ev);
-                            draft.update(|d| d.form.parameters = v);
-                        }
-                    ></textarea>
-                </label>
+                {text_area(
+                    "ct-parameters",
+                    "Parameters (JSON Schema of the arguments)",
+                    10,
+                    |f| f.parameters.clone(),
+                    |f, v| f.parameters = v,
+                    draft,
+                )}
                 {error_at(errors, Field::Parameters)}
-                <label class="field">
-                    <span>"Command: one argument per line; {name} is replaced by that argument"</span>
-                    <textarea
-                        id="ct-argv"
-                        rows="4"
-                        spellcheck="false"
-                        prop:value=move || draft.with(|d| d.form.argv.clone())
-                        on:input=move |ev| {
-                            let v = event_target_value(&ev);
-                            draft.update(|d| d.form.argv = v);
-                        }
-                    ></textarea>
-                </label>
+                {text_area(
+                    "ct-argv",
+                    "Command: one argument per line; {name} is replaced by that argument",
+                    4,
+                    |f| f.argv.clone(),
+                    |f, v| f.argv = v,
+                    draft,
+                )}
                 {error_at(errors, Field::Command)}
                 <div class="actions">
                     <button class="btn primary" id="ct-save" type="submit" disabled=move || busy.get()>

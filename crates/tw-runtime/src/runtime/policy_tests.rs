@@ -499,6 +499,21 @@ async fn policy_files_reload_on_change_and_a_broken_change_keeps_the_last_good_p
     let errors = events[0].details["errors"].as_str().unwrap();
     assert!(errors.contains("policy.toml:2:1"), "{errors}");
     assert_eq!(code(&rt.execute(echo(&rt)).await), Some("policy_denied"));
+    // The failure is kept for the settings page until a reload succeeds.
+    let (at, kept) = rt.policy_error().unwrap();
+    assert_eq!(kept, errors);
+    assert!(
+        (events[0].at - at).abs() < 1_000_000,
+        "{at} vs {}",
+        events[0].at
+    );
+    write_policy(&policy_file, "allow = [\"echo\"]\n");
+    wait_until("the fixed policy to allow echo", || async {
+        rt.explain("echo", &json!({}), &caller()).unwrap().decision == policy::Decision::Allow
+    })
+    .await;
+    assert_eq!(rt.policy_error(), None);
+    write_policy(&policy_file, "allow = [\"echo\"\ndeny = \n");
     rt.close().await;
 
     // A process that starts with the broken file refuses to start, and says where.

@@ -213,6 +213,44 @@ def test_the_live_view_shows_a_running_cli_call_and_cancel_stops_it(app, places)
     assert "cancelled" in done.find_element(By.CSS_SELECTOR, ".badge").text
 
 
+def close_like_a_window_manager(title):
+    """Asks the X window titled `title` to close, as a window manager's close button does (a
+    WM_DELETE_WINDOW client message): Xvfb runs no window manager to click."""
+    from Xlib import X, display, protocol
+
+    d = display.Display()
+    wm_protocols = d.intern_atom("WM_PROTOCOLS")
+    wm_delete = d.intern_atom("WM_DELETE_WINDOW")
+    deadline = time.time() + WAIT
+    seen = set()
+    try:
+        while time.time() < deadline:
+            windows = [d.screen().root]
+            while windows:
+                w = windows.pop()
+                try:
+                    name = w.get_wm_name()
+                    children = w.query_tree().children
+                except Exception:
+                    continue
+                if name:
+                    seen.add(name)
+                if name == title:
+                    event = protocol.event.ClientMessage(
+                        window=w,
+                        client_type=wm_protocols,
+                        data=(32, [wm_delete, X.CurrentTime, 0, 0, 0]),
+                    )
+                    w.send_event(event, event_mask=X.NoEventMask)
+                    d.flush()
+                    return
+                windows.extend(children)
+            time.sleep(0.2)
+    finally:
+        d.close()
+    raise AssertionError(f"no window titled {title!r}; windows: {sorted(seen)}")
+
+
 def type_into(driver, element_id, text):
     """Replaces an input's text the way a person does (select all, type), so input events fire."""
     el = driver.find_element(By.ID, element_id)
@@ -340,3 +378,19 @@ def test_a_call_from_the_app_waiting_for_approval_is_released_by_the_cli(app, pl
     assert result.is_displayed()
     assert not target.exists()
     WebDriverWait(app, WAIT).until(lambda d: d.find_elements(By.ID, "confirm-dialog") == [])
+
+
+def test_closing_the_window_while_a_call_waits_asks_first(app, places):
+    (places["ws"] / "d.txt").write_text("x")
+    call = cli(places, "call", "delete_file", "--args", json.dumps({"path": "d.txt"}), wait=False)
+    wait_for(app, "#confirm-dialog")
+    # The window's title is the badge: it counts the waiting call (after the shell's next poll).
+    close_like_a_window_manager("Toolwarden (1 call waiting for approval)")
+    dialog = wait_for(app, "#close-dialog")
+    assert "1 call is waiting for approval" in dialog.text, dialog.text
+    shot(app, "close")
+    app.find_element(By.ID, "close-stay").click()
+    WebDriverWait(app, WAIT).until(lambda d: d.find_elements(By.ID, "close-dialog") == [])
+    app.find_element(By.ID, "confirm-deny").click()
+    out, _ = call.communicate(timeout=WAIT)
+    assert call.returncode == 7, out

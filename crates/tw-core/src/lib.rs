@@ -20,6 +20,7 @@ pub mod redact;
 pub mod registry;
 pub mod schema;
 pub mod shell;
+pub mod skill;
 pub mod summary;
 pub mod target;
 pub mod validate;

@@ -1,0 +1,397 @@
+//! SKILL.md parsing: a good manifest with every field, and a corpus of malformed files, each with
+//! the diagnostic (severity, line, message) it must give.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+
+const GOOD: &str = "---
+name: research
+description: Finds and reads sources on the web.
+license: Apache-2.0
+compatibility: needs network access
+metadata:
+  author: toolwarden
+  revision: 3
+allowed-tools: web_search http_fetch
+version: 1.2.0
+triggers: [\"research\", \"find sources\"]
+tools:
+  - web_search
+  - name: http_fetch
+    access_level: standard
+    rate_limit: {per_minute: 30}
+    allowed_domains: [\"*.wikipedia.org\", \"arxiv.org\"]
+    blocked_domains: [\"localhost\"]
+inherit_tools_from: [synthesis]
+permissions: [web_search, web_read]
+chains:
+  - steps: [web_search, http_fetch]
+---
+# Research
+
+Use the tools above.
+";
+
+#[test]
+fn a_full_manifest_loads_with_every_field() {
+    let p = parse_skill(GOOD, Some("research"));
+    assert_eq!(p.diagnostics, vec![]);
+    let m = p.manifest.unwrap();
+    assert_eq!(m.name, "research");
+    assert_eq!(m.description, "Finds and reads sources on the web.");
+    assert_eq!(m.license.as_deref(), Some("Apache-2.0"));
+    assert_eq!(m.metadata["revision"], "3");
+    assert_eq!(m.allowed_tools, ["web_search", "http_fetch"]);
+    assert_eq!(m.version.as_deref(), Some("1.2.0"));
+    assert_eq!(m.triggers, ["research", "find sources"]);
+    assert_eq!(
+        m.tools[1],
+        SkillTool {
+            name: "http_fetch".into(),
+            access_level: Some(AccessLevel::Standard),
+            rate_limit: Some(SkillRate {
+                per_minute: Some(30),
+                per_hour: None
+            }),
+            allowed_domains: vec!["*.wikipedia.org".into(), "arxiv.org".into()],
+            blocked_domains: vec!["localhost".into()],
+        }
+    );
+    assert_eq!(m.inherit_tools_from, ["synthesis"]);
+    assert_eq!(m.permissions, ["web_search", "web_read"]);
+    assert_eq!(
+        m.chains,
+        vec![json!({"steps": ["web_search", "http_fetch"]})]
+    );
+    assert_eq!(m.body_line, 24);
+    assert!(m.body.starts_with("# Research"));
+}
+
+#[test]
+fn the_minimal_agent_skills_form_loads() {
+    let p = parse_skill(
+        "---\nname: pdf\ndescription: Work with PDF files.\n---\nBody\n",
+        Some("pdf"),
+    );
+    assert_eq!(p.diagnostics, vec![]);
+    assert_eq!(p.manifest.unwrap().body, "Body\n");
+}
+
+/// Each malformed file: (what it tests, text, severity, line, a part of the message, usable).
+const CORPUS: &[(&str, &str, Severity, usize, &str, bool)] = &[
+    (
+        "no front matter",
+        "# Just markdown\n",
+        Severity::Error,
+        1,
+        "starts with a `---` line",
+        false,
+    ),
+    (
+        "unclosed front matter",
+        "---\nname: a\ndescription: b\n",
+        Severity::Error,
+        1,
+        "not closed",
+        false,
+    ),
+    (
+        "empty file",
+        "",
+        Severity::Error,
+        1,
+        "starts with a `---` line",
+        false,
+    ),
+    (
+        "yaml syntax",
+        "---\nname: a\ndescription: [b\n---\n",
+        Severity::Error,
+        4,
+        "not valid YAML",
+        false,
+    ),
+    (
+        "not a mapping",
+        "---\n- a\n- b\n---\n",
+        Severity::Error,
+        2,
+        "must be a YAML mapping",
+        false,
+    ),
+    (
+        "missing name",
+        "---\ndescription: d\n---\n",
+        Severity::Error,
+        1,
+        "`name` is missing",
+        false,
+    ),
+    (
+        "missing description",
+        "---\nname: a\n---\n",
+        Severity::Error,
+        1,
+        "`description` is missing",
+        false,
+    ),
+    (
+        "upper-case name",
+        "---\nname: Research\ndescription: d\n---\n",
+        Severity::Error,
+        2,
+        "lowercase letters",
+        false,
+    ),
+    (
+        "leading hyphen",
+        "---\nname: -a\ndescription: d\n---\n",
+        Severity::Error,
+        2,
+        "start or end with a hyphen",
+        false,
+    ),
+    (
+        "trailing hyphen",
+        "---\nname: a-\ndescription: d\n---\n",
+        Severity::Error,
+        2,
+        "start or end with a hyphen",
+        false,
+    ),
+    (
+        "name too long",
+        "---\nname: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\ndescription: d\n---\n",
+        Severity::Error,
+        2,
+        "1 to 64 characters",
+        false,
+    ),
+    (
+        "name not the folder",
+        "---\nname: other\ndescription: d\n---\n",
+        Severity::Error,
+        2,
+        "must equal the skill's folder name \"a\"",
+        false,
+    ),
+    (
+        "name not a string",
+        "---\nname: [a]\ndescription: d\n---\n",
+        Severity::Error,
+        2,
+        "must be a string",
+        false,
+    ),
+    (
+        "empty description",
+        "---\nname: a\ndescription: \"  \"\n---\n",
+        Severity::Error,
+        3,
+        "1 to 1024 characters (it has 0)",
+        false,
+    ),
+    (
+        "compatibility too long",
+        "---\nname: a\ndescription: d\ncompatibility: COMPAT\n---\n",
+        Severity::Error,
+        4,
+        "at most 500 characters",
+        false,
+    ),
+    (
+        "metadata not a map",
+        "---\nname: a\ndescription: d\nmetadata: [x]\n---\n",
+        Severity::Error,
+        4,
+        "mapping of strings",
+        false,
+    ),
+    (
+        "metadata value a list",
+        "---\nname: a\ndescription: d\nmetadata:\n  k: [1]\n---\n",
+        Severity::Error,
+        4,
+        "must be a string",
+        false,
+    ),
+    (
+        "unknown field",
+        "---\nname: a\ndescription: d\ncolour: blue\n---\n",
+        Severity::Warning,
+        4,
+        "unknown field \"colour\"",
+        true,
+    ),
+    (
+        "tools not a list",
+        "---\nname: a\ndescription: d\ntools: read_file\n---\n",
+        Severity::Error,
+        4,
+        "must be a list",
+        false,
+    ),
+    (
+        "tool entry without name",
+        "---\nname: a\ndescription: d\ntools:\n  - access_level: admin\n---\n",
+        Severity::Error,
+        4,
+        "needs a `name`",
+        false,
+    ),
+    (
+        "bad access level",
+        "---\nname: a\ndescription: d\ntools:\n  - {name: exec, access_level: root}\n---\n",
+        Severity::Error,
+        4,
+        "unknown access level \"root\"",
+        false,
+    ),
+    (
+        "zero rate",
+        "---\nname: a\ndescription: d\ntools:\n  - {name: exec, rate_limit: {per_minute: 0}}\n---\n",
+        Severity::Error,
+        4,
+        "whole number above 0",
+        false,
+    ),
+    (
+        "empty rate",
+        "---\nname: a\ndescription: d\ntools:\n  - {name: exec, rate_limit: {}}\n---\n",
+        Severity::Error,
+        4,
+        "needs per_minute or per_hour",
+        false,
+    ),
+    (
+        "unknown tool field",
+        "---\nname: a\ndescription: d\ntools:\n  - {name: exec, level: 2}\n---\n",
+        Severity::Warning,
+        4,
+        "unknown field \"level\"",
+        true,
+    ),
+    (
+        "bad parent name",
+        "---\nname: a\ndescription: d\ninherit_tools_from: [Base]\n---\n",
+        Severity::Error,
+        4,
+        "lowercase letters",
+        false,
+    ),
+    (
+        "permissions not strings",
+        "---\nname: a\ndescription: d\npermissions: [1, web_read]\n---\n",
+        Severity::Error,
+        4,
+        "must be a string",
+        false,
+    ),
+    (
+        "chains not a list",
+        "---\nname: a\ndescription: d\nchains: nope\n---\n",
+        Severity::Error,
+        4,
+        "must be a list of chains",
+        false,
+    ),
+];
+
+#[test]
+fn every_malformed_skill_gets_its_diagnostic() {
+    assert!(CORPUS.len() >= 20);
+    let long = "x".repeat(501);
+    for (what, text, severity, line, message, usable) in CORPUS {
+        let text = text.replace("COMPAT", &long);
+        let p = parse_skill(&text, Some("a"));
+        let found = p.diagnostics.iter().find(|d| d.message.contains(message));
+        let Some(d) = found else {
+            panic!(
+                "{what}: no diagnostic containing {message:?} in {:?}",
+                p.diagnostics
+            );
+        };
+        assert_eq!((d.severity, d.line), (*severity, *line), "{what}: {d}");
+        assert_eq!(p.manifest.is_some(), *usable, "{what}: {:?}", p.diagnostics);
+        assert_eq!(p.has_errors(), !usable, "{what}");
+    }
+}
+
+#[test]
+fn every_problem_is_reported_not_only_the_first() {
+    let p = parse_skill(
+        "---\nname: Bad\ndescription: d\nextra: 1\ntools:\n  - {name: exec, access_level: root}\n---\n",
+        None,
+    );
+    let lines: Vec<(usize, Severity)> =
+        p.diagnostics.iter().map(|d| (d.line, d.severity)).collect();
+    assert_eq!(
+        lines,
+        vec![
+            (2, Severity::Error),
+            (4, Severity::Warning),
+            (5, Severity::Error)
+        ]
+    );
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    // A small deterministic fuzz: every prefix of a manifest, and byte noise spliced into it.
+    for end in 0..=GOOD.len() {
+        if GOOD.is_char_boundary(end) {
+            let _ = parse_skill(&GOOD[..end], Some("research"));
+        }
+    }
+    let mut seed: u32 = 7;
+    for _ in 0..500 {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let at = (seed as usize >> 3) % GOOD.len();
+        let noise = [
+            "\u{0}",
+            ":",
+            "- ",
+            "[",
+            "{",
+            "\n---\n",
+            "\t",
+            "'",
+            "&a *a",
+            "!!binary x",
+        ][(seed >> 16) as usize % 10];
+        let mut text = GOOD.to_owned();
+        let at = (0..=at)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        text.insert_str(at, noise);
+        let _ = parse_skill(&text, Some("research"));
+    }
+}
+
+#[test]
+fn the_shipped_skills_load_clean() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../skills");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let folder = entry.unwrap().path();
+        let text = std::fs::read_to_string(folder.join("SKILL.md")).unwrap();
+        let folder_name = folder.file_name().unwrap().to_str().unwrap().to_owned();
+        let p = parse_skill(&text, Some(&folder_name));
+        assert_eq!(p.diagnostics, vec![], "{}", folder.display());
+        names.push(p.manifest.unwrap().name);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "automation",
+            "data-viz",
+            "research",
+            "retrieval",
+            "synthesis"
+        ]
+    );
+}

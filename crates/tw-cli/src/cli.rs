@@ -77,6 +77,9 @@ pub(crate) enum Command {
     /// Inspect the process sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Inspect and check the skills (SKILL.md folders) and the tools each may use.
+    #[command(subcommand)]
+    Skills(SkillsCommand),
     /// List the calls in flight in every process on the data directory.
     Running {
         /// Print JSON instead of a table.
@@ -90,6 +93,27 @@ pub(crate) enum Command {
     },
     /// Show the resolved configuration: files, directories, workspace and policy.
     Config,
+}
+
+/// `toolwarden skills ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum SkillsCommand {
+    /// Every skill in the skills directory, with its tools and whether it loaded.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One skill: its manifest, its resolved tools with where each came from, and its SKILL.md.
+    Show {
+        /// The skill.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check every SKILL.md; prints each problem as FILE:LINE. Exits 1 if any has an error.
+    Check,
 }
 
 /// `toolwarden sandbox ...`

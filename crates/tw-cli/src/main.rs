@@ -11,6 +11,7 @@ mod policy;
 mod running;
 mod sandbox;
 mod setup;
+mod skills;
 mod table;
 mod tools;
 
@@ -70,6 +71,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Grants(cmd) => confirm::grants(&rt, &ctx, cmd).await,
         Command::Mode { cmd } => confirm::mode(&rt, &ctx, cmd).await,
         Command::Sandbox(cmd) => sandbox::run(&rt, cmd).await,
+        Command::Skills(cmd) => skills::run(&ctx, cmd),
         Command::Running { json } => running::running(&rt, json).await,
         Command::Cancel { execution_id } => running::cancel(&rt, &execution_id).await,
         Command::Config => Ok(0),

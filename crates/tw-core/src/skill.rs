@@ -16,6 +16,10 @@ use serde_yaml_ng::{Mapping, Value as Yaml};
 
 use crate::policy::access::AccessLevel;
 
+pub mod map;
+
+pub use map::{MapProblem, Provenance, Refusal, ResolvedTool, SkillMap};
+
 /// Longest `name`.
 pub const MAX_NAME: usize = 64;
 /// Longest `description`.

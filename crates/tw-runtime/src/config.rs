@@ -65,6 +65,8 @@ pub struct Config {
     pub workspace: Vec<PathBuf>,
     /// Data directory (audit log, custom tools), when set in the file.
     pub data_dir: Option<PathBuf>,
+    /// The skills directory (one folder with a SKILL.md per skill), when set in the file.
+    pub skills_dir: Option<PathBuf>,
     /// How many compiled schema validators to keep.
     pub schema_cache_capacity: usize,
     /// Audit durability.
@@ -115,6 +117,7 @@ impl Default for Config {
             mode: OperationalMode::Normal,
             workspace: Vec::new(),
             data_dir: None,
+            skills_dir: None,
             schema_cache_capacity: tw_core::validate::DEFAULT_CAPACITY,
             audit_synchronous: Synchronous::Normal,
             policy: None,
@@ -134,6 +137,7 @@ struct Doc {
     #[serde(default)]
     workspace: Vec<String>,
     data_dir: Option<String>,
+    skills_dir: Option<String>,
     schema_cache_capacity: Option<Spanned<usize>>,
     policy: Option<PolicyDoc>,
     #[serde(default)]
@@ -224,6 +228,7 @@ impl Config {
             .map(|w| expand(w, base, home))
             .collect();
         config.data_dir = doc.data_dir.as_deref().map(|d| expand(d, base, home));
+        config.skills_dir = doc.skills_dir.as_deref().map(|d| expand(d, base, home));
         if let Some(cap) = doc.schema_cache_capacity {
             if *cap.get_ref() == 0 {
                 return Err(err(

@@ -18,6 +18,7 @@ pub mod paths;
 pub mod policy;
 pub mod runtime;
 mod sandboxed;
+pub mod skills;
 pub mod switches;
 
 pub use batch::BatchMode;

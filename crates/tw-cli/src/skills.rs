@@ -1,0 +1,149 @@
+//! `toolwarden skills list|show|check`: the skills directory (the config's `skills_dir`, else the
+//! first workspace root's `skills` folder) as loaded, each skill's resolved tools with where they
+//! came from, and every SKILL.md problem as `FILE:LINE`.
+
+use anyhow::Context as _;
+use serde_json::json;
+use tw_runtime::skills::Skills;
+
+use crate::cli::SkillsCommand;
+use crate::setup::Context;
+use crate::table::Table;
+
+fn dir(ctx: &Context) -> std::path::PathBuf {
+    match &ctx.places.config.skills_dir {
+        Some(d) => d.clone(),
+        None => ctx
+            .places
+            .workspace
+            .first()
+            .map(|w| w.join("skills"))
+            .unwrap_or_else(|| "skills".into()),
+    }
+}
+
+pub(crate) fn run(ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
+    let dir = dir(ctx);
+    let skills = Skills::load(&dir)
+        .with_context(|| format!("cannot read the skills in {}", dir.display()))?;
+    match cmd {
+        SkillsCommand::List { json: true } => {
+            let rows: Vec<_> = skills
+                .skills
+                .iter()
+                .map(|s| {
+                    json!({
+                        "name": s.folder,
+                        "loaded": s.manifest.is_some(),
+                        "description": s.manifest.as_ref().map(|m| m.description.clone()),
+                        "tools": skills.map.tools_of(&s.folder).map(|t| t.iter().map(|t| t.name.clone()).collect::<Vec<_>>()),
+                        "diagnostics": s.diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+            Ok(0)
+        }
+        SkillsCommand::List { json: false } => {
+            if skills.skills.is_empty() {
+                println!("No skills in {}.", dir.display());
+                return Ok(0);
+            }
+            let mut table = Table::new(&["SKILL", "STATUS", "TOOLS", "DESCRIPTION"]).max_width(60);
+            for s in &skills.skills {
+                let tools = skills
+                    .map
+                    .tools_of(&s.folder)
+                    .map(|t| {
+                        t.iter()
+                            .map(|t| t.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default();
+                let status = if s.manifest.is_some() { "ok" } else { "error" };
+                let description = s
+                    .manifest
+                    .as_ref()
+                    .map(|m| m.description.clone())
+                    .unwrap_or_default();
+                table.row(vec![
+                    s.folder.clone(),
+                    status.to_owned(),
+                    tools,
+                    description,
+                ]);
+            }
+            print!("{}", table.render());
+            Ok(0)
+        }
+        SkillsCommand::Show { name, json } => {
+            let Some(s) = skills.get(&name) else {
+                eprintln!("error: no skill {name:?} in {}", dir.display());
+                return Ok(2);
+            };
+            let tools = skills.map.tools_of(&name).unwrap_or_default();
+            if json {
+                let out = json!({
+                    "name": s.folder,
+                    "path": s.path,
+                    "manifest": s.manifest,
+                    "resolved_tools": tools,
+                    "diagnostics": s.diagnostics,
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(0);
+            }
+            println!("skill:  {}", s.folder);
+            println!("file:   {}", s.path.display());
+            if let Some(m) = &s.manifest {
+                println!("about:  {}", m.description);
+            }
+            let mut table = Table::new(&["TOOL", "LEVEL", "FROM"]);
+            for t in tools {
+                let from = match &t.provenance {
+                    tw_core::skill::Provenance::Manifest => "manifest".to_owned(),
+                    tw_core::skill::Provenance::Inherited(p) => format!("inherited from {p}"),
+                };
+                table.row(vec![t.name.clone(), t.access_level.to_string(), from]);
+            }
+            print!("{}", table.render());
+            for d in &s.diagnostics {
+                println!(
+                    "{}:{}",
+                    s.path.display(),
+                    d.to_string().trim_start_matches("line ")
+                );
+            }
+            Ok(0)
+        }
+        SkillsCommand::Check => {
+            let mut errors = 0;
+            for s in &skills.skills {
+                for d in &s.diagnostics {
+                    if d.severity == tw_core::skill::Severity::Error {
+                        errors += 1;
+                    }
+                    println!(
+                        "{}:{}",
+                        s.path.display(),
+                        d.to_string().trim_start_matches("line ")
+                    );
+                }
+            }
+            for p in skills.map.problems() {
+                println!("skill {}: {}", p.skill, p.message);
+            }
+            let loaded = skills
+                .skills
+                .iter()
+                .filter(|s| s.manifest.is_some())
+                .count();
+            println!(
+                "{loaded} of {} skills load; {errors} error(s)",
+                skills.skills.len()
+            );
+            Ok(u8::from(errors > 0))
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The skill-tool mapper: which tools each skill may use (its own list plus what it inherits,
+//! with where each came from), which skills may use each tool, and whether one call fits a
+//! skill's envelope. Built once from parsed manifests; lookups are in-memory.
+//!
+//! A skill's tool list restricts: a call made under a skill may use only the tools the skill
+//! names (directly or through `inherit_tools_from`), at or below the access level it declares.
+//! Policy still applies on top, so a skill can narrow what policy allows and never widen it.
+//! Inheritance cycles are reported, and a skill in a cycle keeps only its own tools.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{SkillManifest, SkillRate, SkillTool};
+use crate::policy::access::AccessLevel;
+
+/// Where a skill's tool came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "from")]
+pub enum Provenance {
+    /// The skill's own `tools`.
+    Manifest,
+    /// Inherited from this skill.
+    Inherited(String),
+}
+
+/// One tool a skill may use, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResolvedTool {
+    /// The tool's name, or `group:NAME`.
+    pub name: String,
+    /// The highest access level the skill may use it at.
+    pub access_level: AccessLevel,
+    /// Its rate limit under the skill.
+    pub rate_limit: Option<SkillRate>,
+    /// Hosts it may reach (empty: no narrowing).
+    pub allowed_domains: Vec<String>,
+    /// Hosts it may not reach.
+    pub blocked_domains: Vec<String>,
+    /// Where it came from.
+    pub provenance: Provenance,
+}
+
+/// A problem found while resolving.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapProblem {
+    /// The skill it is about.
+    pub skill: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Why a call does not fit a skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such skill is loaded.
+    UnknownSkill(String),
+    /// The skill does not name the tool.
+    NotInSkill {
+        /// The skill.
+        skill: String,
+        /// The tool.
+        tool: String,
+    },
+    /// The skill names the tool at a lower access level.
+    AboveLevel {
+        /// The skill.
+        skill: String,
+        /// The tool.
+        tool: String,
+        /// What the skill allows.
+        allowed: AccessLevel,
+        /// What the call needs.
+        needed: AccessLevel,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::UnknownSkill(s) => write!(f, "no skill named {s:?} is loaded"),
+            Refusal::NotInSkill { skill, tool } => {
+                write!(f, "skill {skill} does not include tool {tool}")
+            }
+            Refusal::AboveLevel {
+                skill,
+                tool,
+                allowed,
+                needed,
+            } => write!(
+                f,
+                "skill {skill} allows tool {tool} at {allowed} access, and the call needs {needed}"
+            ),
+        }
+    }
+}
+
+/// Skills and their resolved tools, both ways.
+#[derive(Debug, Clone, Default)]
+pub struct SkillMap {
+    by_skill: BTreeMap<String, Vec<ResolvedTool>>,
+    by_tool: BTreeMap<String, BTreeSet<String>>,
+    problems: Vec<MapProblem>,
+}
+
+fn resolved(t: &SkillTool, provenance: Provenance) -> ResolvedTool {
+    ResolvedTool {
+        name: t.name.clone(),
+        access_level: t.access_level.unwrap_or_default(),
+        rate_limit: t.rate_limit,
+        allowed_domains: t.allowed_domains.clone(),
+        blocked_domains: t.blocked_domains.clone(),
+        provenance,
+    }
+}
+
+impl SkillMap {
+    /// Resolves every skill's tools, following `inherit_tools_from` transitively. A tool the skill
+    /// names itself wins over an inherited one; of two inherited ones, the nearer parent's wins.
+    pub fn new(skills: &[SkillManifest]) -> Self {
+        let by_name: BTreeMap<&str, &SkillManifest> =
+            skills.iter().map(|s| (s.name.as_str(), s)).collect();
+        let mut map = SkillMap::default();
+        for skill in skills {
+            let mut tools: Vec<ResolvedTool> = skill
+                .tools
+                .iter()
+                .map(|t| resolved(t, Provenance::Manifest))
+                .collect();
+            // Breadth-first over the parents, so nearer parents are seen first.
+            let mut queue: Vec<(String, Vec<String>)> = skill
+                .inherit_tools_from
+                .iter()
+                .map(|p| (p.clone(), vec![skill.name.clone()]))
+                .collect();
+            let mut visited = BTreeSet::new();
+            let mut cyclic = false;
+            while !queue.is_empty() {
+                let mut next = Vec::new();
+                for (parent, path) in queue {
+                    if parent == skill.name || path[1..].contains(&parent) {
+                        let mut cycle = path.clone();
+                        cycle.push(parent.clone());
+                        map.problems.push(MapProblem {
+                            skill: skill.name.clone(),
+                            message: format!(
+                                "inheritance cycle {}; its inherited tools are ignored",
+                                cycle.join(" -> ")
+                            ),
+                        });
+                        cyclic = true;
+                        continue;
+                    }
+                    if !visited.insert(parent.clone()) {
+                        continue;
+                    }
+                    let Some(p) = by_name.get(parent.as_str()) else {
+                        map.problems.push(MapProblem {
+                            skill: skill.name.clone(),
+                            message: format!("inherits from {parent:?}, which is not loaded"),
+                        });
+                        continue;
+                    };
+                    for t in &p.tools {
+                        if !tools.iter().any(|have| have.name == t.name) {
+                            tools.push(resolved(t, Provenance::Inherited(parent.clone())));
+                        }
+                    }
+                    let mut here = path.clone();
+                    here.push(parent.clone());
+                    next.extend(
+                        p.inherit_tools_from
+                            .iter()
+                            .map(|g| (g.clone(), here.clone())),
+                    );
+                }
+                queue = next;
+            }
+            if cyclic {
+                tools.retain(|t| t.provenance == Provenance::Manifest);
+            }
+            for t in &tools {
+                map.by_tool
+                    .entry(t.name.clone())
+                    .or_default()
+                    .insert(skill.name.clone());
+            }
+            map.by_skill.insert(skill.name.clone(), tools);
+        }
+        map
+    }
+
+    /// The tools a skill may use, with where each came from; `None` for an unknown skill.
+    pub fn tools_of(&self, skill: &str) -> Option<&[ResolvedTool]> {
+        self.by_skill.get(skill).map(Vec::as_slice)
+    }
+
+    /// The skills that may use a tool (named directly, not through its group).
+    pub fn skills_of(&self, tool: &str) -> Vec<&str> {
+        self.by_tool
+            .get(tool)
+            .map(|s| s.iter().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// Cycles and missing parents found while resolving.
+    pub fn problems(&self) -> &[MapProblem] {
+        &self.problems
+    }
+
+    /// Whether a call of `tool` (in `group`) needing `level` fits `skill`'s envelope; the
+    /// matching entry (by name first, then `group:GROUP`) when it does.
+    pub fn validate_access(
+        &self,
+        skill: &str,
+        tool: &str,
+        group: &str,
+        level: AccessLevel,
+    ) -> Result<&ResolvedTool, Refusal> {
+        let tools = self
+            .by_skill
+            .get(skill)
+            .ok_or_else(|| Refusal::UnknownSkill(skill.to_owned()))?;
+        let by_group = format!("group:{group}");
+        let entry = tools
+            .iter()
+            .find(|t| t.name == tool)
+            .or_else(|| tools.iter().find(|t| t.name == by_group))
+            .ok_or_else(|| Refusal::NotInSkill {
+                skill: skill.to_owned(),
+                tool: tool.to_owned(),
+            })?;
+        if level > entry.access_level {
+            return Err(Refusal::AboveLevel {
+                skill: skill.to_owned(),
+                tool: tool.to_owned(),
+                allowed: entry.access_level,
+                needed: level,
+            });
+        }
+        Ok(entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::skill::parse_skill;
+
+    fn skill(name: &str, tools: &str, parents: &str) -> SkillManifest {
+        let text = format!(
+            "---\nname: {name}\ndescription: d\ntools: {tools}\ninherit_tools_from: {parents}\n---\n"
+        );
+        let p = parse_skill(&text, Some(name));
+        p.manifest.unwrap_or_else(|| panic!("{:?}", p.diagnostics))
+    }
+
+    fn names(map: &SkillMap, s: &str) -> Vec<(String, Provenance)> {
+        map.tools_of(s)
+            .unwrap()
+            .iter()
+            .map(|t| (t.name.clone(), t.provenance.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn tools_are_inherited_transitively_and_the_skills_own_entry_wins() {
+        let map = SkillMap::new(&[
+            skill(
+                "base",
+                "[read_file, {name: exec, access_level: admin}]",
+                "[]",
+            ),
+            skill("mid", "[list_directory]", "[base]"),
+            skill("top", "[{name: exec, access_level: standard}]", "[mid]"),
+        ]);
+        assert_eq!(
+            names(&map, "top"),
+            vec![
+                ("exec".into(), Provenance::Manifest),
+                ("list_directory".into(), Provenance::Inherited("mid".into())),
+                ("read_file".into(), Provenance::Inherited("base".into())),
+            ]
+        );
+        assert_eq!(map.skills_of("read_file"), ["base", "mid", "top"]);
+        assert_eq!(map.skills_of("exec"), ["base", "mid", "top"]);
+        assert_eq!(map.problems(), []);
+        // top's own entry caps exec at standard, although base allows admin.
+        let e = map
+            .validate_access("top", "exec", "exec", AccessLevel::Elevated)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "skill top allows tool exec at standard access, and the call needs elevated"
+        );
+        assert!(
+            map.validate_access("base", "exec", "exec", AccessLevel::Admin)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_skill_cannot_reach_a_tool_it_does_not_name() {
+        let map = SkillMap::new(&[skill("retrieval", "[read_file, \"group:web\"]", "[]")]);
+        assert_eq!(
+            map.validate_access("retrieval", "write_file", "fs", AccessLevel::Standard),
+            Err(Refusal::NotInSkill {
+                skill: "retrieval".into(),
+                tool: "write_file".into()
+            })
+        );
+        // Named through its group.
+        assert!(
+            map.validate_access("retrieval", "http_fetch", "web", AccessLevel::Standard)
+                .is_ok()
+        );
+        assert_eq!(
+            map.validate_access("nope", "read_file", "fs", AccessLevel::Standard),
+            Err(Refusal::UnknownSkill("nope".into()))
+        );
+    }
+
+    #[test]
+    fn cycles_and_missing_parents_are_reported() {
+        let map = SkillMap::new(&[
+            skill("a", "[read_file]", "[b]"),
+            skill("b", "[write_file]", "[a]"),
+            skill("c", "[exec]", "[ghost]"),
+            skill("d", "[echo]", "[d]"),
+        ]);
+        let problems: Vec<(String, String)> = map
+            .problems()
+            .iter()
+            .map(|p| (p.skill.clone(), p.message.clone()))
+            .collect();
+        assert_eq!(
+            problems,
+            vec![
+                (
+                    "a".into(),
+                    "inheritance cycle a -> b -> a; its inherited tools are ignored".into()
+                ),
+                (
+                    "b".into(),
+                    "inheritance cycle b -> a -> b; its inherited tools are ignored".into()
+                ),
+                (
+                    "c".into(),
+                    "inherits from \"ghost\", which is not loaded".into()
+                ),
+                (
+                    "d".into(),
+                    "inheritance cycle d -> d; its inherited tools are ignored".into()
+                ),
+            ]
+        );
+        assert_eq!(
+            names(&map, "a"),
+            vec![("read_file".into(), Provenance::Manifest)]
+        );
+        assert_eq!(
+            names(&map, "c"),
+            vec![("exec".into(), Provenance::Manifest)]
+        );
+    }
+}

@@ -1,0 +1,84 @@
+//! Loading a skills directory: every folder's SKILL.md parsed (one broken skill never stops the
+//! others), each diagnostic located as `path:line`, and the skill-tool map of the skills that
+//! loaded.
+
+use std::path::{Path, PathBuf};
+
+use tw_core::skill::{Diagnostic, SkillManifest, SkillMap, parse_skill};
+
+/// One skill folder as loaded.
+#[derive(Debug, Clone)]
+pub struct LoadedSkill {
+    /// The folder's name.
+    pub folder: String,
+    /// Its SKILL.md.
+    pub path: PathBuf,
+    /// The manifest, unless an error made it unusable.
+    pub manifest: Option<SkillManifest>,
+    /// Its problems, in file order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A skills directory as loaded.
+#[derive(Debug, Clone, Default)]
+pub struct Skills {
+    /// Every folder, by name.
+    pub skills: Vec<LoadedSkill>,
+    /// The usable skills' tools, both ways.
+    pub map: SkillMap,
+}
+
+impl Skills {
+    /// Loads every folder of `dir` that holds a SKILL.md (folders without one are skipped; a
+    /// missing directory has no skills). Reading errors are diagnostics of the skill.
+    pub fn load(dir: &Path) -> std::io::Result<Skills> {
+        let mut folders: Vec<PathBuf> = match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.join("SKILL.md").is_file())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        folders.sort();
+        let skills: Vec<LoadedSkill> = folders
+            .into_iter()
+            .map(|folder| {
+                let name = folder
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let path = folder.join("SKILL.md");
+                let parsed = match std::fs::read(&path) {
+                    Ok(bytes) => parse_skill(&String::from_utf8_lossy(&bytes), Some(&name)),
+                    Err(e) => tw_core::skill::SkillParse {
+                        manifest: None,
+                        diagnostics: vec![Diagnostic {
+                            severity: tw_core::skill::Severity::Error,
+                            line: 1,
+                            field: None,
+                            message: format!("cannot read the file: {e}"),
+                        }],
+                    },
+                };
+                LoadedSkill {
+                    folder: name,
+                    path,
+                    manifest: parsed.manifest,
+                    diagnostics: parsed.diagnostics,
+                }
+            })
+            .collect();
+        let usable: Vec<SkillManifest> = skills.iter().filter_map(|s| s.manifest.clone()).collect();
+        Ok(Skills {
+            map: SkillMap::new(&usable),
+            skills,
+        })
+    }
+
+    /// The skill named `name`.
+    pub fn get(&self, name: &str) -> Option<&LoadedSkill> {
+        self.skills.iter().find(|s| s.folder == name)
+    }
+}

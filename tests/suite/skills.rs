@@ -1,0 +1,144 @@
+//! `toolwarden skills` through the real binary: a skills directory with a good skill, one that
+//! inherits from it, and a broken one. The broken one is reported as FILE:LINE and does not stop
+//! the others from loading; resolved tools say where each came from.
+
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+use super::support::Env;
+
+fn with_skills() -> Env {
+    let env = Env::new();
+    env.write(
+        "skills/retrieval/SKILL.md",
+        "---\nname: retrieval\ndescription: Reads files.\ntools: [read_file, file_search]\n---\nBody\n",
+    );
+    env.write(
+        "skills/synthesis/SKILL.md",
+        "---\nname: synthesis\ndescription: Writes reports.\ninherit_tools_from: [retrieval]\ntools:\n  - {name: write_file, access_level: elevated}\n---\n",
+    );
+    env.write(
+        "skills/broken/SKILL.md",
+        "---\nname: broken\ndescription: d\ntools:\n  - {name: exec, access_level: root}\ncolour: blue\n---\n",
+    );
+    env
+}
+
+#[test]
+fn a_broken_skill_is_reported_at_its_line_and_the_others_load() {
+    let env = with_skills();
+    let r = env.cmd(&["skills", "check"]).run();
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let file = env.ws.join("skills/broken/SKILL.md");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "{}:4: error: tools[0].access_level: unknown access level \"root\": expected standard, elevated or admin",
+                file.display()
+            )
+            .as_str(),
+            format!(
+                "{}:6: warning: colour: unknown field \"colour\" is ignored",
+                file.display()
+            )
+            .as_str(),
+            "2 of 3 skills load; 1 error(s)",
+        ]
+    );
+    let list = env.cmd(&["skills", "list", "--json"]).run().ok().json();
+    let loaded: Vec<(String, bool)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["loaded"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        loaded,
+        [
+            ("broken".to_owned(), false),
+            ("retrieval".to_owned(), true),
+            ("synthesis".to_owned(), true)
+        ]
+    );
+}
+
+#[test]
+fn resolved_tools_say_where_they_came_from() {
+    let env = with_skills();
+    let show = env
+        .cmd(&["skills", "show", "synthesis", "--json"])
+        .run()
+        .ok()
+        .json();
+    let tools: Vec<(String, String, Value)> = show["resolved_tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["access_level"].as_str().unwrap().to_owned(),
+                t["provenance"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            (
+                "write_file".to_owned(),
+                "elevated".to_owned(),
+                serde_json::json!({"kind": "manifest"})
+            ),
+            (
+                "read_file".to_owned(),
+                "standard".to_owned(),
+                serde_json::json!({"kind": "inherited", "from": "retrieval"})
+            ),
+            (
+                "file_search".to_owned(),
+                "standard".to_owned(),
+                serde_json::json!({"kind": "inherited", "from": "retrieval"})
+            ),
+        ]
+    );
+    let missing = env.cmd(&["skills", "show", "nope"]).run();
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing.stderr.contains("no skill \"nope\""),
+        "{}",
+        missing.stderr
+    );
+}
+
+#[test]
+fn the_config_names_the_skills_directory_relative_to_itself() {
+    let env = Env::new().with_config("skills_dir = \"team-skills\"\n");
+    let skill = env.root.path().join("team-skills/review/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: review\ndescription: Reviews changes.\n---\n",
+    )
+    .unwrap();
+    // The workspace's own skills folder is not read when the config names one.
+    env.write(
+        "skills/other/SKILL.md",
+        "---\nname: other\ndescription: d\n---\n",
+    );
+    let list = env.cmd(&["skills", "list", "--json"]).run().ok().json();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["review"]);
+}

@@ -142,3 +142,90 @@ fn the_config_names_the_skills_directory_relative_to_itself() {
         .collect();
     assert_eq!(names, ["review"]);
 }
+
+/// (exit code, error code, the skill layer's verdict) of `call TOOL --skill SKILL`.
+fn under_skill(env: &Env, tool: &str, args: Value, skill: &str) -> (i32, Value, Value) {
+    let r = env
+        .cmd(&[
+            "call",
+            tool,
+            "--args",
+            &args.to_string(),
+            "--skill",
+            skill,
+            "--no-wait",
+        ])
+        .run();
+    let out = r.json();
+    let skill_layer = out["decision"]["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["layer"] == "skill")
+        .cloned()
+        .unwrap_or(Value::Null);
+    (r.code, out["error"]["code"].clone(), skill_layer)
+}
+
+#[test]
+fn a_call_under_a_skill_reaches_only_the_skills_tools_even_where_policy_allows_more() {
+    let env = with_skills();
+    env.write("notes.txt", "hello\n");
+    let read = serde_json::json!({"path": "notes.txt"});
+    let write = serde_json::json!({"path": "out.txt", "content": "x"});
+
+    // Policy allows write_file; the retrieval skill does not name it.
+    let (code, error, layer) = under_skill(&env, "write_file", write.clone(), "retrieval");
+    assert_eq!((code, error), (7, serde_json::json!("skill_denied")));
+    assert_eq!(layer["decision"], "deny");
+    assert_eq!(
+        layer["reason"],
+        "skill retrieval does not include tool write_file"
+    );
+    assert!(!env.ws.join("out.txt").exists());
+
+    let (code, _, layer) = under_skill(&env, "read_file", read.clone(), "retrieval");
+    assert_eq!(code, 0);
+    assert_eq!(layer["decision"], "allow");
+    assert_eq!(layer["rule"]["source"], "skill retrieval");
+
+    // synthesis has write_file itself and read_file through retrieval.
+    assert_eq!(under_skill(&env, "write_file", write, "synthesis").0, 0);
+    let (code, _, layer) = under_skill(&env, "read_file", read.clone(), "synthesis");
+    assert_eq!(code, 0);
+    assert_eq!(
+        layer["rule"]["source"],
+        "skill retrieval, inherited by synthesis"
+    );
+
+    // A skill that is not loaded (unknown, or broken) reaches nothing: fail closed.
+    for skill in ["ghost", "broken"] {
+        let (code, error, layer) = under_skill(&env, "read_file", read.clone(), skill);
+        assert_eq!(
+            (code, error),
+            (7, serde_json::json!("skill_denied")),
+            "{skill}"
+        );
+        assert_eq!(
+            layer["reason"],
+            format!("no skill named \"{skill}\" is loaded"),
+            "{skill}"
+        );
+    }
+    // Without a skill, policy alone decides.
+    assert_eq!(env.call("read_file", read).code, 0);
+    // Every call was audited, naming its skill.
+    let skills: Vec<Option<String>> = env.audit_rows().into_iter().map(|r| r.skill).collect();
+    assert_eq!(
+        skills,
+        [
+            Some("retrieval".to_owned()),
+            Some("retrieval".to_owned()),
+            Some("synthesis".to_owned()),
+            Some("synthesis".to_owned()),
+            Some("ghost".to_owned()),
+            Some("broken".to_owned()),
+            None
+        ]
+    );
+}

@@ -10,20 +10,8 @@ use crate::cli::SkillsCommand;
 use crate::setup::Context;
 use crate::table::Table;
 
-fn dir(ctx: &Context) -> std::path::PathBuf {
-    match &ctx.places.config.skills_dir {
-        Some(d) => d.clone(),
-        None => ctx
-            .places
-            .workspace
-            .first()
-            .map(|w| w.join("skills"))
-            .unwrap_or_else(|| "skills".into()),
-    }
-}
-
 pub(crate) fn run(ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
-    let dir = dir(ctx);
+    let dir = tw_runtime::skills::skills_dir(&ctx.places.config, &ctx.places.workspace);
     let skills = Skills::load(&dir)
         .with_context(|| format!("cannot read the skills in {}", dir.display()))?;
     match cmd {

@@ -164,6 +164,8 @@ pub(crate) struct Inner {
     running: Mutex<HashMap<ExecutionId, InFlight>>,
     /// Where the runtime keeps its data (the live feed's socket goes below it).
     data_dir: PathBuf,
+    /// The skills (SKILL.md folders) loaded at start: calls made under one are held to its tools.
+    skills: Arc<crate::skills::Skills>,
     /// Why the last policy reload failed (when, errors), until one succeeds.
     policy_error: Mutex<Option<(i64, String)>>,
     /// This process's live feed, once published (`Runtime::publish_live`).
@@ -255,6 +257,7 @@ impl Runtime {
         let Some(first_root) = workspace.first().cloned() else {
             return Err(RuntimeError::NoWorkspace);
         };
+        let workspace_roots = workspace.clone();
         let workspace = Arc::new(Workspace::open(&workspace)?);
         let policy = crate::policy::load(&config, crate::policy::env(&first_root))?;
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
@@ -265,6 +268,11 @@ impl Runtime {
             None => config.mode,
         };
         let switches = Switches::from_rows(store.tool_switches().await?);
+        let skills_dir = crate::skills::skills_dir(&config, &workspace_roots);
+        let skills = crate::skills::Skills::load(&skills_dir).unwrap_or_else(|e| {
+            tracing::warn!(dir = %skills_dir.display(), error = %e, "the skills cannot be read");
+            crate::skills::Skills::default()
+        });
 
         let registry = ToolRegistry::new();
         for tool in builtins::all() {
@@ -310,6 +318,7 @@ impl Runtime {
                 data_dir,
                 live: Mutex::new(None),
                 policy_error: Mutex::new(None),
+                skills: Arc::new(skills),
                 warnings,
                 waiters: Waiters::default(),
                 config_file: config.source.clone(),
@@ -828,7 +837,7 @@ impl Runtime {
             ToolKind::Custom(_) => Some(self.custom_rank(name).unwrap_or(usize::MAX)),
             ToolKind::Builtin(_) | ToolKind::Process(_) => None,
         };
-        policy::evaluate(
+        let mut evaluation = policy::evaluate(
             &state.policy,
             &Request {
                 tool: def,
@@ -842,7 +851,18 @@ impl Runtime {
                 disabled,
                 switched_off,
             },
-        )
+        );
+        // A call made under a skill may use only the skill's tools (once any skill is loaded: a
+        // skill name with no skills directory is a label, as before skills existed).
+        if let Some(skill) = &caller.skill
+            && !self.inner.skills.map.is_empty()
+        {
+            let (needed, _) = state.policy.access.needed(def);
+            evaluation
+                .decision
+                .push(self.inner.skills.map.judge(skill, def, needed));
+        }
+        evaluation
     }
 
     pub(crate) fn policy_state(&self) -> Arc<PolicyState> {

@@ -6,6 +6,16 @@ use std::path::{Path, PathBuf};
 
 use tw_core::skill::{Diagnostic, SkillManifest, SkillMap, parse_skill};
 
+/// Where the skills are: the config's `skills_dir`, else the first workspace root's `skills`.
+pub fn skills_dir(config: &crate::Config, workspace: &[PathBuf]) -> PathBuf {
+    match &config.skills_dir {
+        Some(d) => d.clone(),
+        None => workspace
+            .first()
+            .map_or_else(|| PathBuf::from("skills"), |w| w.join("skills")),
+    }
+}
+
 /// One skill folder as loaded.
 #[derive(Debug, Clone)]
 pub struct LoadedSkill {

@@ -86,6 +86,8 @@ pub enum Layer {
     Confirmation,
     /// A person's standing approval that turned an Ask into an Allow.
     Grant,
+    /// The envelope of the skill the call is made under (its SKILL.md's tools).
+    Skill,
 }
 
 impl Layer {
@@ -101,6 +103,7 @@ impl Layer {
             Layer::RateLimit => "rate_limit",
             Layer::Confirmation => "confirmation",
             Layer::Grant => "grant",
+            Layer::Skill => "skill",
         }
     }
 }

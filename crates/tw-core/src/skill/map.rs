@@ -10,7 +10,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{SkillManifest, SkillRate, SkillTool};
+use crate::definition::ToolDefinition;
 use crate::policy::access::AccessLevel;
+use crate::policy::{Decision, Layer, LayerVerdict, RuleRef, Severity};
+
+/// The error code of a call refused by its skill's envelope.
+pub const SKILL_DENIED: &str = "skill_denied";
 
 /// Where a skill's tool came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -204,6 +209,41 @@ impl SkillMap {
     /// Cycles and missing parents found while resolving.
     pub fn problems(&self) -> &[MapProblem] {
         &self.problems
+    }
+
+    /// The skill layer's verdict on a call of `tool` needing `level`, made under `skill`: allowed
+    /// inside the envelope (quoting the entry and where it came from), denied outside it.
+    pub fn judge(&self, skill: &str, tool: &ToolDefinition, level: AccessLevel) -> LayerVerdict {
+        match self.validate_access(skill, tool.name.as_str(), tool.group.as_str(), level) {
+            Ok(entry) => {
+                let from = match &entry.provenance {
+                    Provenance::Manifest => format!("skill {skill}"),
+                    Provenance::Inherited(parent) => {
+                        format!("skill {parent}, inherited by {skill}")
+                    }
+                };
+                LayerVerdict::allow(
+                    Layer::Skill,
+                    format!(
+                        "tool {} is in skill {skill}'s tools, up to {} access",
+                        tool.name, entry.access_level
+                    ),
+                )
+                .by(RuleRef::new(format!("tools: {}", entry.name), from))
+            }
+            Err(refusal) => LayerVerdict::stop(
+                Layer::Skill,
+                Decision::Deny,
+                SKILL_DENIED,
+                Severity::Error,
+                refusal.to_string(),
+            ),
+        }
+    }
+
+    /// Whether any skill is loaded.
+    pub fn is_empty(&self) -> bool {
+        self.by_skill.is_empty()
     }
 
     /// Whether a call of `tool` (in `group`) needing `level` fits `skill`'s envelope; the

@@ -229,3 +229,51 @@ fn a_call_under_a_skill_reaches_only_the_skills_tools_even_where_policy_allows_m
         ]
     );
 }
+
+#[test]
+fn the_report_puts_declared_tools_next_to_the_tools_actually_used() {
+    let env = with_skills();
+    env.write("notes.txt", "hello\n");
+    let read = serde_json::json!({"path": "notes.txt"});
+    under_skill(&env, "read_file", read.clone(), "retrieval");
+    under_skill(&env, "read_file", read, "retrieval");
+    under_skill(
+        &env,
+        "write_file",
+        serde_json::json!({"path": "o.txt", "content": "x"}),
+        "retrieval",
+    );
+    let report = env
+        .cmd(&["skills", "report", "retrieval", "--json"])
+        .run()
+        .ok()
+        .json();
+    let rows: Vec<(String, String, u64, u64, u64)> = report
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap().to_owned(),
+                r["declared"].as_str().unwrap().to_owned(),
+                r["calls"].as_u64().unwrap(),
+                r["success"].as_u64().unwrap(),
+                r["denied"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("read_file".to_owned(), "declared".to_owned(), 2, 2, 0),
+            ("file_search".to_owned(), "declared".to_owned(), 0, 0, 0),
+            (
+                "write_file".to_owned(),
+                "not in the skill".to_owned(),
+                1,
+                0,
+                1
+            ),
+        ]
+    );
+}

@@ -114,6 +114,14 @@ pub(crate) enum SkillsCommand {
     },
     /// Check every SKILL.md; prints each problem as FILE:LINE. Exits 1 if any has an error.
     Check,
+    /// A skill's declared tools next to the tools its calls actually used (from the audit log).
+    Report {
+        /// The skill.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `toolwarden sandbox ...`

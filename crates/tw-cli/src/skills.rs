@@ -4,13 +4,15 @@
 
 use anyhow::Context as _;
 use serde_json::json;
+use tw_runtime::Runtime;
 use tw_runtime::skills::Skills;
+use tw_store::AuditQuery;
 
 use crate::cli::SkillsCommand;
 use crate::setup::Context;
 use crate::table::Table;
 
-pub(crate) fn run(ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
+pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
     let dir = tw_runtime::skills::skills_dir(&ctx.places.config, &ctx.places.workspace);
     let skills = Skills::load(&dir)
         .with_context(|| format!("cannot read the skills in {}", dir.display()))?;
@@ -103,6 +105,72 @@ pub(crate) fn run(ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
                     d.to_string().trim_start_matches("line ")
                 );
             }
+            Ok(0)
+        }
+        SkillsCommand::Report { name, json } => {
+            let declared = skills.map.tools_of(&name).unwrap_or_default();
+            let q = AuditQuery {
+                skill: Some(name.clone()),
+                ..AuditQuery::default()
+            };
+            let used = rt.store().usage_report(&q).await?.by_tool;
+            let mut rows: Vec<(String, String, u64, u64, u64)> = declared
+                .iter()
+                .map(|t| {
+                    let u = used.iter().find(|u| u.key == t.name);
+                    let from = match &t.provenance {
+                        tw_core::skill::Provenance::Manifest => "declared".to_owned(),
+                        tw_core::skill::Provenance::Inherited(p) => format!("inherited from {p}"),
+                    };
+                    (
+                        t.name.clone(),
+                        from,
+                        u.map_or(0, |u| u.calls),
+                        u.map_or(0, |u| u.success),
+                        u.map_or(0, |u| u.denied),
+                    )
+                })
+                .collect();
+            for u in used
+                .iter()
+                .filter(|u| !declared.iter().any(|t| t.name == u.key))
+            {
+                rows.push((
+                    u.key.clone(),
+                    "not in the skill".to_owned(),
+                    u.calls,
+                    u.success,
+                    u.denied,
+                ));
+            }
+            if json {
+                let out: Vec<_> = rows
+                    .iter()
+                    .map(|(tool, from, calls, ok, denied)| {
+                        json!({"tool": tool, "declared": from, "calls": calls, "success": ok, "denied": denied})
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(0);
+            }
+            if skills.get(&name).is_none() && rows.is_empty() {
+                eprintln!(
+                    "error: no skill {name:?} in {} and no calls made under it",
+                    dir.display()
+                );
+                return Ok(2);
+            }
+            let mut table = Table::new(&["TOOL", "DECLARED", "CALLS", "SUCCESS", "DENIED"]);
+            for (tool, from, calls, ok, denied) in rows {
+                table.row(vec![
+                    tool,
+                    from,
+                    calls.to_string(),
+                    ok.to_string(),
+                    denied.to_string(),
+                ]);
+            }
+            print!("{}", table.render());
             Ok(0)
         }
         SkillsCommand::Check => {

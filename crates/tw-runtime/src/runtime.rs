@@ -164,8 +164,12 @@ pub(crate) struct Inner {
     running: Mutex<HashMap<ExecutionId, InFlight>>,
     /// Where the runtime keeps its data (the live feed's socket goes below it).
     data_dir: PathBuf,
-    /// The skills (SKILL.md folders) loaded at start: calls made under one are held to its tools.
-    skills: Arc<crate::skills::Skills>,
+    /// The skills (SKILL.md folders): calls made under one are held to its tools. Replaced as a
+    /// whole when the directory changes.
+    skills: RwLock<Arc<crate::skills::Skills>>,
+    /// Where they are read from.
+    skills_dir: PathBuf,
+    skills_watcher: Mutex<Option<crate::skills::SkillsWatcher>>,
     /// Why the last policy reload failed (when, errors), until one succeeds.
     policy_error: Mutex<Option<(i64, String)>>,
     /// This process's live feed, once published (`Runtime::publish_live`).
@@ -318,7 +322,9 @@ impl Runtime {
                 data_dir,
                 live: Mutex::new(None),
                 policy_error: Mutex::new(None),
-                skills: Arc::new(skills),
+                skills: RwLock::new(Arc::new(skills)),
+                skills_dir: skills_dir.clone(),
+                skills_watcher: Mutex::new(None),
                 warnings,
                 waiters: Waiters::default(),
                 config_file: config.source.clone(),
@@ -343,6 +349,24 @@ impl Runtime {
             }
         }
         rt.spawn_settings_refresh();
+        if skills_dir.is_dir() {
+            let weak = Arc::downgrade(&rt.inner);
+            match crate::skills::SkillsWatcher::start(&skills_dir, move || {
+                weak.upgrade()
+                    .map(|inner| Runtime::from_inner(inner).reload_skills())
+                    .is_some()
+            }) {
+                Ok(w) => {
+                    *rt.inner
+                        .skills_watcher
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(w)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the skills cannot be watched; changes need a restart")
+                }
+            }
+        }
         Ok(rt)
     }
 
@@ -678,6 +702,43 @@ impl Runtime {
             .clone()
     }
 
+    /// The skills as loaded now.
+    pub fn skills(&self) -> Arc<crate::skills::Skills> {
+        Arc::clone(
+            &self
+                .inner
+                .skills
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// Re-reads the skills directory (the watcher does this on every change); a skill whose
+    /// edit does not parse keeps its last good manifest. Returns whether the directory could be
+    /// read.
+    pub fn reload_skills(&self) -> bool {
+        let previous = self.skills();
+        match crate::skills::Skills::reload(&self.inner.skills_dir, &previous) {
+            Ok(next) => {
+                for s in &next.skills {
+                    for d in &s.diagnostics {
+                        tracing::warn!(file = %s.path.display(), "{d}");
+                    }
+                }
+                *self
+                    .inner
+                    .skills
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(dir = %self.inner.skills_dir.display(), error = %e, "the skills cannot be re-read");
+                true
+            }
+        }
+    }
+
     /// The data directory the runtime was opened on.
     pub fn data_dir(&self) -> &std::path::Path {
         &self.inner.data_dir
@@ -854,13 +915,14 @@ impl Runtime {
         );
         // A call made under a skill may use only the skill's tools (once any skill is loaded: a
         // skill name with no skills directory is a label, as before skills existed).
-        if let Some(skill) = &caller.skill
-            && !self.inner.skills.map.is_empty()
-        {
-            let (needed, _) = state.policy.access.needed(def);
-            evaluation
-                .decision
-                .push(self.inner.skills.map.judge(skill, def, needed));
+        if let Some(skill) = &caller.skill {
+            let skills = self.skills();
+            if !skills.map.is_empty() {
+                let (needed, _) = state.policy.access.needed(def);
+                evaluation
+                    .decision
+                    .push(skills.map.judge(skill, def, needed));
+            }
         }
         evaluation
     }

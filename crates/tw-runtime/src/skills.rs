@@ -1,6 +1,7 @@
 //! Loading a skills directory: every folder's SKILL.md parsed (one broken skill never stops the
 //! others), each diagnostic located as `path:line`, and the skill-tool map of the skills that
-//! loaded.
+//! loaded; and watching it, so that an edit applies within a second while an edit that does not
+//! parse keeps the skill's last good manifest (and shows why).
 
 use std::path::{Path, PathBuf};
 
@@ -87,8 +88,77 @@ impl Skills {
         })
     }
 
+    /// Reloads `dir` after a change: a skill whose SKILL.md no longer parses keeps its manifest
+    /// from `previous` (with the new diagnostics, plus a warning saying so); one that was removed
+    /// is gone.
+    pub fn reload(dir: &Path, previous: &Skills) -> std::io::Result<Skills> {
+        let mut next = Skills::load(dir)?;
+        let mut kept = false;
+        for s in &mut next.skills {
+            if s.manifest.is_none()
+                && let Some(old) = previous.get(&s.folder).and_then(|o| o.manifest.clone())
+            {
+                s.manifest = Some(old);
+                s.diagnostics.push(Diagnostic {
+                    severity: tw_core::skill::Severity::Warning,
+                    line: 1,
+                    field: None,
+                    message: "this edit does not load; the last good version stays in force"
+                        .to_owned(),
+                });
+                kept = true;
+            }
+        }
+        if kept {
+            let usable: Vec<SkillManifest> = next
+                .skills
+                .iter()
+                .filter_map(|s| s.manifest.clone())
+                .collect();
+            next.map = SkillMap::new(&usable);
+        }
+        Ok(next)
+    }
+
     /// The skill named `name`.
     pub fn get(&self, name: &str) -> Option<&LoadedSkill> {
         self.skills.iter().find(|s| s.folder == name)
+    }
+}
+
+/// Watches a skills directory (recursively: editors replace files inside skill folders) and
+/// calls `reload` once a burst of changes has settled.
+pub(crate) struct SkillsWatcher {
+    _watcher: notify::RecommendedWatcher,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl SkillsWatcher {
+    pub(crate) fn start(
+        dir: &Path,
+        reload: impl Fn() -> bool + Send + 'static,
+    ) -> notify::Result<Self> {
+        use notify::Watcher as _;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if event.is_ok_and(|e| !e.kind.is_access()) {
+                    let _ = tx.send(());
+                }
+            })?;
+        watcher.watch(dir, notify::RecursiveMode::Recursive)?;
+        let task = tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                while rx.try_recv().is_ok() {}
+                if !reload() {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            _watcher: watcher,
+            _task: task,
+        })
     }
 }

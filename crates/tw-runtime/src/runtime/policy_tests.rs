@@ -531,3 +531,52 @@ async fn policy_files_reload_on_change_and_a_broken_change_keeps_the_last_good_p
         "{shown}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_edits_apply_while_running_and_a_broken_edit_keeps_the_last_good_skill() {
+    let install = Install::new("[policy]\nallow = [\"echo\", \"read_file\"]\n");
+    let skill_file = install.path("ws/skills/helper/SKILL.md");
+    std::fs::create_dir_all(skill_file.parent().unwrap()).unwrap();
+    let write_skill = |tools: &str| {
+        write_policy(
+            &skill_file,
+            &format!("---\nname: helper\ndescription: Helps.\ntools: {tools}\n---\n"),
+        )
+    };
+    write_skill("[read_file]");
+    let rt = install.open().await.unwrap();
+    let echo = |rt: &Runtime| rt.call("echo", json!({}), caller().with_skill("helper"));
+    let r = rt.execute(echo(&rt)).await;
+    assert_eq!(code(&r), Some("skill_denied"));
+
+    // The skill gains echo: the next calls may use it, without a restart.
+    write_skill("[read_file, echo]");
+    wait_until("the edited skill to allow echo", || async {
+        rt.explain("echo", &json!({}), &caller().with_skill("helper"))
+            .unwrap()
+            .decision
+            == policy::Decision::Allow
+    })
+    .await;
+    assert_eq!(rt.execute(echo(&rt)).await.status, ToolStatus::Success);
+
+    // An edit that does not parse keeps the last good version, and says why.
+    write_policy(&skill_file, "---\nname: helper\ntools: [\n---\n");
+    wait_until("the broken edit to be seen", || async {
+        rt.skills().get("helper").is_some_and(|s| {
+            s.diagnostics
+                .iter()
+                .any(|d| d.message.contains("last good"))
+        })
+    })
+    .await;
+    let skills = rt.skills();
+    let helper = skills.get("helper").unwrap();
+    assert!(
+        helper.diagnostics[0].message.contains("not valid YAML"),
+        "{:?}",
+        helper.diagnostics
+    );
+    assert_eq!(rt.execute(echo(&rt)).await.status, ToolStatus::Success);
+    rt.close().await;
+}

@@ -7,7 +7,7 @@
 //! Policy still applies on top, so a skill can narrow what policy allows and never widen it.
 //! Inheritance cycles are reported, and a skill in a cycle keeps only its own tools.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{SkillManifest, SkillRate, SkillTool};
 use crate::definition::ToolDefinition;
@@ -98,10 +98,20 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// One skill's tools by name, and whether any entry names a group.
+#[derive(Debug, Clone, Default)]
+struct SkillIndex {
+    names: HashMap<String, usize>,
+    has_groups: bool,
+}
+
 /// Skills and their resolved tools, both ways.
 #[derive(Debug, Clone, Default)]
 pub struct SkillMap {
     by_skill: BTreeMap<String, Vec<ResolvedTool>>,
+    /// Per skill: tool name (or `group:NAME`) -> its index in `by_skill`, so a call's check is
+    /// two hash lookups whatever the skill's size.
+    index: HashMap<String, SkillIndex>,
     by_tool: BTreeMap<String, BTreeSet<String>>,
     problems: Vec<MapProblem>,
 }
@@ -125,11 +135,14 @@ impl SkillMap {
             skills.iter().map(|s| (s.name.as_str(), s)).collect();
         let mut map = SkillMap::default();
         for skill in skills {
-            let mut tools: Vec<ResolvedTool> = skill
-                .tools
-                .iter()
-                .map(|t| resolved(t, Provenance::Manifest))
-                .collect();
+            let mut tools: Vec<ResolvedTool> = Vec::new();
+            let mut names: HashMap<String, usize> = HashMap::new();
+            for t in &skill.tools {
+                if !names.contains_key(&t.name) {
+                    names.insert(t.name.clone(), tools.len());
+                    tools.push(resolved(t, Provenance::Manifest));
+                }
+            }
             // Breadth-first over the parents, so nearer parents are seen first.
             let mut queue: Vec<(String, Vec<String>)> = skill
                 .inherit_tools_from
@@ -165,7 +178,8 @@ impl SkillMap {
                         continue;
                     };
                     for t in &p.tools {
-                        if !tools.iter().any(|have| have.name == t.name) {
+                        if !names.contains_key(&t.name) {
+                            names.insert(t.name.clone(), tools.len());
                             tools.push(resolved(t, Provenance::Inherited(parent.clone())));
                         }
                     }
@@ -181,7 +195,15 @@ impl SkillMap {
             }
             if cyclic {
                 tools.retain(|t| t.provenance == Provenance::Manifest);
+                names = tools
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (t.name.clone(), i))
+                    .collect();
             }
+            let has_groups = tools.iter().any(|t| t.name.starts_with("group:"));
+            map.index
+                .insert(skill.name.clone(), SkillIndex { names, has_groups });
             for t in &tools {
                 map.by_tool
                     .entry(t.name.clone())
@@ -255,19 +277,20 @@ impl SkillMap {
         group: &str,
         level: AccessLevel,
     ) -> Result<&ResolvedTool, Refusal> {
-        let tools = self
-            .by_skill
-            .get(skill)
-            .ok_or_else(|| Refusal::UnknownSkill(skill.to_owned()))?;
-        let by_group = format!("group:{group}");
-        let entry = tools
-            .iter()
-            .find(|t| t.name == tool)
-            .or_else(|| tools.iter().find(|t| t.name == by_group))
-            .ok_or_else(|| Refusal::NotInSkill {
-                skill: skill.to_owned(),
-                tool: tool.to_owned(),
-            })?;
+        let (Some(tools), Some(index)) = (self.by_skill.get(skill), self.index.get(skill)) else {
+            return Err(Refusal::UnknownSkill(skill.to_owned()));
+        };
+        let at = index.names.get(tool).or_else(|| {
+            // Only skills that name groups pay for building the group's key.
+            index
+                .has_groups
+                .then(|| index.names.get(&format!("group:{group}")))
+                .flatten()
+        });
+        let entry = at.map(|&i| &tools[i]).ok_or_else(|| Refusal::NotInSkill {
+            skill: skill.to_owned(),
+            tool: tool.to_owned(),
+        })?;
         if level > entry.access_level {
             return Err(Refusal::AboveLevel {
                 skill: skill.to_owned(),

@@ -10,15 +10,15 @@ use tw_store::{AuditRow, ConfirmationRow};
 
 /// A grant as the grants list shows it.
 pub(crate) fn grant(g: &tw_store::GrantRow) -> tw_protocol::Grant {
-    let (scope, arguments) = match &g.scope {
-        tw_store::GrantScope::Exact(v) => ("exact", v.clone()),
-        tw_store::GrantScope::Pattern(m) => ("pattern", Value::Object(m.clone())),
-        tw_store::GrantScope::Tool => ("tool", Value::Null),
+    let arguments = match &g.scope {
+        tw_store::GrantScope::Exact(v) => v.clone(),
+        tw_store::GrantScope::Pattern(m) => Value::Object(m.clone()),
+        tw_store::GrantScope::Tool => Value::Null,
     };
     tw_protocol::Grant {
         id: g.id.clone(),
         tool: g.tool.clone(),
-        scope: scope.to_owned(),
+        scope: g.scope.kind().to_owned(),
         arguments,
         caller: g.agent_id.clone(),
         skill: g.skill.clone(),

@@ -129,9 +129,7 @@ fn from_peer(
             Vec::new()
         }
         PeerUpdate::Gone { pid } => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+            let now = tw_runtime::Clock::now_us(&tw_runtime::SystemClock);
             open.remove(&pid)
                 .unwrap_or_default()
                 .into_iter()

@@ -2,20 +2,27 @@
 //! first workspace root's `skills` folder) as loaded, each skill's resolved tools with where they
 //! came from, and every SKILL.md problem as `FILE:LINE`.
 
-use anyhow::Context as _;
 use serde_json::json;
 use tw_runtime::Runtime;
-use tw_runtime::skills::Skills;
 use tw_store::AuditQuery;
 
 use crate::cli::SkillsCommand;
-use crate::setup::Context;
 use crate::table::Table;
 
-pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
-    let dir = tw_runtime::skills::skills_dir(&ctx.places.config, &ctx.places.workspace);
-    let skills = Skills::load(&dir)
-        .with_context(|| format!("cannot read the skills in {}", dir.display()))?;
+/// A diagnostic as `FILE:LINE: severity: ...`.
+fn located(path: &std::path::Path, d: &tw_core::skill::Diagnostic) -> String {
+    format!(
+        "{}:{}",
+        path.display(),
+        d.to_string().trim_start_matches("line ")
+    )
+}
+
+pub(crate) async fn run(rt: &Runtime, cmd: SkillsCommand) -> anyhow::Result<u8> {
+    // The runtime loaded them as it opened (a directory it cannot read is reported as a warning
+    // then, and has no skills).
+    let dir = rt.skills_dir();
+    let skills = rt.skills();
     match cmd {
         SkillsCommand::List { json: true } => {
             let rows: Vec<_> = skills
@@ -99,11 +106,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
             }
             print!("{}", table.render());
             for d in &s.diagnostics {
-                println!(
-                    "{}:{}",
-                    s.path.display(),
-                    d.to_string().trim_start_matches("line ")
-                );
+                println!("{}", located(&s.path, d));
             }
             Ok(0)
         }
@@ -180,11 +183,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     if d.severity == tw_core::skill::Severity::Error {
                         errors += 1;
                     }
-                    println!(
-                        "{}:{}",
-                        s.path.display(),
-                        d.to_string().trim_start_matches("line ")
-                    );
+                    println!("{}", located(&s.path, d));
                 }
             }
             for p in skills.map.problems() {

@@ -274,21 +274,32 @@ async fn connect(pid: u32, path: &Path) -> Option<UnixStream> {
     }
 }
 
+/// Sends one request to a feed and reads its first reply line as `T`; `None` if the feed is
+/// gone, does not answer within [`ASK_TIMEOUT`], or answers something else.
+async fn ask<T: serde::de::DeserializeOwned>(
+    pid: u32,
+    path: &Path,
+    request: &Request,
+) -> Option<T> {
+    let exchange = async {
+        let mut stream = connect(pid, path).await?;
+        write_json(&mut stream, request).await.ok()?;
+        let line = read_line(&mut BufReader::new(stream)).await.ok()?;
+        serde_json::from_str(line.trim()).ok()
+    };
+    tokio::time::timeout(ASK_TIMEOUT, exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
 /// Asks every other process on `data_dir` to cancel `id`; true if one was running it.
 pub async fn cancel_elsewhere(data_dir: &Path, id: &ExecutionId) -> bool {
+    let request = Request::Cancel {
+        execution_id: id.clone(),
+    };
     for (pid, path) in peers(data_dir) {
-        let ask = async {
-            let mut stream = connect(pid, &path).await?;
-            let request = Request::Cancel {
-                execution_id: id.clone(),
-            };
-            write_json(&mut stream, &request).await.ok()?;
-            let mut reader = BufReader::new(stream);
-            let line = read_line(&mut reader).await.ok()?;
-            serde_json::from_str::<CancelReply>(line.trim()).ok()
-        };
-        if let Ok(Some(CancelReply { found: true })) = tokio::time::timeout(ASK_TIMEOUT, ask).await
-        {
+        if let Some(CancelReply { found: true }) = ask(pid, &path, &request).await {
             return true;
         }
     }
@@ -300,17 +311,7 @@ pub async fn cancel_elsewhere(data_dir: &Path, id: &ExecutionId) -> bool {
 pub async fn running_elsewhere(data_dir: &Path) -> Vec<(u32, Vec<RunningCall>)> {
     let mut out = Vec::new();
     for (pid, path) in peers(data_dir) {
-        let ask = async {
-            let mut stream = connect(pid, &path).await?;
-            write_json(&mut stream, &Request::Watch).await.ok()?;
-            let mut reader = BufReader::new(stream);
-            let line = read_line(&mut reader).await.ok()?;
-            match serde_json::from_str::<FeedMessage>(line.trim()).ok()? {
-                FeedMessage::Hello { running, .. } => Some(running),
-                _ => None,
-            }
-        };
-        if let Ok(Some(running)) = tokio::time::timeout(ASK_TIMEOUT, ask).await {
+        if let Some(FeedMessage::Hello { running, .. }) = ask(pid, &path, &Request::Watch).await {
             out.push((pid, running));
         }
     }

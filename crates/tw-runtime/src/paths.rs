@@ -18,6 +18,11 @@ pub fn default_config_file() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join("toolwarden").join("config.toml"))
 }
 
+/// The user's downloads folder (`XDG_DOWNLOAD_DIR`, `~/Downloads`), for exports.
+pub fn download_dir() -> Option<PathBuf> {
+    dirs::download_dir()
+}
+
 /// The user's home directory, for `~` in config paths.
 pub fn home_dir() -> Option<PathBuf> {
     dirs::home_dir()

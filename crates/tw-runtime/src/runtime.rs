@@ -713,10 +713,15 @@ impl Runtime {
         )
     }
 
+    /// Where the skills are read from.
+    pub fn skills_dir(&self) -> &std::path::Path {
+        &self.inner.skills_dir
+    }
+
     /// Re-reads the skills directory (the watcher does this on every change); a skill whose
-    /// edit does not parse keeps its last good manifest. Returns whether the directory could be
-    /// read.
-    pub fn reload_skills(&self) -> bool {
+    /// edit does not parse keeps its last good manifest. A directory that cannot be read keeps
+    /// the skills as they were.
+    pub fn reload_skills(&self) {
         let previous = self.skills();
         match crate::skills::Skills::reload(&self.inner.skills_dir, &previous) {
             Ok(next) => {
@@ -730,11 +735,9 @@ impl Runtime {
                     .skills
                     .write()
                     .unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
-                true
             }
             Err(e) => {
                 tracing::warn!(dir = %self.inner.skills_dir.display(), error = %e, "the skills cannot be re-read");
-                true
             }
         }
     }

@@ -146,7 +146,6 @@ pub async fn remove_custom_tool(state: State<'_, Arc<Desktop>>, params: ToolPara
 pub async fn run_tool(state: State<'_, Arc<Desktop>>, params: RunToolParams) -> Reply<RunResult> {
     let rt = &state.runtime;
     let call = rt.call(&params.name, params.arguments, caller());
-    let started = std::time::Instant::now();
     let result = rt.execute(call).await;
     let error_field = result
         .error
@@ -159,7 +158,7 @@ pub async fn run_tool(state: State<'_, Arc<Desktop>>, params: RunToolParams) -> 
         output: result.output.clone(),
         error: result.error.as_ref().map(|e| e.message.clone()),
         error_field,
-        duration_us: i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX),
+        duration_us: result.metadata.duration_us,
     })
 }
 

@@ -3,7 +3,7 @@
 //! the denials among them.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use tauri::State;
 use tw_protocol::{ExportParams, ExportResult, ReportParams, UsageReport, UsageSeries};
@@ -20,9 +20,7 @@ const DAY_US: i64 = 24 * HOUR_US;
 const TARGET_BUCKETS: i64 = 72;
 
 fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    tw_runtime::Clock::now_us(&tw_runtime::SystemClock)
 }
 
 /// Writes every row the filters select (newest first) to a new file and says where.
@@ -74,16 +72,9 @@ pub async fn export_audit(
 
 /// The downloads folder, else the home folder, else the data directory.
 fn export_dir(data_dir: &std::path::Path) -> std::path::PathBuf {
-    std::env::var_os("XDG_DOWNLOAD_DIR")
-        .map(std::path::PathBuf::from)
+    tw_runtime::paths::download_dir()
         .filter(|p| p.is_dir())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(std::path::PathBuf::from)
-                .map(|h| h.join("Downloads"))
-                .filter(|p| p.is_dir())
-        })
-        .or_else(|| std::env::var_os("HOME").map(std::path::PathBuf::from))
+        .or_else(tw_runtime::paths::home_dir)
         .unwrap_or_else(|| data_dir.join("exports"))
 }
 

@@ -8,6 +8,7 @@ mod escapes;
 mod live;
 mod policy;
 mod sandbox;
+mod skill_ops;
 mod skills;
 mod statuses;
 mod support;

@@ -122,6 +122,107 @@ pub(crate) enum SkillsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Every tool a skill may use now, with where each came from: manifest, inherited,
+    /// capability (with who classified the tool and how sure), or override.
+    Resolved {
+        /// The skill.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a tool to a skill or remove one, over its manifest and capabilities; or clear an
+    /// override. Recorded in the admin log.
+    Override {
+        /// The skill.
+        name: String,
+        #[command(subcommand)]
+        action: OverrideCommand,
+    },
+    /// The overrides in force (of one skill, or all).
+    Overrides {
+        /// Only this skill's.
+        name: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every registered tool's capabilities: who classified it (static, llm, heuristic,
+    /// admin), how sure, and why.
+    Capabilities {
+        /// Only this tool.
+        tool: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a tool's capabilities as an administrator (--set), clear that (--clear), or run the
+    /// classifier on it again (--again).
+    Classify {
+        /// The tool.
+        tool: String,
+        /// Capabilities, comma-separated (an empty string: none).
+        #[arg(long, conflicts_with_all = ["clear", "again"])]
+        set: Option<String>,
+        /// Why, kept with the setting.
+        #[arg(long, requires = "set")]
+        note: Option<String>,
+        /// Clear an administrator's setting; a classifier decides again.
+        #[arg(long, conflicts_with = "again")]
+        clear: bool,
+        /// Run the classifier again (the model when one is configured).
+        #[arg(long)]
+        again: bool,
+    },
+    /// Lifecycle figures: activations, resolved tools by provenance, overrides, calls and
+    /// refusals per skill; classification sources.
+    Metrics {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a skill's SKILL.md.
+    Text {
+        /// The skill.
+        name: String,
+    },
+    /// Save a skill's SKILL.md from a file (or - for stdin): checked first and refused with its
+    /// diagnostics if it has an error; written atomically; in force at once.
+    Save {
+        /// The skill (its folder's name).
+        name: String,
+        /// The file to read, or - for stdin.
+        file: String,
+    },
+}
+
+/// `toolwarden skills override NAME ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum OverrideCommand {
+    /// The skill may use TOOL, whatever its manifest and capabilities say.
+    Add {
+        /// The tool.
+        tool: String,
+        /// The highest access level it may use the tool at.
+        #[arg(long, default_value = "standard")]
+        level: String,
+        /// Why, for the admin log.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// The skill may not use TOOL, whatever its manifest and capabilities say.
+    Remove {
+        /// The tool.
+        tool: String,
+        /// Why, for the admin log.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Drop the override of TOOL; the manifest and capabilities decide again.
+    Clear {
+        /// The tool.
+        tool: String,
+    },
 }
 
 /// `toolwarden sandbox ...`
@@ -333,13 +434,16 @@ pub(crate) enum AuditCommand {
         json: bool,
     },
     /// Administrative changes, newest first: mode switches, policy reloads (with what changed),
-    /// grants given and revoked, tools switched off and on.
+    /// grants given and revoked, tools switched off and on, custom tools added, updated and
+    /// removed, skills saved, skill overrides and tool capabilities set and cleared.
     Changes {
         /// From this time: RFC 3339 or a duration ago.
         #[arg(long)]
         since: Option<String>,
         /// Only this kind (mode_changed, policy_reloaded, policy_reload_failed, grant_created,
-        /// grant_revoked, tool_disabled, tool_enabled).
+        /// grant_revoked, tool_disabled, tool_enabled, custom_tool_added, custom_tool_updated,
+        /// custom_tool_removed, skill_saved, skill_override_set, skill_override_cleared,
+        /// tool_classified, tool_classification_cleared).
         #[arg(long)]
         kind: Option<String>,
         /// Most changes shown.

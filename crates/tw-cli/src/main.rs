@@ -71,7 +71,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Grants(cmd) => confirm::grants(&rt, &ctx, cmd).await,
         Command::Mode { cmd } => confirm::mode(&rt, &ctx, cmd).await,
         Command::Sandbox(cmd) => sandbox::run(&rt, cmd).await,
-        Command::Skills(cmd) => skills::run(&rt, cmd).await,
+        Command::Skills(cmd) => skills::run(&rt, &ctx, cmd).await,
         Command::Running { json } => running::running(&rt, json).await,
         Command::Cancel { execution_id } => running::cancel(&rt, &execution_id).await,
         Command::Config => Ok(0),

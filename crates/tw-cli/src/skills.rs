@@ -1,12 +1,14 @@
-//! `toolwarden skills list|show|check`: the skills directory (the config's `skills_dir`, else the
-//! first workspace root's `skills` folder) as loaded, each skill's resolved tools with where they
-//! came from, and every SKILL.md problem as `FILE:LINE`.
+//! `toolwarden skills ...`: the skills directory (the config's `skills_dir`, else the first
+//! workspace root's `skills` folder) as loaded, each skill's resolved tools with where they came
+//! from (manifest, inherited, capability, override), every SKILL.md problem as `FILE:LINE`, the
+//! administrators' overrides and capability settings, lifecycle figures, and validated saves.
 
 use serde_json::json;
 use tw_runtime::Runtime;
 use tw_store::AuditQuery;
 
-use crate::cli::SkillsCommand;
+use crate::cli::{OverrideCommand, SkillsCommand};
+use crate::setup::Context;
 use crate::table::Table;
 
 /// A diagnostic as `FILE:LINE: severity: ...`.
@@ -18,7 +20,7 @@ fn located(path: &std::path::Path, d: &tw_core::skill::Diagnostic) -> String {
     )
 }
 
-pub(crate) async fn run(rt: &Runtime, cmd: SkillsCommand) -> anyhow::Result<u8> {
+pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
     // The runtime loaded them as it opened (a directory it cannot read is reported as a warning
     // then, and has no skills).
     let dir = rt.skills_dir();
@@ -79,7 +81,11 @@ pub(crate) async fn run(rt: &Runtime, cmd: SkillsCommand) -> anyhow::Result<u8> 
                 eprintln!("error: no skill {name:?} in {}", dir.display());
                 return Ok(2);
             };
-            let tools = skills.map.tools_of(&name).unwrap_or_default();
+            let resolved = rt.resolve_skill(&name);
+            let tools = resolved
+                .as_ref()
+                .map(|r| r.tools.as_slice())
+                .unwrap_or_default();
             if json {
                 let out = json!({
                     "name": s.folder,
@@ -96,22 +102,17 @@ pub(crate) async fn run(rt: &Runtime, cmd: SkillsCommand) -> anyhow::Result<u8> 
             if let Some(m) = &s.manifest {
                 println!("about:  {}", m.description);
             }
-            let mut table = Table::new(&["TOOL", "LEVEL", "FROM"]);
-            for t in tools {
-                let from = match &t.provenance {
-                    tw_core::skill::Provenance::Manifest => "manifest".to_owned(),
-                    tw_core::skill::Provenance::Inherited(p) => format!("inherited from {p}"),
-                };
-                table.row(vec![t.name.clone(), t.access_level.to_string(), from]);
-            }
-            print!("{}", table.render());
+            print!("{}", resolved_table(tools).render());
             for d in &s.diagnostics {
                 println!("{}", located(&s.path, d));
             }
             Ok(0)
         }
         SkillsCommand::Report { name, json } => {
-            let declared = skills.map.tools_of(&name).unwrap_or_default();
+            let declared: Vec<tw_core::skill::ResolvedTool> = rt
+                .resolve_skill(&name)
+                .map(|r| r.tools.into_iter().map(|e| e.tool).collect())
+                .unwrap_or_default();
             let q = AuditQuery {
                 skill: Some(name.clone()),
                 ..AuditQuery::default()
@@ -123,7 +124,7 @@ pub(crate) async fn run(rt: &Runtime, cmd: SkillsCommand) -> anyhow::Result<u8> 
                     let u = used.iter().find(|u| u.key == t.name);
                     let from = match &t.provenance {
                         tw_core::skill::Provenance::Manifest => "declared".to_owned(),
-                        tw_core::skill::Provenance::Inherited(p) => format!("inherited from {p}"),
+                        other => other.to_string(),
                     };
                     (
                         t.name.clone(),
@@ -176,6 +177,323 @@ pub(crate) async fn run(rt: &Runtime, cmd: SkillsCommand) -> anyhow::Result<u8> 
             print!("{}", table.render());
             Ok(0)
         }
+        SkillsCommand::Resolved { name, json } => {
+            let Some(resolved) = rt.resolve_skill(&name) else {
+                eprintln!("error: no skill {name:?} is loaded from {}", dir.display());
+                return Ok(2);
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&resolved)?);
+                return Ok(0);
+            }
+            print!("{}", resolved_table(&resolved.tools).render());
+            if !resolved.permissions.is_empty() {
+                println!("permissions: {}", resolved.permissions.join(", "));
+            }
+            for p in &resolved.unknown_permissions {
+                println!(
+                    "warning: permission {p:?} is not a capability in the catalog; it reaches no tool"
+                );
+            }
+            for t in &resolved.dangling_overrides {
+                println!("warning: an override names tool {t:?}, which is not registered");
+            }
+            Ok(0)
+        }
+        SkillsCommand::Override { name, action } => {
+            let actor = crate::confirm::actor(ctx);
+            let (tool, outcome) = match action {
+                OverrideCommand::Add {
+                    tool,
+                    level,
+                    reason,
+                } => {
+                    let level: tw_core::policy::access::AccessLevel = match level.parse() {
+                        Ok(l) => l,
+                        Err(e) => {
+                            eprintln!("error: --level: {e}");
+                            return Ok(2);
+                        }
+                    };
+                    let r = rt
+                        .set_skill_override(&name, &tool, Some(level), reason.as_deref(), &actor)
+                        .await;
+                    (tool, r.map(|_| format!("skill {name} may now use tool {{}} up to {level} access (override by {actor})")))
+                }
+                OverrideCommand::Remove { tool, reason } => {
+                    let r = rt
+                        .set_skill_override(&name, &tool, None, reason.as_deref(), &actor)
+                        .await;
+                    (
+                        tool,
+                        r.map(|_| {
+                            format!(
+                                "skill {name} may no longer use tool {{}} (override by {actor})"
+                            )
+                        }),
+                    )
+                }
+                OverrideCommand::Clear { tool } => {
+                    let r = rt.clear_skill_override(&name, &tool, &actor).await;
+                    (
+                        tool,
+                        r.map(|removed| match removed {
+                            Some(_) => {
+                                format!("the override of tool {{}} for skill {name} is cleared")
+                            }
+                            None => format!(
+                                "skill {name} had no override of tool {{}}; nothing changed"
+                            ),
+                        }),
+                    )
+                }
+            };
+            match outcome {
+                Ok(line) => {
+                    println!("{}", line.replace("{}", &tool));
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(2)
+                }
+            }
+        }
+        SkillsCommand::Overrides { name, json } => {
+            let state = rt.skill_overrides();
+            let rows: Vec<_> = state
+                .rows
+                .iter()
+                .filter(|r| name.as_deref().is_none_or(|n| r.skill == n))
+                .collect();
+            if json {
+                let out: Vec<_> = rows
+                    .iter()
+                    .map(|r| tw_runtime::capabilities::override_json(r))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(0);
+            }
+            if rows.is_empty() {
+                println!("No overrides.");
+                return Ok(0);
+            }
+            for r in rows {
+                println!("{}", tw_runtime::capabilities::describe_override(r));
+            }
+            Ok(0)
+        }
+        SkillsCommand::Capabilities { tool, json } => {
+            let state = rt.capabilities();
+            let tools: Vec<_> = state
+                .tools
+                .values()
+                .filter(|t| tool.as_deref().is_none_or(|n| t.tool == n))
+                .collect();
+            if let Some(t) = &tool
+                && tools.is_empty()
+            {
+                eprintln!("error: no registered tool named {t:?}");
+                return Ok(2);
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tools)?);
+                return Ok(0);
+            }
+            let mut table =
+                Table::new(&["TOOL", "CAPABILITIES", "SOURCE", "BY", "WHY"]).max_width(70);
+            for t in tools {
+                let caps = t
+                    .classification
+                    .capabilities
+                    .iter()
+                    .map(|a| {
+                        let used = if t.effective(state.min_confidence).contains(&a.capability) {
+                            ""
+                        } else {
+                            " (below threshold)"
+                        };
+                        format!("{} {:.2}{used}", a.capability, a.confidence)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                table.row(vec![
+                    t.tool.clone(),
+                    if caps.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        caps
+                    },
+                    t.classification.source.to_string(),
+                    t.classified_by.clone(),
+                    t.classification.detail.clone().unwrap_or_default(),
+                ]);
+            }
+            print!("{}", table.render());
+            Ok(0)
+        }
+        SkillsCommand::Classify {
+            tool,
+            set,
+            note,
+            clear,
+            again,
+        } => {
+            let actor = crate::confirm::actor(ctx);
+            let result = if let Some(set) = set {
+                let caps: Vec<String> = set
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                rt.set_tool_capabilities(&tool, &caps, note.as_deref(), &actor)
+                    .await
+                    .map(Some)
+            } else if clear {
+                match rt.clear_tool_capabilities(&tool, &actor).await {
+                    Ok(false) => {
+                        println!(
+                            "tool {tool} had no administrator's capabilities; nothing changed"
+                        );
+                        return Ok(0);
+                    }
+                    Ok(true) => Ok(rt.capabilities().tools.get(&tool).cloned()),
+                    Err(e) => Err(e),
+                }
+            } else if again {
+                rt.reclassify_tool(&tool).await.map(Some)
+            } else {
+                eprintln!("error: say --set CAPABILITIES, --clear or --again");
+                return Ok(2);
+            };
+            match result {
+                Ok(Some(t)) => {
+                    let caps: Vec<String> = t
+                        .classification
+                        .capabilities
+                        .iter()
+                        .map(|a| format!("{} {:.2}", a.capability, a.confidence))
+                        .collect();
+                    println!(
+                        "tool {tool}: {} ({} by {})",
+                        if caps.is_empty() {
+                            "no capability".to_owned()
+                        } else {
+                            caps.join(", ")
+                        },
+                        t.classification.source,
+                        t.classified_by
+                    );
+                    Ok(0)
+                }
+                Ok(None) => Ok(0),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(2)
+                }
+            }
+        }
+        SkillsCommand::Metrics { json } => {
+            let m = rt.skill_metrics().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&m)?);
+                return Ok(0);
+            }
+            let mut table = Table::new(&[
+                "SKILL",
+                "LOADED",
+                "TOOLS",
+                "FROM",
+                "OVERRIDES",
+                "CALLS",
+                "SKILL-DENIED",
+            ]);
+            for f in &m.skills {
+                let total: usize = f.resolved.values().sum();
+                let from = f
+                    .resolved
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                table.row(vec![
+                    f.skill.clone(),
+                    if f.loaded { "yes" } else { "no" }.to_owned(),
+                    total.to_string(),
+                    from,
+                    f.overrides.to_string(),
+                    f.calls.to_string(),
+                    f.skill_denied.to_string(),
+                ]);
+            }
+            print!("{}", table.render());
+            let sources = m
+                .classification_sources
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            println!("tools classified by: {sources}");
+            Ok(0)
+        }
+        SkillsCommand::Text { name } => match rt.skill_text(&name) {
+            Ok(text) => {
+                print!("{text}");
+                Ok(0)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(2)
+            }
+        },
+        SkillsCommand::Save { name, file } => {
+            let text = if file == "-" {
+                let mut t = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)?;
+                t
+            } else {
+                match std::fs::read_to_string(&file) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        eprintln!("error: {file}: {e}");
+                        return Ok(2);
+                    }
+                }
+            };
+            let shown = if file == "-" {
+                "<stdin>"
+            } else {
+                file.as_str()
+            };
+            match rt
+                .save_skill(&name, &text, &crate::confirm::actor(ctx))
+                .await
+            {
+                Ok(saved) => {
+                    for d in &saved.warnings {
+                        eprintln!("{shown}:{}", d.to_string().trim_start_matches("line "));
+                    }
+                    println!(
+                        "{} {}",
+                        if saved.created { "created" } else { "saved" },
+                        saved.path.display()
+                    );
+                    Ok(0)
+                }
+                Err(tw_runtime::RuntimeError::SkillInvalid { diagnostics, .. }) => {
+                    for d in &diagnostics {
+                        eprintln!("{shown}:{}", d.to_string().trim_start_matches("line "));
+                    }
+                    eprintln!("error: not saved; the skill in force is unchanged");
+                    Ok(1)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(2)
+                }
+            }
+        }
         SkillsCommand::Check => {
             let mut errors = 0;
             for s in &skills.skills {
@@ -189,6 +507,15 @@ pub(crate) async fn run(rt: &Runtime, cmd: SkillsCommand) -> anyhow::Result<u8> 
             for p in skills.map.problems() {
                 println!("skill {}: {}", p.skill, p.message);
             }
+            let catalog = rt.capabilities().catalog.clone();
+            for s in skills.skills.iter().filter_map(|s| s.manifest.as_ref()) {
+                for p in s.permissions.iter().filter(|p| !catalog.contains(p)) {
+                    println!(
+                        "skill {}: permission {p:?} is not a capability in the catalog; it reaches no tool",
+                        s.name
+                    );
+                }
+            }
             let loaded = skills
                 .skills
                 .iter()
@@ -201,4 +528,37 @@ pub(crate) async fn run(rt: &Runtime, cmd: SkillsCommand) -> anyhow::Result<u8> 
             Ok(u8::from(errors > 0))
         }
     }
+}
+
+/// A resolved skill's tools as a table.
+fn resolved_table(tools: &[tw_runtime::capabilities::ResolvedEntry]) -> Table {
+    let mut table = Table::new(&["TOOL", "LEVEL", "FROM", "LIMITS"]);
+    for t in tools {
+        let mut limits = Vec::new();
+        if let Some(r) = &t.tool.rate_limit {
+            if let Some(n) = r.per_minute {
+                limits.push(format!("{n}/min"));
+            }
+            if let Some(n) = r.per_hour {
+                limits.push(format!("{n}/h"));
+            }
+        }
+        if !t.tool.allowed_domains.is_empty() {
+            limits.push(format!("only {}", t.tool.allowed_domains.join(" ")));
+        }
+        if !t.tool.blocked_domains.is_empty() {
+            limits.push(format!("not {}", t.tool.blocked_domains.join(" ")));
+        }
+        let mut name = t.tool.name.clone();
+        if !t.registered {
+            name.push_str(" (not registered)");
+        }
+        table.row(vec![
+            name,
+            t.tool.access_level.to_string(),
+            tw_runtime::capabilities::describe_provenance(t),
+            limits.join("; "),
+        ]);
+    }
+    table
 }

@@ -6,6 +6,7 @@
 //! testable as a plain function and lets the same code run in the desktop UI's wasm build later.
 
 pub mod call;
+pub mod capability;
 pub mod command;
 mod de;
 pub mod definition;

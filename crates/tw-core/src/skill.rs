@@ -16,9 +16,14 @@ use serde_yaml_ng::{Mapping, Value as Yaml};
 
 use crate::policy::access::AccessLevel;
 
+pub mod envelope;
 pub mod map;
 
-pub use map::{MapProblem, Provenance, Refusal, ResolvedTool, SkillMap};
+pub use envelope::{
+    CapabilityIndex, Envelopes, OverrideAction, Overrides, Reach, SKILL_DENIED, SkillJudgement,
+    SkillOverride, Via,
+};
+pub use map::{DomainRules, MapProblem, Provenance, Refusal, ResolvedTool, SkillMap};
 
 /// Longest `name`.
 pub const MAX_NAME: usize = 64;
@@ -228,9 +233,14 @@ pub fn parse_skill(text: &str, folder: Option<&str>) -> SkillParse {
     let yaml: Yaml = match serde_yaml_ng::from_str(front) {
         Ok(v) => v,
         Err(e) => {
+            // libyaml also breaks lines at a lone `\r`, U+0085, U+2028 and U+2029, so its line
+            // can lie past the front matter's `\n` lines: keep it within the front matter and
+            // the `---` that closes it (where an unclosed list or quote is noticed).
+            let last = front_line + front.lines().count();
             let line = e
                 .location()
-                .map_or(front_line, |l| front_line + l.line() - 1);
+                .map_or(front_line, |l| front_line + l.line().saturating_sub(1))
+                .min(last.max(front_line));
             let message = e.to_string();
             let message = message
                 .rfind(" at line ")
@@ -347,6 +357,9 @@ fn build(
             "name" => {
                 seen_name = true;
                 let Some(name) = string(value, "name", r) else {
+                    if value.is_null() {
+                        r.error("name", "must not be empty");
+                    }
                     continue;
                 };
                 if let Err(e) = check_name(&name) {
@@ -364,6 +377,9 @@ fn build(
             "description" => {
                 seen_description = true;
                 let Some(d) = string(value, "description", r) else {
+                    if value.is_null() {
+                        r.error("description", "must not be empty");
+                    }
                     continue;
                 };
                 let n = d.trim().chars().count();
@@ -508,8 +524,8 @@ fn tool_entry(entry: &Mapping, field: &str, r: &mut Report) -> Option<SkillTool>
                 }
             }
             "rate_limit" => tool.rate_limit = rate(v, &at, r),
-            "allowed_domains" => tool.allowed_domains = strings(v, &at, false, r),
-            "blocked_domains" => tool.blocked_domains = strings(v, &at, false, r),
+            "allowed_domains" => tool.allowed_domains = domains(v, &at, r),
+            "blocked_domains" => tool.blocked_domains = domains(v, &at, r),
             other => r.warn(&at, format!("unknown field {other:?} is ignored")),
         }
     }
@@ -518,6 +534,19 @@ fn tool_entry(entry: &Mapping, field: &str, r: &mut Report) -> Option<SkillTool>
         return None;
     }
     Some(tool)
+}
+
+/// A list of domain patterns (the policy's syntax: `example.com`, `*.example.com`, `.example.com`,
+/// CIDR blocks); a pattern that does not compile is an error, so a list never silently narrows
+/// less than written.
+fn domains(v: &Yaml, field: &str, r: &mut Report) -> Vec<String> {
+    let list = strings(v, field, false, r);
+    for (i, pattern) in list.iter().enumerate() {
+        if let Err(e) = crate::target::DomainPattern::parse(pattern) {
+            r.error(&format!("{field}[{i}]"), e.to_string());
+        }
+    }
+    list
 }
 
 fn rate(v: &Yaml, field: &str, r: &mut Report) -> Option<SkillRate> {

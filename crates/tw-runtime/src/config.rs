@@ -81,6 +81,40 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     /// The commands the exec tools run (`[commands]`).
     pub commands: Commands,
+    /// The capability catalog (`capabilities_file`); `None`: the built-in one.
+    pub capabilities_file: Option<PathBuf>,
+    /// How newly registered tools are classified into capabilities (`[classifier]`).
+    pub classifier: ClassifierSettings,
+}
+
+/// `[classifier]`: an OpenAI-compatible chat endpoint (a local Ollama, a hosted API) that
+/// classifies newly registered tools into capabilities. Without an endpoint, or when it fails,
+/// a deterministic classifier does it; registration never waits longer than `timeout_ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassifierSettings {
+    /// The API's base URL, e.g. `http://127.0.0.1:11434/v1` (`/chat/completions` is appended).
+    pub endpoint: Option<String>,
+    /// The model to ask.
+    pub model: String,
+    /// The environment variable holding the API key, if the endpoint wants one.
+    pub api_key_env: Option<String>,
+    /// How long one classification may take before the fallback is used.
+    pub timeout_ms: u64,
+    /// Capabilities a classifier gives with less confidence than this are not used to resolve
+    /// skills' `permissions` (they are still recorded).
+    pub min_confidence: f32,
+}
+
+impl Default for ClassifierSettings {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            model: "llama3.2".to_owned(),
+            api_key_env: None,
+            timeout_ms: 5_000,
+            min_confidence: 0.5,
+        }
+    }
 }
 
 /// `[sandbox]`: where the helper is, the uid strict tools run as when Toolwarden is root, and
@@ -125,6 +159,8 @@ impl Default for Config {
             tools: BTreeMap::new(),
             sandbox: SandboxSettings::default(),
             commands: Commands::default(),
+            capabilities_file: None,
+            classifier: ClassifierSettings::default(),
         }
     }
 }
@@ -147,6 +183,18 @@ struct Doc {
     tools: BTreeMap<Spanned<String>, ToolOverride>,
     sandbox: Option<SandboxDoc>,
     commands: Option<CommandsDoc>,
+    capabilities_file: Option<String>,
+    classifier: Option<ClassifierDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClassifierDoc {
+    endpoint: Option<Spanned<String>>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    timeout_ms: Option<Spanned<u64>>,
+    min_confidence: Option<Spanned<f32>>,
 }
 
 #[derive(Deserialize)]
@@ -285,6 +333,52 @@ impl Config {
                 lint: c.lint.map(Spanned::into_inner),
                 env_allow: c.env_allow,
             };
+        }
+        config.capabilities_file = doc
+            .capabilities_file
+            .as_deref()
+            .map(|f| expand(f, base, home));
+        if let Some(c) = doc.classifier {
+            let mut settings = ClassifierSettings::default();
+            if let Some(e) = c.endpoint {
+                let url = e.get_ref().trim_end_matches('/');
+                if !(url.starts_with("http://") || url.starts_with("https://"))
+                    || url.contains(char::is_whitespace)
+                {
+                    return Err(err(
+                        Some(e.span().start),
+                        format!(
+                            "classifier.endpoint must be an http:// or https:// URL, like \
+                             \"http://127.0.0.1:11434/v1\"; got {:?}",
+                            e.get_ref()
+                        ),
+                    ));
+                }
+                settings.endpoint = Some(url.to_owned());
+            }
+            if let Some(m) = c.model {
+                settings.model = m;
+            }
+            settings.api_key_env = c.api_key_env;
+            if let Some(t) = c.timeout_ms {
+                if !(100..=600_000).contains(t.get_ref()) {
+                    return Err(err(
+                        Some(t.span().start),
+                        "classifier.timeout_ms must be between 100 and 600000".into(),
+                    ));
+                }
+                settings.timeout_ms = t.into_inner();
+            }
+            if let Some(m) = c.min_confidence {
+                if !(0.0..=1.0).contains(m.get_ref()) {
+                    return Err(err(
+                        Some(m.span().start),
+                        "classifier.min_confidence must be between 0 and 1".into(),
+                    ));
+                }
+                settings.min_confidence = m.into_inner();
+            }
+            config.classifier = settings;
         }
         for (name, o) in doc.tools {
             ToolName::new(name.get_ref())

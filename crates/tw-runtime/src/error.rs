@@ -41,6 +41,17 @@ pub enum RuntimeError {
     /// A confirmation or grant operation was refused.
     #[error("{0}")]
     Confirmation(String),
+    /// The capability catalog, the classifier's settings or a capability operation was refused.
+    #[error("{0}")]
+    Capabilities(String),
+    /// A SKILL.md to be saved has errors; nothing was written.
+    #[error("SKILL.md for {skill} was not saved: {}", .diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    SkillInvalid {
+        /// The skill.
+        skill: String,
+        /// Every problem, errors and warnings, with its line.
+        diagnostics: Vec<tw_core::skill::Diagnostic>,
+    },
     /// A custom tool tried to take a built-in tool's name, or a built-in was to be removed.
     #[error("tool {0} is built in; custom tools cannot replace or remove it")]
     BuiltinName(String),

@@ -7,6 +7,8 @@
 
 pub mod batch;
 pub mod builtins;
+pub mod capabilities;
+pub mod classifier;
 pub mod clock;
 pub mod config;
 pub mod confirm;

@@ -91,6 +91,9 @@ impl Places {
             .or_else(|| config.data_dir.clone())
             .or_else(default_data_dir)
             .ok_or(PlacesError::NoDataDir)?;
+        // Absolute, so that every path derived from it (sandbox scratch directories, live feed
+        // sockets) means the same wherever it is used.
+        let data_dir = std::path::absolute(&data_dir).map_err(PlacesError::CurrentDir)?;
         let workspace = if !workspace.is_empty() {
             workspace
         } else if !config.workspace.is_empty() {

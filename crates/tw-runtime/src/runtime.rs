@@ -152,7 +152,7 @@ impl PolicyState {
 }
 
 pub(crate) struct Inner {
-    registry: ToolRegistry<ToolKind>,
+    pub(crate) registry: ToolRegistry<ToolKind>,
     validators: ValidatorCache,
     policy: RwLock<Arc<PolicyState>>,
     store: Store,
@@ -170,6 +170,13 @@ pub(crate) struct Inner {
     /// Where they are read from.
     skills_dir: PathBuf,
     skills_watcher: Mutex<Option<crate::skills::SkillsWatcher>>,
+    /// Every registered tool's capabilities (`crate::capabilities`), swapped whole on a change.
+    pub(crate) capabilities: RwLock<Arc<crate::capabilities::CapabilityState>>,
+    /// The administrators' per-skill overrides, swapped whole on a change.
+    pub(crate) overrides: RwLock<Arc<crate::capabilities::OverrideState>>,
+    /// The language model that classifies new tools, when one is configured.
+    pub(crate) classifier: Option<crate::classifier::LlmClassifier>,
+    pub(crate) skill_counters: crate::capabilities::SkillCounters,
     /// Why the last policy reload failed (when, errors), until one succeeds.
     policy_error: Mutex<Option<(i64, String)>>,
     /// This process's live feed, once published (`Runtime::publish_live`).
@@ -301,6 +308,29 @@ impl Runtime {
         for w in &warnings {
             tracing::warn!(warning = %w, "a stored custom tool was not loaded");
         }
+        let catalog = Arc::new(crate::capabilities::load_catalog(
+            config.capabilities_file.as_deref(),
+        )?);
+        let classifier = crate::classifier::LlmClassifier::from_settings(&config.classifier)
+            .map_err(RuntimeError::Capabilities)?;
+        let cached: HashMap<String, tw_store::ClassificationRow> = store
+            .classifications()
+            .await?
+            .into_iter()
+            .map(|r| (r.tool.clone(), r))
+            .collect();
+        let mut classified = std::collections::BTreeMap::new();
+        let mut unsettled = Vec::new();
+        for entry in registry.list() {
+            let def = &entry.definition;
+            match crate::capabilities::settled(def, &catalog, cached.get(def.name.as_str())) {
+                Some(c) => {
+                    classified.insert(c.tool.clone(), c);
+                }
+                None => unsettled.push(Arc::clone(&entry)),
+            }
+        }
+        let overrides = crate::capabilities::OverrideState::new(store.skill_overrides().await?);
         let rt = Self {
             inner: Arc::new(Inner {
                 registry,
@@ -325,6 +355,14 @@ impl Runtime {
                 skills: RwLock::new(Arc::new(skills)),
                 skills_dir: skills_dir.clone(),
                 skills_watcher: Mutex::new(None),
+                capabilities: RwLock::new(Arc::new(crate::capabilities::CapabilityState::new(
+                    catalog,
+                    classified,
+                    config.classifier.min_confidence,
+                ))),
+                overrides: RwLock::new(Arc::new(overrides)),
+                classifier,
+                skill_counters: Default::default(),
                 warnings,
                 waiters: Waiters::default(),
                 config_file: config.source.clone(),
@@ -334,6 +372,17 @@ impl Runtime {
             }),
         };
         rt.refresh_custom_ranks().await?;
+        // Tools no classification stands for yet (custom tools stored before they were
+        // classified, or whose definition changed): classify them now, without the model so a
+        // start never waits on the network; the model is asked when a tool is next registered
+        // or by `toolwarden skills classify TOOL --again`.
+        for entry in unsettled {
+            let state = rt.capabilities();
+            let c =
+                crate::capabilities::classify(&entry.definition, &state.catalog, None, rt.now_us())
+                    .await;
+            rt.remember_classification(c).await;
+        }
         let files = crate::policy::policy_paths(&config);
         if !files.is_empty() {
             match PolicyWatcher::start(files, Arc::downgrade(&rt.inner)) {
@@ -403,6 +452,12 @@ impl Runtime {
                 }
                 if let Err(e) = rt.refresh_switches().await {
                     tracing::warn!(error = %e, "the tool switches could not be re-read");
+                }
+                if let Err(e) = rt.refresh_overrides().await {
+                    tracing::warn!(error = %e, "the skill overrides could not be re-read");
+                }
+                if let Err(e) = rt.refresh_classifications().await {
+                    tracing::warn!(error = %e, "the tool classifications could not be re-read");
                 }
             }
         });
@@ -774,8 +829,10 @@ impl Runtime {
         self.inner.store.save_custom_tool(&spec, now_us).await?;
         let name = spec.definition.name.to_string();
         let details = serde_json::to_value(&spec).unwrap_or(Value::Null);
+        let def = spec.definition.clone();
         let added = register_custom(&self.inner.registry, spec)?;
         self.refresh_custom_ranks().await?;
+        self.classify_registered(&def).await;
         let (kind, verb) = if added {
             ("custom_tool_added", "added")
         } else {
@@ -798,6 +855,7 @@ impl Runtime {
         }
         self.inner.store.delete_custom_tool(name).await?;
         self.inner.registry.unregister(name)?;
+        self.forget_classification(name).await;
         self.refresh_custom_ranks().await?;
         self.admin(
             actor,
@@ -842,6 +900,7 @@ impl Runtime {
             hidden.as_ref().unwrap_or(arguments),
             &caller.sanitized(),
             argv.as_deref(),
+            false,
         );
         let mut decision = evaluation.decision;
         if !evaluation.rate_checks.is_empty() {
@@ -886,6 +945,7 @@ impl Runtime {
         arguments: &Value,
         caller: &Caller,
         argv: Option<&[String]>,
+        count: bool,
     ) -> policy::Evaluation {
         let def = &entry.definition;
         let name = def.name.as_str();
@@ -922,9 +982,19 @@ impl Runtime {
             let skills = self.skills();
             if !skills.map.is_empty() {
                 let (needed, _) = state.policy.access.needed(def);
-                evaluation
-                    .decision
-                    .push(skills.map.judge(skill, def, needed));
+                let caps = self.capabilities();
+                let ov = self.skill_overrides();
+                let envelopes = tw_core::skill::Envelopes {
+                    skills: &skills.map,
+                    capabilities: &caps.index,
+                    overrides: &ov.overrides,
+                };
+                let judged = envelopes.judge(skill, def, needed, arguments, argv);
+                if count {
+                    self.inner.skill_counters.count_check(judged.via);
+                }
+                evaluation.decision.push(judged.verdict);
+                evaluation.rate_checks.extend(judged.rate);
             }
         }
         evaluation
@@ -1097,7 +1167,7 @@ impl Runtime {
         let caller = call.caller.sanitized();
         let argv = render_argv(&entry, &call.arguments, &self.process_context());
         let state = self.policy_state();
-        let evaluation = self.evaluate(&state, &entry, redacted, &caller, argv.as_deref());
+        let evaluation = self.evaluate(&state, &entry, redacted, &caller, argv.as_deref(), true);
         let decision = decision_out.insert(evaluation.decision);
         stage_policy(decision)?;
         self.stage_validate_arguments(def, &call.arguments)?;
@@ -1686,6 +1756,8 @@ impl Drop for Running<'_> {
     }
 }
 
+#[cfg(test)]
+mod capability_tests;
 #[cfg(test)]
 mod exec_tests;
 #[cfg(test)]

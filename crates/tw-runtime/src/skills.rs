@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tw_core::skill::{Diagnostic, SkillManifest, SkillMap, parse_skill};
+use tw_core::skill::{Diagnostic, SkillManifest, SkillMap, check_name, parse_skill};
 
 /// Where the skills are: the config's `skills_dir`, else the first workspace root's `skills`.
 pub fn skills_dir(config: &crate::Config, workspace: &[PathBuf]) -> PathBuf {
@@ -159,6 +159,95 @@ impl SkillsWatcher {
         Ok(Self {
             _watcher: watcher,
             _task: task,
+        })
+    }
+}
+
+/// What saving a SKILL.md did.
+#[derive(Debug, Clone)]
+pub struct SavedSkill {
+    /// Where it was written.
+    pub path: PathBuf,
+    /// Whether the skill is new.
+    pub created: bool,
+    /// Its warnings (a save with errors is refused).
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Writes `text` to `path` so that a reader sees the old file or the new one, never part of
+/// either: a temporary file in the same folder, flushed to disk, renamed over the old one, and
+/// the folder flushed so the rename survives a crash.
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".SKILL.md.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+impl crate::Runtime {
+    /// The SKILL.md text of a skill folder.
+    pub fn skill_text(&self, name: &str) -> crate::Result<String> {
+        check_name(name)
+            .map_err(|e| crate::RuntimeError::Capabilities(format!("skill name {name:?} {e}")))?;
+        let path = self.skills_dir().join(name).join("SKILL.md");
+        std::fs::read_to_string(&path).map_err(|e| {
+            crate::RuntimeError::Capabilities(format!("{}: cannot be read: {e}", path.display()))
+        })
+    }
+
+    /// Saves a skill's SKILL.md (creating the folder for a new skill): parsed first, and refused
+    /// with every diagnostic if it has an error, so an invalid save never replaces a working
+    /// skill; written atomically; put in force at once; recorded in the admin log as `actor`.
+    pub async fn save_skill(
+        &self,
+        name: &str,
+        text: &str,
+        actor: &str,
+    ) -> crate::Result<SavedSkill> {
+        check_name(name)
+            .map_err(|e| crate::RuntimeError::Capabilities(format!("skill name {name:?} {e}")))?;
+        let parsed = parse_skill(text, Some(name));
+        if parsed.has_errors() {
+            return Err(crate::RuntimeError::SkillInvalid {
+                skill: name.to_owned(),
+                diagnostics: parsed.diagnostics,
+            });
+        }
+        let folder = self.skills_dir().join(name);
+        let path = folder.join("SKILL.md");
+        let created = !path.exists();
+        let io = |e: std::io::Error| {
+            crate::RuntimeError::Capabilities(format!("{}: cannot be written: {e}", path.display()))
+        };
+        std::fs::create_dir_all(&folder).map_err(io)?;
+        write_atomically(&path, text).map_err(io)?;
+        self.reload_skills();
+        self.admin(
+            actor,
+            "skill_saved",
+            format!("{} skill {name}", if created { "created" } else { "saved" }),
+            serde_json::json!({
+                "skill": name,
+                "path": path,
+                "bytes": text.len(),
+                "warnings": parsed.diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }),
+        )
+        .await;
+        Ok(SavedSkill {
+            path,
+            created,
+            warnings: parsed.diagnostics,
         })
     }
 }

@@ -9,6 +9,7 @@
 //! build is refused rather than touched.
 
 mod admin;
+mod capabilities;
 mod codec;
 mod confirmations;
 mod error;
@@ -33,6 +34,10 @@ use tokio::io::AsyncWrite;
 use tw_core::ToolSpec;
 
 pub use admin::{AdminEvent, AdminEventRow, AdminQuery};
+pub use capabilities::{
+    CapabilityScore, ClassificationRow, ClassificationSource, OverrideAction, SkillOverrideRow,
+    SkillUsageRow,
+};
 pub use confirmations::{
     ConfirmationQuery, ConfirmationRow, ConfirmationState, NewConfirmation, Resolution,
     ResolveOutcome,
@@ -314,6 +319,86 @@ impl Store {
             .await
     }
 
+    /// Every tool's capability classification, by tool.
+    pub async fn classifications(&self) -> Result<Vec<ClassificationRow>> {
+        capabilities::classifications(&self.inner.pool).await
+    }
+
+    /// One tool's capability classification.
+    pub async fn classification(&self, tool: &str) -> Result<Option<ClassificationRow>> {
+        capabilities::classification(&self.inner.pool, tool).await
+    }
+
+    /// Writes (inserts or replaces) a tool's classification. A machine's (static, llm,
+    /// heuristic) never replaces an administrator's: then nothing is written and the answer is
+    /// `false`, atomically across processes. An administrator's replaces anything and is
+    /// appended to the admin log (`tool_classified`) in the same transaction.
+    pub async fn put_classification(&self, row: &ClassificationRow) -> Result<bool> {
+        let encoded = capabilities::encode_classification(row)?;
+        self.inner
+            .writer
+            .transaction(async |conn| capabilities::put_classification(conn, row, encoded).await)
+            .await
+    }
+
+    /// Removes a tool's classification (an administrator clearing it, or the tool gone); returns
+    /// whether there was one. With an `actor`, a removal is appended to the admin log
+    /// (`tool_classification_cleared`, at `at`) in the same transaction.
+    pub async fn delete_classification(
+        &self,
+        tool: &str,
+        actor: Option<&str>,
+        at: i64,
+    ) -> Result<bool> {
+        self.inner
+            .writer
+            .transaction(async |conn| {
+                capabilities::delete_classification(conn, tool, actor, at).await
+            })
+            .await
+    }
+
+    /// Every administrator's skill override, by skill and then tool.
+    pub async fn skill_overrides(&self) -> Result<Vec<SkillOverrideRow>> {
+        capabilities::overrides(&self.inner.pool).await
+    }
+
+    /// Sets (inserts or replaces) a skill override and appends it to the admin log
+    /// (`skill_override_set`) in the same transaction; returns the override it replaced.
+    pub async fn put_skill_override(
+        &self,
+        row: &SkillOverrideRow,
+    ) -> Result<Option<SkillOverrideRow>> {
+        capabilities::check_override(row)?;
+        self.inner
+            .writer
+            .transaction(async |conn| capabilities::put_override(conn, row).await)
+            .await
+    }
+
+    /// Removes a skill override and, if there was one, appends its removal to the admin log
+    /// (`skill_override_cleared`) in the same transaction; returns it.
+    pub async fn delete_skill_override(
+        &self,
+        skill: &str,
+        tool: &str,
+        actor: &str,
+        at: i64,
+    ) -> Result<Option<SkillOverrideRow>> {
+        self.inner
+            .writer
+            .transaction(async |conn| {
+                capabilities::delete_override(conn, skill, tool, actor, at).await
+            })
+            .await
+    }
+
+    /// Calls recorded under each skill, with those the skill's envelope refused and the latest
+    /// call's start, by skill. Calls made under no skill are not counted.
+    pub async fn skill_usage(&self) -> Result<Vec<SkillUsageRow>> {
+        capabilities::skill_usage(&self.inner.pool).await
+    }
+
     /// Holds a call for approval.
     pub async fn create_confirmation(&self, c: NewConfirmation) -> Result<()> {
         self.inner
@@ -495,6 +580,8 @@ async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<()> {
     }
 }
 
+#[cfg(test)]
+mod capabilities_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]

@@ -270,8 +270,9 @@ async fn a_database_from_a_newer_build_is_refused_untouched() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{} has schema version 20990101000000, newer than this build supports (4); upgrade Toolwarden to use it",
-            path.display()
+            "{} has schema version 20990101000000, newer than this build supports ({}); upgrade Toolwarden to use it",
+            path.display(),
+            MIGRATOR.iter().map(|m| m.version).max().unwrap()
         )
     );
 }

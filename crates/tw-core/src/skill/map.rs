@@ -8,14 +8,11 @@
 //! Inheritance cycles are reported, and a skill in a cycle keeps only its own tools.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use super::{SkillManifest, SkillRate, SkillTool};
-use crate::definition::ToolDefinition;
 use crate::policy::access::AccessLevel;
-use crate::policy::{Decision, Layer, LayerVerdict, RuleRef, Severity};
-
-/// The error code of a call refused by its skill's envelope.
-pub const SKILL_DENIED: &str = "skill_denied";
+use crate::target::DomainList;
 
 /// Where a skill's tool came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -25,6 +22,32 @@ pub enum Provenance {
     Manifest,
     /// Inherited from this skill.
     Inherited(String),
+    /// The tool's classified capability matches this entry of the skill's `permissions`.
+    Capability(String),
+    /// An administrator's override (by this actor) added it.
+    Override(String),
+}
+
+impl std::fmt::Display for Provenance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Provenance::Manifest => f.write_str("manifest"),
+            Provenance::Inherited(s) => write!(f, "inherited from {s}"),
+            Provenance::Capability(c) => write!(f, "capability {c}"),
+            Provenance::Override(by) => write!(f, "override by {by}"),
+        }
+    }
+}
+
+/// A tool entry's domain rules, compiled once when the map is built.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DomainRules {
+    /// Hosts it may reach (empty: no narrowing).
+    pub allowed: DomainList,
+    /// Hosts it may not reach.
+    pub blocked: DomainList,
+    /// A pattern that did not compile: the entry then reaches no host at all (fail closed).
+    pub broken: Option<String>,
 }
 
 /// One tool a skill may use, resolved.
@@ -42,6 +65,9 @@ pub struct ResolvedTool {
     pub blocked_domains: Vec<String>,
     /// Where it came from.
     pub provenance: Provenance,
+    /// `allowed_domains` and `blocked_domains` compiled; `None` when both are empty.
+    #[serde(skip)]
+    pub domains: Option<Arc<DomainRules>>,
 }
 
 /// A problem found while resolving.
@@ -76,6 +102,24 @@ pub enum Refusal {
         /// What the call needs.
         needed: AccessLevel,
     },
+    /// An administrator removed the tool from the skill.
+    RemovedByOverride {
+        /// The skill.
+        skill: String,
+        /// The tool.
+        tool: String,
+        /// Who removed it.
+        by: String,
+    },
+    /// The call names a host the skill's entry for the tool does not let it reach.
+    Domain {
+        /// The skill.
+        skill: String,
+        /// The tool.
+        tool: String,
+        /// Why, naming the host and the argument.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for Refusal {
@@ -94,6 +138,15 @@ impl std::fmt::Display for Refusal {
                 f,
                 "skill {skill} allows tool {tool} at {allowed} access, and the call needs {needed}"
             ),
+            Refusal::RemovedByOverride { skill, tool, by } => write!(
+                f,
+                "tool {tool} was removed from skill {skill} by an override ({by})"
+            ),
+            Refusal::Domain {
+                skill,
+                tool,
+                reason,
+            } => write!(f, "under skill {skill}, tool {tool} {reason}"),
         }
     }
 }
@@ -113,11 +166,30 @@ pub struct SkillMap {
     /// two hash lookups whatever the skill's size.
     index: HashMap<String, SkillIndex>,
     by_tool: BTreeMap<String, BTreeSet<String>>,
+    /// Per skill: its `permissions` and those it inherits, in order, without repeats.
+    permissions: HashMap<String, Vec<String>>,
     problems: Vec<MapProblem>,
+}
+
+fn compile_domains(t: &SkillTool) -> Option<Arc<DomainRules>> {
+    if t.allowed_domains.is_empty() && t.blocked_domains.is_empty() {
+        return None;
+    }
+    let mut rules = DomainRules::default();
+    match DomainList::parse(&t.allowed_domains) {
+        Ok(l) => rules.allowed = l,
+        Err(e) => rules.broken = Some(format!("allowed_domains: {e}")),
+    }
+    match DomainList::parse(&t.blocked_domains) {
+        Ok(l) => rules.blocked = l,
+        Err(e) => rules.broken = Some(format!("blocked_domains: {e}")),
+    }
+    Some(Arc::new(rules))
 }
 
 fn resolved(t: &SkillTool, provenance: Provenance) -> ResolvedTool {
     ResolvedTool {
+        domains: compile_domains(t),
         name: t.name.clone(),
         access_level: t.access_level.unwrap_or_default(),
         rate_limit: t.rate_limit,
@@ -150,6 +222,13 @@ impl SkillMap {
                 .map(|p| (p.clone(), vec![skill.name.clone()]))
                 .collect();
             let mut visited = BTreeSet::new();
+            let mut permissions: Vec<String> = Vec::new();
+            let mut inherited_permissions: Vec<String> = Vec::new();
+            for p in &skill.permissions {
+                if !permissions.contains(p) {
+                    permissions.push(p.clone());
+                }
+            }
             let mut cyclic = false;
             while !queue.is_empty() {
                 let mut next = Vec::new();
@@ -177,6 +256,7 @@ impl SkillMap {
                         });
                         continue;
                     };
+                    inherited_permissions.extend(p.permissions.iter().cloned());
                     for t in &p.tools {
                         if !names.contains_key(&t.name) {
                             names.insert(t.name.clone(), tools.len());
@@ -193,6 +273,14 @@ impl SkillMap {
                 }
                 queue = next;
             }
+            if !cyclic {
+                for p in inherited_permissions {
+                    if !permissions.contains(&p) {
+                        permissions.push(p);
+                    }
+                }
+            }
+            map.permissions.insert(skill.name.clone(), permissions);
             if cyclic {
                 tools.retain(|t| t.provenance == Provenance::Manifest);
                 names = tools
@@ -228,39 +316,33 @@ impl SkillMap {
             .unwrap_or_default()
     }
 
+    /// The capability names a skill's tools are also resolved from: its own `permissions`, then
+    /// its parents' (none for an unknown skill, or inherited ones for a skill in a cycle).
+    pub fn permissions_of(&self, skill: &str) -> &[String] {
+        self.permissions.get(skill).map_or(&[], Vec::as_slice)
+    }
+
+    /// The position of `tool` (or `group:GROUP`) among `skill`'s resolved tools.
+    pub(super) fn entry(&self, skill: &str, tool: &str, group: &str) -> Option<&ResolvedTool> {
+        let (tools, index) = (self.by_skill.get(skill)?, self.index.get(skill)?);
+        let at = index.names.get(tool).or_else(|| {
+            // Only skills that name groups pay for building the group's key.
+            index
+                .has_groups
+                .then(|| index.names.get(&format!("group:{group}")))
+                .flatten()
+        })?;
+        tools.get(*at)
+    }
+
+    /// Whether a skill of this name is loaded.
+    pub fn contains(&self, skill: &str) -> bool {
+        self.by_skill.contains_key(skill)
+    }
+
     /// Cycles and missing parents found while resolving.
     pub fn problems(&self) -> &[MapProblem] {
         &self.problems
-    }
-
-    /// The skill layer's verdict on a call of `tool` needing `level`, made under `skill`: allowed
-    /// inside the envelope (quoting the entry and where it came from), denied outside it.
-    pub fn judge(&self, skill: &str, tool: &ToolDefinition, level: AccessLevel) -> LayerVerdict {
-        match self.validate_access(skill, tool.name.as_str(), tool.group.as_str(), level) {
-            Ok(entry) => {
-                let from = match &entry.provenance {
-                    Provenance::Manifest => format!("skill {skill}"),
-                    Provenance::Inherited(parent) => {
-                        format!("skill {parent}, inherited by {skill}")
-                    }
-                };
-                LayerVerdict::allow(
-                    Layer::Skill,
-                    format!(
-                        "tool {} is in skill {skill}'s tools, up to {} access",
-                        tool.name, entry.access_level
-                    ),
-                )
-                .by(RuleRef::new(format!("tools: {}", entry.name), from))
-            }
-            Err(refusal) => LayerVerdict::stop(
-                Layer::Skill,
-                Decision::Deny,
-                SKILL_DENIED,
-                Severity::Error,
-                refusal.to_string(),
-            ),
-        }
     }
 
     /// Whether any skill is loaded.
@@ -277,20 +359,15 @@ impl SkillMap {
         group: &str,
         level: AccessLevel,
     ) -> Result<&ResolvedTool, Refusal> {
-        let (Some(tools), Some(index)) = (self.by_skill.get(skill), self.index.get(skill)) else {
+        if !self.contains(skill) {
             return Err(Refusal::UnknownSkill(skill.to_owned()));
-        };
-        let at = index.names.get(tool).or_else(|| {
-            // Only skills that name groups pay for building the group's key.
-            index
-                .has_groups
-                .then(|| index.names.get(&format!("group:{group}")))
-                .flatten()
-        });
-        let entry = at.map(|&i| &tools[i]).ok_or_else(|| Refusal::NotInSkill {
-            skill: skill.to_owned(),
-            tool: tool.to_owned(),
-        })?;
+        }
+        let entry = self
+            .entry(skill, tool, group)
+            .ok_or_else(|| Refusal::NotInSkill {
+                skill: skill.to_owned(),
+                tool: tool.to_owned(),
+            })?;
         if level > entry.access_level {
             return Err(Refusal::AboveLevel {
                 skill: skill.to_owned(),

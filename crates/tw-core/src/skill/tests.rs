@@ -395,3 +395,35 @@ fn the_shipped_skills_load_clean() {
         ]
     );
 }
+
+#[test]
+fn an_empty_name_or_description_is_an_error_and_a_yaml_error_line_stays_in_the_file() {
+    // Found by the fuzzer: `name:` with no value counted as present.
+    let p = parse_skill("---\nname:\ndescription:\n---\n", Some("research"));
+    assert!(p.manifest.is_none());
+    let found: Vec<(usize, Option<&str>, &str)> = p
+        .diagnostics
+        .iter()
+        .map(|d| (d.line, d.field.as_deref(), d.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (2, Some("name"), "must not be empty"),
+            (3, Some("description"), "must not be empty"),
+        ]
+    );
+    // Found by the fuzzer: libyaml counts a lone CR (and U+2028) as a line break.
+    for text in [
+        "---\na: [\r\r\r\r\r\n---\n",
+        "---\na: [\u{2028}\u{2028}\u{2028}\n---\n",
+    ] {
+        let p = parse_skill(text, None);
+        assert_eq!(p.diagnostics.len(), 1, "{:?}", p.diagnostics);
+        assert!(
+            (1..=text.lines().count()).contains(&p.diagnostics[0].line),
+            "{:?}",
+            p.diagnostics
+        );
+    }
+}

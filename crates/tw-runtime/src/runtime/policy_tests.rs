@@ -31,7 +31,7 @@ impl Install {
     }
 
     /// A runtime on this installation (several may be open at once, like several processes).
-    async fn open(&self) -> std::result::Result<Runtime, RuntimeError> {
+    pub(super) async fn open(&self) -> std::result::Result<Runtime, RuntimeError> {
         let path = self.path("config.toml");
         let text = std::fs::read_to_string(&path).unwrap();
         let config = Config::parse(&text, &path, None)?;

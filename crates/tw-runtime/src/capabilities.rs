@@ -1,0 +1,865 @@
+//! Capability auto-resolve: every registered tool is classified once into the catalog's
+//! capabilities (`config/tool_capabilities.yaml`), so a skill's `permissions: [web_read]` reaches
+//! the tools that read the web, including ones registered after the skill was written.
+//!
+//! Who classifies, in order: an administrator's setting (kept until cleared), the catalog's
+//! static map, a cached classification of the same definition (SQLite, `tool_classifications`),
+//! else a classifier runs: the configured language model (`crate::classifier`), falling back to
+//! the deterministic heuristic when there is none or it fails. Registration never waits on more
+//! than the classifier's time limit and never fails because of it.
+//!
+//! The results and the administrators' per-skill overrides (`skill_overrides`) are held in memory
+//! as snapshots swapped whole, so judging a call under a skill reads three `Arc`s and does hash
+//! lookups. Other processes' changes are re-read with the settings, every second.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+use serde_json::json;
+use tw_core::ToolDefinition;
+use tw_core::capability::{
+    Assigned, Catalog, Classification, Source, classify_heuristic, classify_static,
+    definition_hash, parse_catalog,
+};
+use tw_core::policy::access::AccessLevel;
+use tw_core::skill::{
+    CapabilityIndex, Envelopes, OverrideAction, Overrides, Provenance, ResolvedTool, SkillOverride,
+    Via,
+};
+use tw_store::{
+    CapabilityScore, ClassificationRow, ClassificationSource, OverrideAction as StoredAction,
+    SkillOverrideRow,
+};
+
+use crate::classifier::LlmClassifier;
+use crate::error::{Result, RuntimeError};
+use crate::runtime::Runtime;
+
+/// The catalog shipped with Toolwarden, used unless the config names another.
+pub const BUILTIN_CATALOG: &str = include_str!("../../../config/tool_capabilities.yaml");
+
+/// Who the runtime's own classifications are recorded as.
+const CLASSIFIER_ACTOR: &str = "classifier";
+
+/// Reads the catalog the config names, else the built-in one. A catalog that does not parse
+/// refuses to start, with every problem as `file:line: message`.
+pub(crate) fn load_catalog(file: Option<&std::path::Path>) -> Result<Catalog> {
+    let (text, name) = match file {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| {
+                RuntimeError::Capabilities(format!("{}: cannot be read: {e}", path.display()))
+            })?,
+            path.display().to_string(),
+        ),
+        None => (
+            BUILTIN_CATALOG.to_owned(),
+            "built-in tool_capabilities.yaml".to_owned(),
+        ),
+    };
+    parse_catalog(&text).map_err(|errors| {
+        RuntimeError::Capabilities(
+            errors
+                .iter()
+                .map(|e| format!("{name}:{e}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    })
+}
+
+/// One tool's classification as the runtime holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCapabilities {
+    /// The tool.
+    pub tool: String,
+    /// Who classified it, what they gave and why.
+    pub classification: Classification,
+    /// The fingerprint of the definition it was made for.
+    pub definition_hash: String,
+    /// When (µs since the epoch; 0 for the static map, which is read at start).
+    pub classified_at: i64,
+    /// `classifier` or the administrator.
+    pub classified_by: String,
+}
+
+impl ToolCapabilities {
+    /// The capabilities used to resolve skills: all of an administrator's or the static map's,
+    /// and a classifier's at or above `min_confidence`.
+    pub fn effective(&self, min_confidence: f32) -> Vec<String> {
+        let trusted = matches!(self.classification.source, Source::Static | Source::Admin);
+        self.classification
+            .capabilities
+            .iter()
+            .filter(|a| trusted || a.confidence >= min_confidence)
+            .map(|a| a.capability.clone())
+            .collect()
+    }
+}
+
+/// Every registered tool's classification and the index built from them.
+#[derive(Debug, Clone)]
+pub struct CapabilityState {
+    /// The catalog in force.
+    pub catalog: Arc<Catalog>,
+    /// By tool.
+    pub tools: BTreeMap<String, ToolCapabilities>,
+    /// Tool <-> capability, for resolution.
+    pub index: CapabilityIndex,
+    /// The threshold a classifier's capability must reach to count.
+    pub min_confidence: f32,
+}
+
+impl CapabilityState {
+    pub(crate) fn new(
+        catalog: Arc<Catalog>,
+        tools: BTreeMap<String, ToolCapabilities>,
+        min_confidence: f32,
+    ) -> Self {
+        let index = CapabilityIndex::new(
+            tools
+                .values()
+                .map(|t| (t.tool.clone(), t.effective(min_confidence))),
+        );
+        Self {
+            catalog,
+            tools,
+            index,
+            min_confidence,
+        }
+    }
+
+    fn with(&self, tool: &str, entry: Option<ToolCapabilities>) -> Self {
+        let mut tools = self.tools.clone();
+        match entry {
+            Some(e) => tools.insert(tool.to_owned(), e),
+            None => tools.remove(tool),
+        };
+        Self::new(Arc::clone(&self.catalog), tools, self.min_confidence)
+    }
+
+    /// How many tools each source classified.
+    pub fn sources(&self) -> BTreeMap<Source, usize> {
+        let mut out = BTreeMap::new();
+        for t in self.tools.values() {
+            *out.entry(t.classification.source).or_default() += 1;
+        }
+        out
+    }
+}
+
+/// The administrators' overrides as stored (who, when, why) and indexed.
+#[derive(Debug, Clone, Default)]
+pub struct OverrideState {
+    /// As stored, by skill and tool.
+    pub rows: Vec<SkillOverrideRow>,
+    /// Indexed for resolution.
+    pub overrides: Overrides,
+}
+
+impl OverrideState {
+    pub(crate) fn new(rows: Vec<SkillOverrideRow>) -> Self {
+        let overrides = Overrides::new(rows.iter().map(|r| SkillOverride {
+            skill: r.skill.clone(),
+            tool: r.tool.clone(),
+            action: match r.action {
+                StoredAction::Add => OverrideAction::Add {
+                    access_level: r.access_level.unwrap_or_default(),
+                },
+                StoredAction::Remove => OverrideAction::Remove,
+            },
+            by: r.created_by.clone(),
+        }));
+        Self { rows, overrides }
+    }
+}
+
+/// Counters of this process's skill activity, for `toolwarden skills metrics` and the app.
+#[derive(Debug, Default)]
+pub(crate) struct SkillCounters {
+    activations: Mutex<HashMap<String, u64>>,
+    /// Calls let through by: manifest, inherited, capability, override; and refused.
+    checks: [AtomicU64; 5],
+}
+
+impl SkillCounters {
+    pub(crate) fn count_check(&self, via: Option<Via<'_>>) {
+        let slot = match via {
+            Some(Via::Manifest) => 0,
+            Some(Via::Inherited(_)) => 1,
+            Some(Via::Capability(_)) => 2,
+            Some(Via::Override(_)) => 3,
+            None => 4,
+        };
+        if let Some(c) = self.checks.get(slot) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A skill's envelope, resolved: every tool it may use with where it came from, plus, for the
+/// tools reached through a capability, how that capability was given.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolvedSkill {
+    /// The skill.
+    pub skill: String,
+    /// Its capability names (own and inherited).
+    pub permissions: Vec<String>,
+    /// Its tools, in name order.
+    pub tools: Vec<ResolvedEntry>,
+    /// Permissions the catalog does not know (they reach nothing).
+    pub unknown_permissions: Vec<String>,
+    /// Overrides that name a tool that is not registered.
+    pub dangling_overrides: Vec<String>,
+}
+
+/// One tool of a resolved skill.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolvedEntry {
+    /// The entry.
+    #[serde(flatten)]
+    pub tool: ResolvedTool,
+    /// Whether a tool of this name is registered now (a manifest may name one that is not).
+    pub registered: bool,
+    /// For a capability match: who classified the tool and how sure they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classification: Option<ClassificationNote>,
+}
+
+/// How a capability match was classified.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassificationNote {
+    /// Static, llm, heuristic or admin.
+    pub source: Source,
+    /// The confidence in the matching capability.
+    pub confidence: f32,
+}
+
+/// Lifecycle figures per skill and for the classifier.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkillMetrics {
+    /// Per skill, by name.
+    pub skills: Vec<SkillFigures>,
+    /// How many registered tools each source classified.
+    pub classification_sources: BTreeMap<Source, usize>,
+    /// This process's envelope checks, by what let the call through (`denied`: refused).
+    pub checks: BTreeMap<&'static str, u64>,
+}
+
+/// One skill's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkillFigures {
+    /// The skill.
+    pub skill: String,
+    /// Whether it loads (a skill with errors and no last good version does not).
+    pub loaded: bool,
+    /// Resolutions of its envelope in this process.
+    pub activations: u64,
+    /// Resolved tools by provenance: manifest, inherited, capability, override.
+    pub resolved: BTreeMap<&'static str, usize>,
+    /// Overrides for it (additions and removals).
+    pub overrides: usize,
+    /// Calls made under it, from the audit log.
+    pub calls: u64,
+    /// Of those, refused by its envelope.
+    pub skill_denied: u64,
+    /// The latest call's start (µs since the epoch).
+    pub last_call_at: Option<i64>,
+}
+
+fn core_source(s: ClassificationSource) -> Source {
+    match s {
+        ClassificationSource::Static => Source::Static,
+        ClassificationSource::Llm => Source::Llm,
+        ClassificationSource::Heuristic => Source::Heuristic,
+        ClassificationSource::Admin => Source::Admin,
+    }
+}
+
+fn stored_source(s: Source) -> ClassificationSource {
+    match s {
+        Source::Static => ClassificationSource::Static,
+        Source::Llm => ClassificationSource::Llm,
+        Source::Heuristic => ClassificationSource::Heuristic,
+        Source::Admin => ClassificationSource::Admin,
+    }
+}
+
+fn from_row(row: &ClassificationRow) -> ToolCapabilities {
+    ToolCapabilities {
+        tool: row.tool.clone(),
+        classification: Classification {
+            source: core_source(row.source),
+            capabilities: row
+                .capabilities
+                .iter()
+                .map(|c| Assigned {
+                    capability: c.capability.clone(),
+                    confidence: c.confidence,
+                })
+                .collect(),
+            detail: row.detail.clone(),
+        },
+        definition_hash: row.definition_hash.clone(),
+        classified_at: row.classified_at,
+        classified_by: row.classified_by.clone(),
+    }
+}
+
+fn to_row(t: &ToolCapabilities) -> ClassificationRow {
+    ClassificationRow {
+        tool: t.tool.clone(),
+        definition_hash: t.definition_hash.clone(),
+        source: stored_source(t.classification.source),
+        capabilities: t
+            .classification
+            .capabilities
+            .iter()
+            .map(|a| CapabilityScore {
+                capability: a.capability.clone(),
+                confidence: a.confidence,
+            })
+            .collect(),
+        detail: t.classification.detail.clone(),
+        classified_at: t.classified_at,
+        classified_by: t.classified_by.clone(),
+    }
+}
+
+/// The classification that stands for `def` without running a classifier: an administrator's,
+/// the static map's, or a cached one made for this very definition. `None`: classify it.
+pub(crate) fn settled(
+    def: &ToolDefinition,
+    catalog: &Catalog,
+    cached: Option<&ClassificationRow>,
+) -> Option<ToolCapabilities> {
+    let hash = definition_hash(def);
+    if let Some(row) = cached.filter(|r| r.source == ClassificationSource::Admin) {
+        return Some(from_row(row));
+    }
+    if let Some(c) = classify_static(def.name.as_str(), catalog) {
+        return Some(ToolCapabilities {
+            tool: def.name.to_string(),
+            classification: c,
+            definition_hash: hash,
+            classified_at: 0,
+            classified_by: "catalog".to_owned(),
+        });
+    }
+    cached.filter(|r| r.definition_hash == hash).map(from_row)
+}
+
+/// Runs a classifier on `def`: the model when one is configured, else (or when it fails) the
+/// heuristic, whose detail then says why the model was not used.
+pub(crate) async fn classify(
+    def: &ToolDefinition,
+    catalog: &Catalog,
+    llm: Option<&LlmClassifier>,
+    now_us: i64,
+) -> ToolCapabilities {
+    let classification = match llm {
+        Some(llm) => match llm.classify(def, catalog).await {
+            Ok(capabilities) => Classification {
+                source: Source::Llm,
+                capabilities,
+                detail: Some(format!("model {}", llm.model())),
+            },
+            Err(e) => {
+                tracing::warn!(tool = %def.name, error = %e, "the capability model failed; the heuristic classified the tool");
+                let mut c = classify_heuristic(def, catalog);
+                c.detail = Some(match c.detail {
+                    Some(d) => format!("model {} failed ({e}); {d}", llm.model()),
+                    None => format!("model {} failed ({e})", llm.model()),
+                });
+                c
+            }
+        },
+        None => classify_heuristic(def, catalog),
+    };
+    ToolCapabilities {
+        tool: def.name.to_string(),
+        classification,
+        definition_hash: definition_hash(def),
+        classified_at: now_us,
+        classified_by: CLASSIFIER_ACTOR.to_owned(),
+    }
+}
+
+impl Runtime {
+    /// Every registered tool's capabilities, and the catalog.
+    pub fn capabilities(&self) -> Arc<CapabilityState> {
+        Arc::clone(
+            &self
+                .inner()
+                .capabilities
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// The administrators' per-skill overrides.
+    pub fn skill_overrides(&self) -> Arc<OverrideState> {
+        Arc::clone(
+            &self
+                .inner()
+                .overrides
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    fn swap_capabilities(&self, f: impl FnOnce(&CapabilityState) -> CapabilityState) {
+        let mut guard = self
+            .inner()
+            .capabilities
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let next = f(&guard);
+        *guard = Arc::new(next);
+    }
+
+    /// Classifies a tool that was just registered or changed (kept as it is when an
+    /// administrator set its capabilities, the static map names it, or the definition is the
+    /// one already classified), records it and puts it in force.
+    pub(crate) async fn classify_registered(&self, def: &ToolDefinition) {
+        let state = self.capabilities();
+        let cached = self
+            .store()
+            .classification(def.name.as_str())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(tool = %def.name, error = %e, "the cached classification cannot be read");
+                None
+            });
+        let entry = match settled(def, &state.catalog, cached.as_ref()) {
+            Some(e) => e,
+            None => {
+                let e = classify(
+                    def,
+                    &state.catalog,
+                    self.inner().classifier.as_ref(),
+                    self.now_us(),
+                )
+                .await;
+                self.remember(&e).await;
+                e
+            }
+        };
+        let name = def.name.to_string();
+        self.swap_capabilities(|s| s.with(&name, Some(entry)));
+    }
+
+    /// Caches a classification and puts it in force.
+    pub(crate) async fn remember_classification(&self, entry: ToolCapabilities) {
+        self.remember(&entry).await;
+        let name = entry.tool.clone();
+        self.swap_capabilities(|s| s.with(&name, Some(entry)));
+    }
+
+    async fn remember(&self, entry: &ToolCapabilities) {
+        if let Err(e) = self.store().put_classification(&to_row(entry)).await {
+            tracing::warn!(tool = %entry.tool, error = %e, "the classification could not be cached; it holds until restart");
+        }
+    }
+
+    /// Forgets a removed tool's classification (an administrator's stays for a tool of the same
+    /// name registered later).
+    pub(crate) async fn forget_classification(&self, tool: &str) {
+        let admin = self
+            .capabilities()
+            .tools
+            .get(tool)
+            .is_some_and(|t| t.classification.source == Source::Admin);
+        if !admin
+            && let Err(e) = self
+                .store()
+                .delete_classification(tool, None, self.now_us())
+                .await
+        {
+            tracing::warn!(tool, error = %e, "the classification could not be removed");
+        }
+        self.swap_capabilities(|s| s.with(tool, None));
+    }
+
+    /// Runs the classifier on a registered tool again (`toolwarden skills classify TOOL
+    /// --again`), replacing a cached machine classification; an administrator's stays.
+    pub async fn reclassify_tool(&self, tool: &str) -> Result<ToolCapabilities> {
+        let entry = self
+            .inner()
+            .registry
+            .get(tool)
+            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?;
+        let def = &entry.definition;
+        let state = self.capabilities();
+        if let Some(current) = state.tools.get(tool)
+            && matches!(
+                current.classification.source,
+                Source::Admin | Source::Static
+            )
+        {
+            return Ok(current.clone());
+        }
+        let e = classify(
+            def,
+            &state.catalog,
+            self.inner().classifier.as_ref(),
+            self.now_us(),
+        )
+        .await;
+        self.remember(&e).await;
+        self.swap_capabilities(|s| s.with(tool, Some(e.clone())));
+        Ok(e)
+    }
+
+    /// An administrator sets a tool's capabilities; they hold over every classifier until
+    /// cleared. Each must be in the catalog.
+    pub async fn set_tool_capabilities(
+        &self,
+        tool: &str,
+        capabilities: &[String],
+        note: Option<&str>,
+        actor: &str,
+    ) -> Result<ToolCapabilities> {
+        let entry = self
+            .inner()
+            .registry
+            .get(tool)
+            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?;
+        let state = self.capabilities();
+        if let Some(unknown) = capabilities.iter().find(|c| !state.catalog.contains(c)) {
+            return Err(RuntimeError::Capabilities(format!(
+                "{unknown:?} is not a capability in the catalog; known: {}",
+                state.catalog.names().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let mut unique: Vec<String> = Vec::new();
+        for c in capabilities {
+            if !unique.contains(c) {
+                unique.push(c.clone());
+            }
+        }
+        let e = ToolCapabilities {
+            tool: tool.to_owned(),
+            classification: Classification {
+                source: Source::Admin,
+                capabilities: unique
+                    .into_iter()
+                    .map(|capability| Assigned {
+                        capability,
+                        confidence: 1.0,
+                    })
+                    .collect(),
+                detail: note.map(str::to_owned),
+            },
+            definition_hash: definition_hash(&entry.definition),
+            classified_at: self.now_us(),
+            classified_by: actor.to_owned(),
+        };
+        self.store().put_classification(&to_row(&e)).await?;
+        self.swap_capabilities(|s| s.with(tool, Some(e.clone())));
+        Ok(e)
+    }
+
+    /// Clears an administrator's capabilities for a tool; a classifier then decides again.
+    pub async fn clear_tool_capabilities(&self, tool: &str, actor: &str) -> Result<bool> {
+        let entry = self
+            .inner()
+            .registry
+            .get(tool)
+            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?;
+        let admin = self
+            .capabilities()
+            .tools
+            .get(tool)
+            .is_some_and(|t| t.classification.source == Source::Admin);
+        if !admin {
+            return Ok(false);
+        }
+        self.store()
+            .delete_classification(tool, Some(actor), self.now_us())
+            .await?;
+        self.swap_capabilities(|s| s.with(tool, None));
+        self.classify_registered(&entry.definition).await;
+        Ok(true)
+    }
+
+    /// Adds a tool to a skill (`Some(level)`) or removes one from it (`None`), over its manifest
+    /// and its capabilities. Persisted and written to the admin log with `actor` and `reason`.
+    pub async fn set_skill_override(
+        &self,
+        skill: &str,
+        tool: &str,
+        add: Option<AccessLevel>,
+        reason: Option<&str>,
+        actor: &str,
+    ) -> Result<Option<SkillOverrideRow>> {
+        tw_core::skill::check_name(skill)
+            .map_err(|e| RuntimeError::Capabilities(format!("skill name {skill:?} {e}")))?;
+        if self.skills().get(skill).is_none() {
+            return Err(RuntimeError::Capabilities(format!(
+                "no skill named {skill:?} is in {}",
+                self.skills_dir().display()
+            )));
+        }
+        if add.is_some() && self.inner().registry.get(tool).is_none() {
+            return Err(tw_core::CoreError::UnknownTool(tool.to_owned()).into());
+        }
+        tw_core::ToolName::new(tool)?;
+        let row = SkillOverrideRow {
+            skill: skill.to_owned(),
+            tool: tool.to_owned(),
+            action: if add.is_some() {
+                StoredAction::Add
+            } else {
+                StoredAction::Remove
+            },
+            access_level: add,
+            reason: reason.map(str::to_owned),
+            created_at: self.now_us(),
+            created_by: actor.to_owned(),
+        };
+        let previous = self.store().put_skill_override(&row).await?;
+        self.refresh_overrides().await?;
+        Ok(previous)
+    }
+
+    /// Removes an override; the skill's manifest and capabilities decide again.
+    pub async fn clear_skill_override(
+        &self,
+        skill: &str,
+        tool: &str,
+        actor: &str,
+    ) -> Result<Option<SkillOverrideRow>> {
+        let removed = self
+            .store()
+            .delete_skill_override(skill, tool, actor, self.now_us())
+            .await?;
+        self.refresh_overrides().await?;
+        Ok(removed)
+    }
+
+    /// Re-reads the overrides and the classifications other processes may have changed.
+    pub(crate) async fn refresh_overrides(&self) -> Result<()> {
+        let rows = self.store().skill_overrides().await?;
+        if rows != self.skill_overrides().rows {
+            *self
+                .inner()
+                .overrides
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = Arc::new(OverrideState::new(rows));
+        }
+        Ok(())
+    }
+
+    /// Picks up administrators' capability settings made by other processes.
+    pub(crate) async fn refresh_classifications(&self) -> Result<()> {
+        let rows = self.store().classifications().await?;
+        let state = self.capabilities();
+        let mut changed = Vec::new();
+        for row in &rows {
+            let held = state.tools.get(&row.tool);
+            let differs = held.is_none_or(|h| {
+                h.classification.source != core_source(row.source)
+                    || h.classified_at != row.classified_at
+            });
+            if differs
+                && (row.source == ClassificationSource::Admin
+                    || held.is_some_and(|h| h.classification.source == Source::Admin))
+                && self.inner().registry.get(&row.tool).is_some()
+            {
+                changed.push(from_row(row));
+            }
+        }
+        // An administrator's setting cleared elsewhere: classify again here.
+        let cleared: Vec<String> = state
+            .tools
+            .values()
+            .filter(|t| {
+                t.classification.source == Source::Admin && !rows.iter().any(|r| r.tool == t.tool)
+            })
+            .map(|t| t.tool.clone())
+            .collect();
+        if !changed.is_empty() {
+            self.swap_capabilities(|s| {
+                let mut tools = s.tools.clone();
+                for c in changed {
+                    tools.insert(c.tool.clone(), c);
+                }
+                CapabilityState::new(Arc::clone(&s.catalog), tools, s.min_confidence)
+            });
+        }
+        for tool in cleared {
+            if let Some(entry) = self.inner().registry.get(&tool) {
+                self.swap_capabilities(|s| s.with(&tool, None));
+                self.classify_registered(&entry.definition).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The tools a skill may use now, with where each came from: its manifest, a skill it
+    /// inherits from, a capability of its `permissions` (with who classified the tool), or an
+    /// override. Counted as an activation. `None` for a skill that is not loaded.
+    pub fn resolve_skill(&self, skill: &str) -> Option<ResolvedSkill> {
+        let skills = self.skills();
+        let caps = self.capabilities();
+        let ov = self.skill_overrides();
+        let env = Envelopes {
+            skills: &skills.map,
+            capabilities: &caps.index,
+            overrides: &ov.overrides,
+        };
+        let reached = env.resolve(skill)?;
+        {
+            let mut a = self
+                .inner()
+                .skill_counters
+                .activations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *a.entry(skill.to_owned()).or_default() += 1;
+        }
+        let registry = &self.inner().registry;
+        let mut tools: Vec<ResolvedEntry> = reached
+            .iter()
+            .map(|r| ResolvedEntry {
+                tool: r.to_resolved(),
+                registered: r.name.starts_with("group:") || registry.get(r.name).is_some(),
+                classification: match r.via {
+                    Via::Capability(cap) => caps.tools.get(r.name).map(|t| ClassificationNote {
+                        source: t.classification.source,
+                        confidence: t
+                            .classification
+                            .capabilities
+                            .iter()
+                            .find(|a| a.capability == cap)
+                            .map_or(0.0, |a| a.confidence),
+                    }),
+                    _ => None,
+                },
+            })
+            .collect();
+        tools.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
+        let permissions = skills.map.permissions_of(skill).to_vec();
+        Some(ResolvedSkill {
+            skill: skill.to_owned(),
+            unknown_permissions: permissions
+                .iter()
+                .filter(|p| !caps.catalog.contains(p))
+                .cloned()
+                .collect(),
+            permissions,
+            dangling_overrides: ov
+                .overrides
+                .of(skill)
+                .iter()
+                .filter(|o| registry.get(&o.tool).is_none())
+                .map(|o| o.tool.clone())
+                .collect(),
+            tools,
+        })
+    }
+
+    /// Lifecycle figures: per skill (activations, resolved tools by provenance, overrides, calls
+    /// and refusals from the audit log) and the classification sources.
+    pub async fn skill_metrics(&self) -> Result<SkillMetrics> {
+        let usage = self.store().skill_usage().await?;
+        let skills = self.skills();
+        let ov = self.skill_overrides();
+        let activations = self
+            .inner()
+            .skill_counters
+            .activations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let caps = self.capabilities();
+        let env = Envelopes {
+            skills: &skills.map,
+            capabilities: &caps.index,
+            overrides: &ov.overrides,
+        };
+        let mut names: Vec<String> = skills.skills.iter().map(|s| s.folder.clone()).collect();
+        names.extend(usage.iter().map(|u| u.skill.clone()));
+        names.sort();
+        names.dedup();
+        let figures = names
+            .into_iter()
+            .map(|skill| {
+                let mut resolved = BTreeMap::new();
+                for r in env.resolve(&skill).iter().flat_map(|res| res.iter()) {
+                    let key = match r.via {
+                        Via::Manifest => "manifest",
+                        Via::Inherited(_) => "inherited",
+                        Via::Capability(_) => "capability",
+                        Via::Override(_) => "override",
+                    };
+                    *resolved.entry(key).or_default() += 1;
+                }
+                let used = usage.iter().find(|u| u.skill == skill);
+                SkillFigures {
+                    loaded: skills.get(&skill).is_some_and(|s| s.manifest.is_some()),
+                    activations: activations.get(&skill).copied().unwrap_or(0),
+                    resolved,
+                    overrides: ov.overrides.of(&skill).len(),
+                    calls: used.map_or(0, |u| u.calls),
+                    skill_denied: used.map_or(0, |u| u.skill_denied),
+                    last_call_at: used.and_then(|u| u.last_call_at),
+                    skill,
+                }
+            })
+            .collect();
+        let counters = &self.inner().skill_counters.checks;
+        let checks = ["manifest", "inherited", "capability", "override", "denied"]
+            .into_iter()
+            .zip(counters.iter().map(|c| c.load(Ordering::Relaxed)))
+            .collect();
+        Ok(SkillMetrics {
+            skills: figures,
+            classification_sources: caps.sources(),
+            checks,
+        })
+    }
+}
+
+/// What an override row says, in words (`toolwarden skills overrides`).
+pub fn describe_override(row: &SkillOverrideRow) -> String {
+    let what = match row.action {
+        StoredAction::Add => format!(
+            "add {} (up to {})",
+            row.tool,
+            row.access_level.unwrap_or_default()
+        ),
+        StoredAction::Remove => format!("remove {}", row.tool),
+    };
+    let why = row
+        .reason
+        .as_deref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    format!("{} {what}, by {}{why}", row.skill, row.created_by)
+}
+
+/// The provenance of a resolved tool in words, with its classification when it has one.
+pub fn describe_provenance(entry: &ResolvedEntry) -> String {
+    match (&entry.tool.provenance, &entry.classification) {
+        (Provenance::Capability(c), Some(n)) => {
+            format!("capability {c} ({} {:.2})", n.source, n.confidence)
+        }
+        (p, _) => p.to_string(),
+    }
+}
+
+/// The admin-log details of an override, for the desktop and the CLI's JSON.
+pub fn override_json(row: &SkillOverrideRow) -> serde_json::Value {
+    json!({
+        "skill": row.skill,
+        "tool": row.tool,
+        "action": row.action.as_str(),
+        "access_level": row.access_level.map(AccessLevel::as_str),
+        "reason": row.reason,
+        "created_at": row.created_at,
+        "created_by": row.created_by,
+    })
+}

@@ -98,11 +98,11 @@ pub struct SkillTool {
 pub struct SkillManifest {
     /// Its name, equal to its folder's.
     pub name: String,
-    /// What it is for (1 to 1024 characters).
+    /// What it is for (not empty; over 1024 characters is a warning).
     pub description: String,
     /// Its license.
     pub license: Option<String>,
-    /// What it needs from its environment (at most 500 characters).
+    /// What it needs from its environment (over 500 characters is a warning).
     pub compatibility: Option<String>,
     /// Free string properties.
     pub metadata: BTreeMap<String, String>,
@@ -383,10 +383,17 @@ fn build(
                     continue;
                 };
                 let n = d.trim().chars().count();
-                if n == 0 || n > MAX_DESCRIPTION {
-                    r.error(
+                if n == 0 {
+                    r.error("description", "must not be empty");
+                } else if n > MAX_DESCRIPTION {
+                    // A soft limit: agents may cut the text, but the skill still means what it
+                    // says (skills in the wild, anthropics/skills among them, go over it).
+                    r.warn(
                         "description",
-                        format!("must be 1 to {MAX_DESCRIPTION} characters (it has {n})"),
+                        format!(
+                            "is {n} characters; the Agent Skills format allows {MAX_DESCRIPTION}, \
+                             and agents may cut the rest"
+                        ),
                     );
                 }
                 m.description = d.trim().to_owned();
@@ -396,9 +403,11 @@ fn build(
                 m.compatibility = string(value, "compatibility", r);
                 let n = m.compatibility.as_deref().map_or(0, |c| c.chars().count());
                 if n > MAX_COMPATIBILITY {
-                    r.error(
+                    r.warn(
                         "compatibility",
-                        format!("must be at most {MAX_COMPATIBILITY} characters (it has {n})"),
+                        format!(
+                            "is {n} characters; the Agent Skills format allows {MAX_COMPATIBILITY}"
+                        ),
                     );
                 }
             }

@@ -206,7 +206,8 @@ pub struct ResolvedSkill {
     pub skill: String,
     /// Its capability names (own and inherited).
     pub permissions: Vec<String>,
-    /// Its tools, in name order.
+    /// Its tools: overrides' additions, the manifest's and inherited entries, then the tools
+    /// reached through a capability, in name order.
     pub tools: Vec<ResolvedEntry>,
     /// Permissions the catalog does not know (they reach nothing).
     pub unknown_permissions: Vec<String>,
@@ -721,7 +722,7 @@ impl Runtime {
             *a.entry(skill.to_owned()).or_default() += 1;
         }
         let registry = &self.inner().registry;
-        let mut tools: Vec<ResolvedEntry> = reached
+        let tools: Vec<ResolvedEntry> = reached
             .iter()
             .map(|r| ResolvedEntry {
                 tool: r.to_resolved(),
@@ -740,7 +741,7 @@ impl Runtime {
                 },
             })
             .collect();
-        tools.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
+
         let permissions = skills.map.permissions_of(skill).to_vec();
         Some(ResolvedSkill {
             skill: skill.to_owned(),

@@ -190,16 +190,16 @@ const CORPUS: &[(&str, &str, Severity, usize, &str, bool)] = &[
         "---\nname: a\ndescription: \"  \"\n---\n",
         Severity::Error,
         3,
-        "1 to 1024 characters (it has 0)",
+        "must not be empty",
         false,
     ),
     (
         "compatibility too long",
         "---\nname: a\ndescription: d\ncompatibility: COMPAT\n---\n",
-        Severity::Error,
+        Severity::Warning,
         4,
-        "at most 500 characters",
-        false,
+        "is 501 characters; the Agent Skills format allows 500",
+        true,
     ),
     (
         "metadata not a map",
@@ -426,4 +426,41 @@ fn an_empty_name_or_description_is_an_error_and_a_yaml_error_line_stays_in_the_f
             p.diagnostics
         );
     }
+}
+
+#[test]
+fn front_matter_shaped_like_the_public_skills_loads() {
+    // The shapes the official anthropics/skills files use (checked against them; the text here
+    // is our own): a long plain description with parentheses, slashes and commas; a license
+    // sentence; a name with a trailing comment; a block description over the 1024 limit, which
+    // loads with a warning; allowed-tools as one space-delimited string.
+    let plain = "---\nname: pdf-kit\ndescription: Use this skill for PDF files (reading text/tables, merging, splitting, OCR), whenever a .pdf is mentioned.\nlicense: Proprietary. LICENSE.txt has complete terms\n---\n\n# PDF\n";
+    let p = parse_skill(plain, Some("pdf-kit"));
+    assert_eq!(p.diagnostics, vec![]);
+    assert_eq!(
+        p.manifest.unwrap().license.as_deref(),
+        Some("Proprietary. LICENSE.txt has complete terms")
+    );
+    let commented = "---\nname: template-kit # lowercase, hyphens\ndescription: A template.\nallowed-tools: Read Grep Bash(git:*)\n---\n";
+    let m = parse_skill(commented, Some("template-kit"))
+        .manifest
+        .unwrap();
+    assert_eq!(m.name, "template-kit");
+    assert_eq!(m.allowed_tools, ["Read", "Grep", "Bash(git:*)"]);
+    let long = format!(
+        "---\nname: api-guide\ndescription: |-\n  {}\n  TRIGGER when the code imports the SDK.\n---\n",
+        "Reference for the API — models, streaming, tools. ".repeat(22)
+    );
+    let p = parse_skill(&long, Some("api-guide"));
+    assert!(p.manifest.is_some(), "{:?}", p.diagnostics);
+    assert_eq!(p.diagnostics.len(), 1);
+    assert_eq!(p.diagnostics[0].severity, Severity::Warning);
+    assert_eq!(p.diagnostics[0].line, 3);
+    assert!(
+        p.diagnostics[0].message.ends_with(
+            "characters; the Agent Skills format allows 1024, and agents may cut the rest"
+        ),
+        "{}",
+        p.diagnostics[0].message
+    );
 }

@@ -20,6 +20,7 @@ use crate::convert;
 
 pub mod custom;
 pub mod report;
+pub mod skills;
 
 pub(crate) type Reply<T> = Result<T, IpcError>;
 

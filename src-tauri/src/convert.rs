@@ -3,10 +3,16 @@
 
 use serde_json::Value;
 use tw_core::policy::{Decision, LayerVerdict, PolicyDecision};
+use tw_core::skill::{Diagnostic, Provenance, ResolvedTool, Severity};
 use tw_core::{RegisteredTool, ToolDefinition};
-use tw_protocol::{AuditSummary, Confirmation, LayerLine, LiveEvent, ToolSummary};
+use tw_protocol::{
+    AuditSummary, Confirmation, LayerLine, LiveEvent, SkillDetail, SkillDiagnostic,
+    SkillOverrideEntry, SkillSummary, SkillToolEntry, ToolSummary,
+};
+use tw_runtime::capabilities::{ResolvedEntry, ResolvedSkill, SkillFigures, describe_provenance};
+use tw_runtime::skills::LoadedSkill;
 use tw_runtime::{EventKind, ExecutionEvent, ToolKind};
-use tw_store::{AuditRow, ConfirmationRow};
+use tw_store::{AuditRow, ConfirmationRow, SkillOverrideRow};
 
 /// A grant as the grants list shows it.
 pub(crate) fn grant(g: &tw_store::GrantRow) -> tw_protocol::Grant {
@@ -218,12 +224,300 @@ pub(crate) fn live_event(e: &ExecutionEvent) -> LiveEvent {
     }
 }
 
+/// A SKILL.md problem.
+pub(crate) fn skill_diagnostic(d: &Diagnostic) -> SkillDiagnostic {
+    SkillDiagnostic {
+        severity: match d.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+        .to_owned(),
+        line: d.line,
+        field: d.field.clone(),
+        message: d.message.clone(),
+    }
+}
+
+/// A skill as the list shows it: its folder as loaded, its figures (none for a skill the
+/// figures were read before), and how many problems resolving the skill map found for it.
+pub(crate) fn skill_summary(
+    skill: &LoadedSkill,
+    figures: Option<&SkillFigures>,
+    problems: usize,
+) -> SkillSummary {
+    let count = |severity| {
+        skill
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == severity)
+            .count()
+    };
+    SkillSummary {
+        name: skill.folder.clone(),
+        description: skill.manifest.as_ref().map(|m| m.description.clone()),
+        loaded: skill.manifest.is_some(),
+        errors: count(Severity::Error),
+        warnings: count(Severity::Warning) + problems,
+        tool_count: figures.map_or(0, |f| f.resolved.values().sum()),
+        overrides: figures.map_or(0, |f| f.overrides),
+        calls: figures.map_or(0, |f| f.calls),
+        skill_denied: figures.map_or(0, |f| f.skill_denied),
+    }
+}
+
+/// A resolved tool's rate limit and domain rules in words, as `toolwarden skills resolved`
+/// writes them: `10/min; only example.org; not ads.example.org`.
+pub(crate) fn skill_limits(t: &ResolvedTool) -> String {
+    let mut limits = Vec::new();
+    if let Some(r) = &t.rate_limit {
+        if let Some(n) = r.per_minute {
+            limits.push(format!("{n}/min"));
+        }
+        if let Some(n) = r.per_hour {
+            limits.push(format!("{n}/h"));
+        }
+    }
+    if !t.allowed_domains.is_empty() {
+        limits.push(format!("only {}", t.allowed_domains.join(" ")));
+    }
+    if !t.blocked_domains.is_empty() {
+        limits.push(format!("not {}", t.blocked_domains.join(" ")));
+    }
+    limits.join("; ")
+}
+
+/// One tool of a resolved skill.
+pub(crate) fn skill_tool(e: &ResolvedEntry) -> SkillToolEntry {
+    let kind = match e.tool.provenance {
+        Provenance::Manifest => "manifest",
+        Provenance::Inherited(_) => "inherited",
+        Provenance::Capability(_) => "capability",
+        Provenance::Override(_) => "override",
+    };
+    SkillToolEntry {
+        name: e.tool.name.clone(),
+        access_level: e.tool.access_level.to_string(),
+        provenance: describe_provenance(e),
+        provenance_kind: kind.to_owned(),
+        registered: e.registered,
+        limits: skill_limits(&e.tool),
+    }
+}
+
+/// An administrator's override.
+pub(crate) fn skill_override(r: &SkillOverrideRow) -> SkillOverrideEntry {
+    SkillOverrideEntry {
+        tool: r.tool.clone(),
+        action: r.action.as_str().to_owned(),
+        access_level: r.access_level.map(|l| l.to_string()),
+        reason: r.reason.clone(),
+        created_at: r.created_at,
+        created_by: r.created_by.clone(),
+    }
+}
+
+/// A skill in full: its folder as loaded, its SKILL.md's text, what it resolves to (`None` when
+/// no manifest is in force), every override (those of other skills are left out) and the
+/// problems resolving the skill map found for it.
+pub(crate) fn skill_detail(
+    skill: &LoadedSkill,
+    text: String,
+    resolved: Option<&ResolvedSkill>,
+    overrides: &[SkillOverrideRow],
+    problems: Vec<String>,
+) -> SkillDetail {
+    SkillDetail {
+        name: skill.folder.clone(),
+        path: skill.path.display().to_string(),
+        description: skill.manifest.as_ref().map(|m| m.description.clone()),
+        loaded: skill.manifest.is_some(),
+        text,
+        diagnostics: skill.diagnostics.iter().map(skill_diagnostic).collect(),
+        problems,
+        permissions: resolved.map(|r| r.permissions.clone()).unwrap_or_default(),
+        unknown_permissions: resolved
+            .map(|r| r.unknown_permissions.clone())
+            .unwrap_or_default(),
+        dangling_overrides: resolved
+            .map(|r| r.dangling_overrides.clone())
+            .unwrap_or_default(),
+        tools: resolved
+            .map(|r| r.tools.iter().map(skill_tool).collect())
+            .unwrap_or_default(),
+        overrides: overrides
+            .iter()
+            .filter(|o| o.skill == skill.folder)
+            .map(skill_override)
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
     use serde_json::json;
+    use tw_core::capability::Source;
+    use tw_core::policy::access::AccessLevel;
+    use tw_core::skill::SkillRate;
+    use tw_runtime::capabilities::ClassificationNote;
 
     use super::*;
+
+    fn entry(name: &str, provenance: Provenance) -> ResolvedEntry {
+        ResolvedEntry {
+            tool: ResolvedTool {
+                name: name.to_owned(),
+                access_level: AccessLevel::Standard,
+                rate_limit: None,
+                allowed_domains: Vec::new(),
+                blocked_domains: Vec::new(),
+                provenance,
+                domains: None,
+            },
+            registered: true,
+            classification: None,
+        }
+    }
+
+    #[test]
+    fn a_resolved_skill_is_shown_with_provenance_kinds_limits_and_its_own_overrides() {
+        let mut fetch = entry("http_fetch", Provenance::Manifest);
+        fetch.tool.rate_limit = Some(SkillRate {
+            per_minute: Some(10),
+            per_hour: Some(100),
+        });
+        fetch.tool.allowed_domains = vec!["example.org".into()];
+        fetch.tool.blocked_domains = vec!["ads.example.org".into()];
+        let mut list = entry(
+            "list_directory",
+            Provenance::Capability("filesystem_read".into()),
+        );
+        list.classification = Some(ClassificationNote {
+            source: Source::Static,
+            confidence: 1.0,
+        });
+        let mut exec = entry("exec", Provenance::Override("desktop:ann".into()));
+        exec.tool.access_level = AccessLevel::Elevated;
+        exec.registered = false;
+        let search = entry("web_search", Provenance::Inherited("base".into()));
+        let resolved = ResolvedSkill {
+            skill: "research".into(),
+            permissions: vec!["filesystem_read".into(), "telepathy".into()],
+            tools: vec![exec, fetch, list, search],
+            unknown_permissions: vec!["telepathy".into()],
+            dangling_overrides: vec!["gone".into()],
+        };
+        let loaded = LoadedSkill {
+            folder: "research".into(),
+            path: "/ws/skills/research/SKILL.md".into(),
+            manifest: None,
+            diagnostics: vec![Diagnostic {
+                severity: Severity::Warning,
+                line: 4,
+                field: Some("colour".into()),
+                message: "unknown field".into(),
+            }],
+        };
+        let row = |skill: &str, tool: &str, action, level| SkillOverrideRow {
+            skill: skill.into(),
+            tool: tool.into(),
+            action,
+            access_level: level,
+            reason: Some("why".into()),
+            created_at: 7,
+            created_by: "desktop:ann".into(),
+        };
+        let overrides = [
+            row(
+                "research",
+                "exec",
+                tw_store::OverrideAction::Add,
+                Some(AccessLevel::Elevated),
+            ),
+            row("other", "exec", tw_store::OverrideAction::Remove, None),
+        ];
+        let detail = skill_detail(
+            &loaded,
+            "---".into(),
+            Some(&resolved),
+            &overrides,
+            vec!["inherits from missing".into()],
+        );
+        let words: Vec<(&str, &str, &str, &str, bool)> = detail
+            .tools
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.access_level.as_str(),
+                    t.provenance_kind.as_str(),
+                    t.provenance.as_str(),
+                    t.registered,
+                )
+            })
+            .collect();
+        assert_eq!(
+            words,
+            vec![
+                (
+                    "exec",
+                    "elevated",
+                    "override",
+                    "override by desktop:ann",
+                    false
+                ),
+                ("http_fetch", "standard", "manifest", "manifest", true),
+                (
+                    "list_directory",
+                    "standard",
+                    "capability",
+                    "capability filesystem_read (static 1.00)",
+                    true
+                ),
+                (
+                    "web_search",
+                    "standard",
+                    "inherited",
+                    "inherited from base",
+                    true
+                ),
+            ]
+        );
+        assert_eq!(
+            detail.tools[1].limits,
+            "10/min; 100/h; only example.org; not ads.example.org"
+        );
+        assert_eq!(
+            detail.overrides,
+            vec![SkillOverrideEntry {
+                tool: "exec".into(),
+                action: "add".into(),
+                access_level: Some("elevated".into()),
+                reason: Some("why".into()),
+                created_at: 7,
+                created_by: "desktop:ann".into(),
+            }]
+        );
+        assert_eq!(
+            detail.diagnostics,
+            vec![SkillDiagnostic {
+                severity: "warning".into(),
+                line: 4,
+                field: Some("colour".into()),
+                message: "unknown field".into(),
+            }]
+        );
+        assert_eq!(detail.unknown_permissions, ["telepathy"]);
+        assert_eq!(detail.dangling_overrides, ["gone"]);
+        assert_eq!(detail.problems, ["inherits from missing"]);
+        assert!(!detail.loaded);
+
+        let unresolved = skill_detail(&loaded, String::new(), None, &[], Vec::new());
+        assert_eq!(
+            (unresolved.tools.len(), unresolved.permissions.len()),
+            (0, 0)
+        );
+    }
 
     #[test]
     fn risky_arguments_are_pointed_at() {

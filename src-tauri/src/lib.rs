@@ -102,6 +102,11 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
             commands::report::audit_report,
             commands::close_window,
             commands::reload_policy,
+            commands::skills::list_skills,
+            commands::skills::get_skill,
+            commands::skills::set_skill_override,
+            commands::skills::check_skill,
+            commands::skills::save_skill,
         ])
         .on_window_event(|window, event| {
             if let tauri::WindowEvent::CloseRequested { api, .. } = event

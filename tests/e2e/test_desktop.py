@@ -394,3 +394,150 @@ def test_closing_the_window_while_a_call_waits_asks_first(app, places):
     app.find_element(By.ID, "confirm-deny").click()
     out, _ = call.communicate(timeout=WAIT)
     assert call.returncode == 7, out
+
+
+READER_SKILL = """---
+name: reader
+description: Reads files in the workspace to answer questions about them.
+tools:
+  - read_file
+permissions: [filesystem_read]
+---
+# Reader
+
+Read what the question is about, then answer.
+"""
+
+
+@pytest.fixture
+def reader_skill(places):
+    """`skills/reader/SKILL.md` in the workspace, written before the app starts (the runtime
+    watches the skills directory only if it exists when it starts)."""
+    path = places["ws"] / "skills" / "reader" / "SKILL.md"
+    path.parent.mkdir(parents=True)
+    path.write_text(READER_SKILL)
+    return path
+
+
+def set_text(driver, element_id, text):
+    """Replaces a textarea's whole text as one edit (WebKitWebDriver drops "\\n" in typed text),
+    firing the input event the page listens to."""
+    driver.execute_script(
+        "const el = document.getElementById(arguments[0]);"
+        "el.focus(); el.value = arguments[1];"
+        "el.dispatchEvent(new Event('input', {bubbles: true}));",
+        element_id,
+        text,
+    )
+
+
+def test_a_skills_tool_removed_in_the_app_is_refused_to_the_cli_and_an_invalid_skill_md_is_not_saved(
+    reader_skill, app, places
+):
+    skill_md = reader_skill
+    (places["ws"] / "notes.txt").write_text("x")
+    app.find_element(By.ID, "nav-skills").click()
+    wait_for(app, "#page-skills")
+    wait_for(app, '#skills-list tr[data-skill="reader"] .skill-open').click()
+    row = wait_for(app, '#skill-tools tr[data-tool="list_directory"]')
+    assert row.get_attribute("data-provenance") == "capability"
+    provenance = row.find_element(By.CSS_SELECTOR, ".skill-provenance").text
+    assert provenance.startswith("capability filesystem_read"), provenance
+    manifest_row = app.find_element(By.CSS_SELECTOR, '#skill-tools tr[data-tool="read_file"]')
+    assert manifest_row.get_attribute("data-provenance") == "manifest"
+    allowed = cli(
+        places, "--skill", "reader", "call", "list_directory", "--args", json.dumps({"path": "."})
+    )
+    assert allowed.returncode == 0, (allowed.stdout, allowed.stderr)
+
+    # Remove it, with a reason: the next CLI call under the skill is refused by the skill layer.
+    row.find_element(By.CSS_SELECTOR, ".skill-remove").click()
+    type_into(app, "skill-remove-reason", "listing is not reading")
+    app.find_element(By.ID, "skill-remove-confirm").click()
+    WebDriverWait(app, WAIT).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#skill-tools tr[data-tool="list_directory"]')
+        == []
+    )
+    removed = wait_for(app, '#skill-overrides tr[data-tool="list_directory"]')
+    assert removed.get_attribute("data-action") == "remove"
+    assert "listing is not reading" in removed.text, removed.text
+    denied = cli(
+        places, "--skill", "reader", "call", "list_directory", "--args", json.dumps({"path": "."})
+    )
+    assert denied.returncode == 7, (denied.stdout, denied.stderr)
+    assert json.loads(denied.stdout)["error"]["code"] == "skill_denied", denied.stdout
+    overrides = json.loads(cli(places, "skills", "overrides", "--json").stdout)
+    assert [(o["skill"], o["tool"], o["action"], o["reason"]) for o in overrides] == [
+        ("reader", "list_directory", "remove", "listing is not reading")
+    ], overrides
+    assert overrides[0]["created_by"].startswith("desktop"), overrides
+    app.find_element(By.ID, "skills-reload").click()
+    WebDriverWait(app, WAIT).until(
+        lambda d: d.find_element(
+            By.CSS_SELECTOR, '#skills-list tr[data-skill="reader"] td:last-child'
+        ).text
+        == "1"
+    )
+    shot(app, "skills")
+
+    # Clear the override: the capability reaches the tool again.
+    removed.find_element(By.CSS_SELECTOR, ".override-clear").click()
+    wait_for(app, '#skill-tools tr[data-tool="list_directory"][data-provenance="capability"]')
+    wait_for(app, "#skill-no-overrides")
+    assert json.loads(cli(places, "skills", "overrides", "--json").stdout) == []
+
+    # An invalid SKILL.md is shown with its line, before and on Save, and not written.
+    broken = READER_SKILL.replace("  - read_file\n", "  - name: read_file\n    access_level: root\n")
+    set_text(app, "skill-text", broken)
+    wait_for(app, "#skill-dirty")
+    # Checked without saving once typing stops.
+    WebDriverWait(app, WAIT).until(
+        lambda d: any(
+            li.text.startswith("line 4: error: tools[0].access_level:")
+            for li in d.find_elements(By.CSS_SELECTOR, "#skill-diagnostics li")
+        )
+    )
+    app.find_element(By.ID, "skill-save").click()
+    error = wait_for(app, "#skill-save-error")
+    assert "was not saved" in error.text, error.text
+    assert "line 4: error: tools[0].access_level:" in error.text, error.text
+    assert skill_md.read_text() == READER_SKILL
+
+    fixed = broken.replace("access_level: root", "access_level: elevated")
+    set_text(app, "skill-text", fixed)
+    app.find_element(By.ID, "skill-save").click()
+    WebDriverWait(app, WAIT).until(lambda d: d.find_elements(By.ID, "skill-dirty") == [])
+    assert app.find_elements(By.ID, "skill-save-error") == []
+    assert skill_md.read_text() == fixed
+    WebDriverWait(app, WAIT).until(
+        lambda d: d.find_element(
+            By.CSS_SELECTOR, '#skill-tools tr[data-tool="read_file"] .skill-level'
+        ).text
+        == "elevated"
+    )
+    changes = json.loads(cli(places, "audit", "changes", "--json").stdout)
+    assert "skill_saved" in [c["kind"] for c in changes], changes
+
+    # A tool added by an override shows as such, and its row's "Clear override" takes it away.
+    type_into(app, "skill-add-tool", "write_file")
+    app.find_element(By.CSS_SELECTOR, '#skill-add-level option[value="elevated"]').click()
+    type_into(app, "skill-add-reason", "answers are written down")
+    app.find_element(By.ID, "skill-add-submit").click()
+    added = wait_for(app, '#skill-tools tr[data-tool="write_file"][data-provenance="override"]')
+    assert added.find_element(By.CSS_SELECTOR, ".skill-level").text == "elevated"
+    added.find_element(By.CSS_SELECTOR, ".skill-clear").click()
+    WebDriverWait(app, WAIT).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#skill-tools tr[data-tool="write_file"]') == []
+    )
+
+    # A new skill starts from a template and is created when saved.
+    app.find_element(By.ID, "skill-new").click()
+    type_into(app, "skill-new-name", "notes")
+    app.find_element(By.ID, "skill-new-create").click()
+    wait_for(app, "#skill-dirty")
+    template = app.find_element(By.ID, "skill-text").get_attribute("value")
+    assert template.startswith("---\nname: notes\n"), template
+    app.find_element(By.ID, "skill-save").click()
+    wait_for(app, '#skills-list tr[data-skill="notes"]')
+    wait_for(app, '#skill-tools tr[data-tool="read_file"]')
+    assert (places["ws"] / "skills" / "notes" / "SKILL.md").read_text() == template

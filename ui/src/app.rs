@@ -64,6 +64,7 @@ pub(crate) struct AppState {
     pub(crate) live: RwSignal<LiveLog>,
     pub(crate) tools: pages::tools::ToolsState,
     pub(crate) audit: pages::audit::AuditState,
+    pub(crate) skills: pages::skills::SkillsState,
     /// Set when the window was asked to close while this many calls wait for approval.
     pub(crate) closing: RwSignal<Option<usize>>,
 }
@@ -82,6 +83,7 @@ impl AppState {
             live: RwSignal::new(LiveLog::default()),
             tools: pages::tools::ToolsState::new(),
             audit: pages::audit::AuditState::new(),
+            skills: pages::skills::SkillsState::new(),
             closing: RwSignal::new(None),
         }
     }
@@ -198,7 +200,7 @@ pub(crate) fn App() -> impl IntoView {
             .confirmations
             .set(Load::Failed(ipc::unavailable().message));
     }
-    // Alt+1..Alt+5 switch pages from anywhere, inputs included.
+    // Alt+1..Alt+6 switch pages from anywhere, inputs included.
     let keys = window_event_listener(ev::keydown, move |e: ev::KeyboardEvent| {
         if let Some(page) = shortcut(&e.code(), e.alt_key(), e.ctrl_key(), e.meta_key()) {
             e.prevent_default();
@@ -250,6 +252,7 @@ pub(crate) fn App() -> impl IntoView {
                     Page::Audit => view! { <pages::audit::AuditPage state/> }.into_any(),
                     Page::Live => view! { <pages::live::LivePage state/> }.into_any(),
                     Page::Settings => view! { <pages::settings::SettingsPage state/> }.into_any(),
+                    Page::Skills => view! { <pages::skills::SkillsPage state/> }.into_any(),
                 }}
             </main>
             <pages::confirmations::ConfirmDialog state/>

@@ -51,9 +51,22 @@ pub mod commands {
     pub const CLOSE_WINDOW: &str = "close_window";
     /// no parameters -> [`crate::Settings`]: re-reads the config and policy files now.
     pub const RELOAD_POLICY: &str = "reload_policy";
+    /// no parameters -> `Vec<`[`crate::SkillSummary`]`>` (the skills directory, by name).
+    pub const LIST_SKILLS: &str = "list_skills";
+    /// [`crate::SkillParams`] -> [`crate::SkillDetail`].
+    pub const GET_SKILL: &str = "get_skill";
+    /// [`crate::SkillOverrideParams`] -> [`crate::SkillDetail`] (the skill as it is after).
+    pub const SET_SKILL_OVERRIDE: &str = "set_skill_override";
+    /// [`crate::SkillTextParams`] -> `Vec<`[`crate::SkillDiagnostic`]`>`: checks a SKILL.md
+    /// without saving it.
+    pub const CHECK_SKILL: &str = "check_skill";
+    /// [`crate::SkillTextParams`] -> [`crate::SkillDetail`]: saves a SKILL.md (creating the
+    /// skill if it is new). A text with an error is refused, and nothing is written: the error's
+    /// `field` is `/text` and its message holds every diagnostic, one per line.
+    pub const SAVE_SKILL: &str = "save_skill";
 
     /// Every command, for the capability file and its test.
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 24] = [
         LIST_TOOLS,
         GET_TOOL,
         SET_TOOL_ENABLED,
@@ -73,6 +86,11 @@ pub mod commands {
         AUDIT_REPORT,
         CLOSE_WINDOW,
         RELOAD_POLICY,
+        LIST_SKILLS,
+        GET_SKILL,
+        SET_SKILL_OVERRIDE,
+        CHECK_SKILL,
+        SAVE_SKILL,
     ];
 }
 
@@ -601,6 +619,146 @@ pub struct PolicyFile {
     pub error: Option<String>,
 }
 
+/// One skill as the skills page lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillSummary {
+    /// Its name (its folder's).
+    pub name: String,
+    /// What it is for, when its SKILL.md gives it.
+    pub description: Option<String>,
+    /// Whether a manifest is in force (a skill whose edit does not parse keeps its last good one).
+    pub loaded: bool,
+    /// Errors in its SKILL.md.
+    pub errors: usize,
+    /// Warnings in its SKILL.md, and problems resolving it (inheritance).
+    pub warnings: usize,
+    /// Tools it may use now (manifest, inherited, capability and override together).
+    pub tool_count: usize,
+    /// Administrators' overrides for it (additions and removals).
+    pub overrides: usize,
+    /// Calls made under it, from the audit log.
+    pub calls: u64,
+    /// Of those, refused by its envelope (`skill_denied`).
+    pub skill_denied: u64,
+}
+
+/// Names one skill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillParams {
+    /// The skill.
+    pub name: String,
+}
+
+/// One problem in a SKILL.md.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillDiagnostic {
+    /// `error` or `warning`.
+    pub severity: String,
+    /// 1-based line in the file.
+    pub line: usize,
+    /// The field at fault (`tools[1].access_level`), when there is one.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// One tool a skill may use, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillToolEntry {
+    /// The tool (or `group:NAME`).
+    pub name: String,
+    /// The highest access level the skill may use it at: `standard`, `elevated`, `admin`.
+    pub access_level: String,
+    /// Where it came from, in words (`capability filesystem_read (static 1.00)`).
+    pub provenance: String,
+    /// `manifest`, `inherited`, `capability` or `override`.
+    pub provenance_kind: String,
+    /// Whether a tool of this name is registered (a manifest may name one that is not).
+    pub registered: bool,
+    /// Its rate limit and domain rules under the skill, in words (empty: none).
+    pub limits: String,
+}
+
+/// An administrator's override of one tool for one skill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillOverrideEntry {
+    /// The tool.
+    pub tool: String,
+    /// `add` or `remove`.
+    pub action: String,
+    /// For an addition, the highest level the skill may use the tool at.
+    pub access_level: Option<String>,
+    /// Why, as the administrator wrote it.
+    pub reason: Option<String>,
+    /// When.
+    pub created_at: i64,
+    /// Who.
+    pub created_by: String,
+}
+
+/// One skill in full: its SKILL.md and what it resolves to now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillDetail {
+    /// Its name.
+    pub name: String,
+    /// Its SKILL.md.
+    pub path: String,
+    /// What it is for, when its SKILL.md gives it.
+    pub description: Option<String>,
+    /// Whether a manifest is in force.
+    pub loaded: bool,
+    /// The SKILL.md as it is on disk.
+    pub text: String,
+    /// Its problems, in file order.
+    pub diagnostics: Vec<SkillDiagnostic>,
+    /// Problems resolving it (an inherited skill that is not loaded, a cycle), in words.
+    pub problems: Vec<String>,
+    /// Its capability names (own and inherited).
+    pub permissions: Vec<String>,
+    /// Permissions the capability catalog does not know (they reach no tool).
+    pub unknown_permissions: Vec<String>,
+    /// Overrides that name a tool that is not registered.
+    pub dangling_overrides: Vec<String>,
+    /// The tools it may use now, by name.
+    pub tools: Vec<SkillToolEntry>,
+    /// The administrators' overrides for it.
+    pub overrides: Vec<SkillOverrideEntry>,
+}
+
+/// Adds a tool to a skill, removes one from it, or clears such an override.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillOverrideParams {
+    /// The skill.
+    pub skill: String,
+    /// The tool.
+    pub tool: String,
+    /// `add`, `remove` or `clear`.
+    pub action: String,
+    /// For `add`: the highest access level (`standard`, the default, `elevated`, `admin`).
+    #[serde(default)]
+    pub access_level: Option<String>,
+    /// For `add` and `remove`: why, for the admin log.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A skill's SKILL.md text, to check or to save.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillTextParams {
+    /// The skill (its folder's name; its `name` field must equal it).
+    pub name: String,
+    /// The whole SKILL.md.
+    pub text: String,
+}
+
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
@@ -636,6 +794,66 @@ mod tests {
                 since_at: Some(5),
                 ..AuditQueryParams::default()
             }
+        );
+    }
+
+    #[test]
+    fn skill_types_are_camel_case_on_the_wire() {
+        let params: SkillOverrideParams = serde_json::from_value(
+            json!({"skill": "research", "tool": "http_fetch", "action": "add", "accessLevel": "elevated"}),
+        )
+        .unwrap();
+        assert_eq!(
+            params,
+            SkillOverrideParams {
+                skill: "research".into(),
+                tool: "http_fetch".into(),
+                action: "add".into(),
+                access_level: Some("elevated".into()),
+                reason: None,
+            }
+        );
+        let entry = SkillToolEntry {
+            name: "list_directory".into(),
+            access_level: "standard".into(),
+            provenance: "capability filesystem_read (static 1.00)".into(),
+            provenance_kind: "capability".into(),
+            registered: true,
+            limits: String::new(),
+        };
+        let wire = serde_json::to_value(&entry).unwrap();
+        assert_eq!(
+            wire,
+            json!({
+                "name": "list_directory",
+                "accessLevel": "standard",
+                "provenance": "capability filesystem_read (static 1.00)",
+                "provenanceKind": "capability",
+                "registered": true,
+                "limits": ""
+            })
+        );
+        assert_eq!(
+            serde_json::from_value::<SkillToolEntry>(wire).unwrap(),
+            entry
+        );
+        let summary = SkillSummary {
+            name: "research".into(),
+            description: None,
+            loaded: true,
+            errors: 0,
+            warnings: 1,
+            tool_count: 3,
+            overrides: 0,
+            calls: 4,
+            skill_denied: 1,
+        };
+        assert_eq!(
+            serde_json::to_value(&summary).unwrap(),
+            json!({
+                "name": "research", "description": null, "loaded": true, "errors": 0,
+                "warnings": 1, "toolCount": 3, "overrides": 0, "calls": 4, "skillDenied": 1
+            })
         );
     }
 

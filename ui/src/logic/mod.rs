@@ -8,6 +8,7 @@ pub(crate) mod json_view;
 pub(crate) mod live;
 pub(crate) mod nav;
 pub(crate) mod schema;
+pub(crate) mod skills;
 pub(crate) mod time;
 pub(crate) mod tone;
 pub(crate) mod tool_form;

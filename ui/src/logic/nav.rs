@@ -9,16 +9,18 @@ pub(crate) enum Page {
     Audit,
     Live,
     Settings,
+    Skills,
 }
 
 impl Page {
     /// Every page, in nav order (Alt+1 is the first).
-    pub(crate) const ALL: [Page; 5] = [
+    pub(crate) const ALL: [Page; 6] = [
         Page::Tools,
         Page::Confirmations,
         Page::Audit,
         Page::Live,
         Page::Settings,
+        Page::Skills,
     ];
 
     /// The name in element ids: `nav-{slug}`, `page-{slug}`.
@@ -29,6 +31,7 @@ impl Page {
             Page::Audit => "audit",
             Page::Live => "live",
             Page::Settings => "settings",
+            Page::Skills => "skills",
         }
     }
 
@@ -39,11 +42,12 @@ impl Page {
             Page::Audit => "Audit log",
             Page::Live => "Live events",
             Page::Settings => "Settings",
+            Page::Skills => "Skills",
         }
     }
 }
 
-/// The page a key press opens: Alt (alone) with a digit 1-5, on the main row or the keypad. Takes
+/// The page a key press opens: Alt (alone) with a digit 1-6, on the main row or the keypad. Takes
 /// `KeyboardEvent.code`, not `.key`, since Alt+digit types other characters on some layouts.
 pub(crate) fn shortcut(code: &str, alt: bool, ctrl: bool, meta: bool) -> Option<Page> {
     if !alt || ctrl || meta {
@@ -79,6 +83,7 @@ mod tests {
             ("Digit5", true, false, false),
             ("Numpad3", true, false, false),
             ("Digit6", true, false, false),
+            ("Digit7", true, false, false),
             ("Digit0", true, false, false),
             ("Digit2", false, false, false),
             ("Digit2", true, true, false),
@@ -94,6 +99,7 @@ mod tests {
                 Some(Page::Tools),
                 Some(Page::Settings),
                 Some(Page::Audit),
+                Some(Page::Skills),
                 None,
                 None,
                 None,
@@ -121,7 +127,14 @@ mod tests {
         let slugs: Vec<&str> = Page::ALL.iter().map(|p| p.slug()).collect();
         assert_eq!(
             slugs,
-            ["tools", "confirmations", "audit", "live", "settings"]
+            [
+                "tools",
+                "confirmations",
+                "audit",
+                "live",
+                "settings",
+                "skills"
+            ]
         );
     }
 }

@@ -34,7 +34,7 @@ impl Tone {
 pub(crate) fn tone(word: &str) -> Tone {
     let w = word.to_ascii_lowercase();
     match w.as_str() {
-        "success" | "allow" | "approved" | "completed" | "loaded" | "on" | "low" => {
+        "success" | "allow" | "approved" | "completed" | "loaded" | "on" | "low" | "ok" => {
             return Tone::Good;
         }
         "ask" | "awaiting_confirmation" | "requires_confirmation" | "pending" | "medium" => {
@@ -93,6 +93,8 @@ mod tests {
             "low",
             "medium",
             "high",
+            "ok",
+            "2 errors",
         ];
         let got: Vec<(&str, Tone)> = words.iter().map(|w| (*w, tone(w))).collect();
         use Tone::*;
@@ -117,6 +119,8 @@ mod tests {
             ("low", Good),
             ("medium", Waiting),
             ("high", Bad),
+            ("ok", Good),
+            ("2 errors", Bad),
         ];
         assert_eq!(got, want);
     }

@@ -1,4 +1,4 @@
-//! The console's five pages, one module each (the confirmation dialog lives with its page; the
+//! The console's six pages, one module each (the confirmation dialog lives with its page; the
 //! custom-tool form and the "try it" card with the tools page).
 
 pub(crate) mod audit;
@@ -6,6 +6,7 @@ pub(crate) mod confirmations;
 pub(crate) mod grants;
 pub(crate) mod live;
 pub(crate) mod settings;
+pub(crate) mod skills;
 pub(crate) mod tool_form;
 pub(crate) mod tools;
 pub(crate) mod try_it;

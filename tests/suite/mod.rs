@@ -6,6 +6,7 @@ mod batch;
 mod custom_tools;
 mod escapes;
 mod live;
+mod mcp;
 mod policy;
 mod sandbox;
 mod skill_ops;

@@ -35,7 +35,7 @@ pub(crate) fn exit_code(status: ToolStatus) -> u8 {
 }
 
 /// A token that fires on SIGINT or SIGTERM.
-fn cancel_on_signal() -> CancellationToken {
+pub(crate) fn cancel_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
     tokio::spawn(async move {

@@ -36,9 +36,9 @@ pub(crate) struct Global {
     /// Config file (TOML). Default: ~/.config/toolwarden/config.toml when it exists.
     #[arg(long, global = true, env = "TOOLWARDEN_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Agent id recorded as the caller.
-    #[arg(long, global = true, env = "TOOLWARDEN_AGENT", default_value = "cli")]
-    pub agent: String,
+    /// Agent id recorded as the caller. Default: cli; for `mcp`, mcp:<the client's name>.
+    #[arg(long, global = true, env = "TOOLWARDEN_AGENT")]
+    pub agent: Option<String>,
     /// Skill the calls are made under.
     #[arg(long, global = true)]
     pub skill: Option<String>,
@@ -91,6 +91,10 @@ pub(crate) enum Command {
         /// The call's execution id (from `toolwarden running`).
         execution_id: String,
     },
+    /// Serve the tools to an MCP client over stdin/stdout (what an agent's `mcpServers` entry
+    /// starts). Calls are made as --agent when given, else as mcp:<the client's name>; logs go
+    /// to stderr.
+    Mcp,
     /// Show the resolved configuration: files, directories, workspace and policy.
     Config,
 }

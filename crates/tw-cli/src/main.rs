@@ -7,6 +7,7 @@ mod audit;
 mod call;
 mod cli;
 mod confirm;
+mod mcp;
 mod policy;
 mod running;
 mod sandbox;
@@ -55,7 +56,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     for w in rt.warnings() {
         eprintln!("warning: {w}");
     }
-    if matches!(cli.command, Command::Call(_) | Command::Batch(_)) {
+    if matches!(
+        cli.command,
+        Command::Call(_) | Command::Batch(_) | Command::Mcp
+    ) {
         // Lets the desktop app (or another watcher) see these calls run and cancel them.
         if let Err(e) = rt.publish_live() {
             tracing::debug!(error = %e, "the live feed is not published");
@@ -74,6 +78,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Skills(cmd) => skills::run(&rt, &ctx, cmd).await,
         Command::Running { json } => running::running(&rt, json).await,
         Command::Cancel { execution_id } => running::cancel(&rt, &execution_id).await,
+        Command::Mcp => mcp::serve(&rt, &ctx, cli.global.agent.clone()).await,
         Command::Config => Ok(0),
     };
     rt.close().await;

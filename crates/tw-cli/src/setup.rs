@@ -29,7 +29,7 @@ pub(crate) fn init_tracing(verbose: bool) {
 impl Context {
     pub(crate) fn load(g: &Global) -> anyhow::Result<Self> {
         let places = Places::resolve(g.data_dir.clone(), g.config.clone(), g.workspace.clone())?;
-        let mut caller = Caller::agent(&g.agent);
+        let mut caller = Caller::agent(g.agent.as_deref().unwrap_or("cli"));
         if let Some(s) = &g.skill {
             caller = caller.with_skill(s);
         }

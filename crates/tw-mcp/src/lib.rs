@@ -1,0 +1,86 @@
+//! tw-mcp serves Toolwarden's governed tools over the Model Context Protocol (with rmcp, the
+//! official Rust SDK), so any MCP client (an agent, an IDE, a desktop assistant) reaches them
+//! through the same pipeline as the CLI.
+//!
+//! Architecture invariant: this crate is a transport. `tools/list` shows what policy lets the
+//! caller call (`Runtime::tool_decision`), `tools/call` builds a `ToolCall` and hands it to
+//! `Runtime::execute_with_cancel`; it never judges, validates or audits a call itself. Every
+//! outcome the pipeline can produce (denied, invalid, timed out, unknown tool...) is relayed as a
+//! tool result with `isError: true`, never as a protocol error, so the agent sees the reason
+//! and the audit log has the call.
+//!
+//! Who calls: the client's `clientInfo.name` from `initialize` becomes the agent id
+//! `mcp:<name>`, unless the server was started with a configured agent id (`--agent`); either
+//! way it lands in every audit row.
+
+mod convert;
+mod server;
+
+use tokio_util::sync::CancellationToken;
+use tw_runtime::Runtime;
+
+pub use server::{Identity, ToolwardenServer};
+
+/// Why an MCP session could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The client never completed the handshake (or the transport failed before it did).
+    #[error("the MCP session did not start")]
+    Start(#[from] Box<rmcp::service::ServerInitializeError>),
+    /// The session's task failed.
+    #[error("the MCP session failed")]
+    Session(#[from] tokio::task::JoinError),
+}
+
+/// The result type of this crate.
+pub type Result<T> = std::result::Result<T, McpError>;
+
+/// How long a session that ended waits for its calls still in flight (cancelled when the session
+/// ended) to write their audit records before the caller closes the runtime.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves the runtime's tools to one MCP client on stdin/stdout until the client closes the
+/// stream or `shutdown` fires. Calls still running then are cancelled, and this returns once
+/// their audit records are written (or after [`DRAIN_LIMIT`]). Nothing but protocol messages is
+/// written to stdout.
+pub async fn serve_stdio(
+    rt: Runtime,
+    identity: Identity,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    use rmcp::ServiceExt as _;
+
+    let server = ToolwardenServer::new(rt.clone(), identity);
+    let stop = server.stop_token();
+    let running = match server
+        .serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.child_token())
+        .await
+    {
+        Ok(running) => running,
+        Err(e) => {
+            stop.cancel();
+            return Err(McpError::Start(Box::new(e)));
+        }
+    };
+    let ended = running.waiting().await;
+    stop.cancel();
+    drain(&rt).await;
+    let reason = ended?;
+    tracing::info!(?reason, "the MCP session ended");
+    Ok(())
+}
+
+/// Waits until no call of this runtime is in flight, at most [`DRAIN_LIMIT`].
+async fn drain(rt: &Runtime) {
+    let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
+    while !rt.running().is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                calls = rt.running().len(),
+                "calls still in flight after the MCP session ended"
+            );
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

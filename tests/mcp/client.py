@@ -1,0 +1,137 @@
+# A real MCP client for the integration tests (tests/suite/mcp.rs): the official MCP Python SDK
+# starts `toolwarden mcp` over stdio, runs a plan of steps and prints one JSON document with what
+# the server answered, so the Rust tests assert on exactly what a real peer saw.
+#
+#   client.py PLAN.json
+#
+# The plan:
+#   {"server": {"command": BIN, "args": [...], "env": {...}, "cwd": DIR},
+#    "client": {"name": NAME, "version": VERSION},
+#    "steps": [STEP, ...]}
+# Steps (each answers one entry of "steps" in the output, in order):
+#   {"op": "list"}                            -> {"tools": [Tool as JSON]}
+#   {"op": "call", "tool": T, "arguments": {...},
+#    "progress": true,                        ask for progress notifications (a progressToken)
+#    "signal_on_progress": PATH,              write PATH at the first progress notification
+#    "cancel_when": PATH}                     cancel the call once PATH exists
+#                                             -> {"result": CallToolResult as JSON} or
+#                                                {"cancelled": true}, plus "progress": [messages]
+#   {"op": "signal", "path": PATH}            write PATH (the Rust side waits for it)
+#   {"op": "wait_list_changed"}               wait for notifications/tools/list_changed
+#                                             -> {"list_changed": true}
+# Every wait gives up after WAIT_LIMIT seconds with an error, so a broken server fails the test
+# instead of hanging it.
+
+import json
+import os
+import sys
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+WAIT_LIMIT = 30.0
+POLL = 0.02
+
+
+def dump(model):
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def touch(path):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("ready\n")
+
+
+async def wait_for_file(path):
+    with anyio.fail_after(WAIT_LIMIT):
+        while not os.path.exists(path):
+            await anyio.sleep(POLL)
+
+
+async def call(session, step):
+    progress = []
+    signal = step.get("signal_on_progress")
+
+    async def on_progress(value, total, message):
+        progress.append(message)
+        if signal and len(progress) == 1:
+            touch(signal)
+
+    callback = on_progress if step.get("progress") else None
+    out = {}
+    cancel_when = step.get("cancel_when")
+    async with anyio.create_task_group() as tg:
+        scope = anyio.CancelScope()
+
+        async def run():
+            with scope:
+                result = await session.call_tool(
+                    step["tool"], step.get("arguments", {}), progress_callback=callback
+                )
+                out["result"] = dump(result)
+            if scope.cancelled_caught:
+                out["cancelled"] = True
+            # The call is over: stop waiting for a reason to cancel it.
+            tg.cancel_scope.cancel()
+
+        async def cancel_later():
+            await wait_for_file(cancel_when)
+            scope.cancel()
+
+        tg.start_soon(run)
+        if cancel_when:
+            tg.start_soon(cancel_later)
+    out["progress"] = progress
+    return out
+
+
+async def main(plan):
+    server = plan["server"]
+    params = StdioServerParameters(
+        command=server["command"],
+        args=server.get("args", []),
+        env=server.get("env"),
+        cwd=server.get("cwd"),
+    )
+    client = plan["client"]
+    list_changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            list_changed.set()
+
+    report = {"steps": []}
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(
+            read,
+            write,
+            client_info=types.Implementation(name=client["name"], version=client["version"]),
+            message_handler=on_message,
+        ) as session:
+            init = await session.initialize()
+            report["initialize"] = dump(init)
+            for step in plan["steps"]:
+                op = step["op"]
+                if op == "list":
+                    listed = await session.list_tools()
+                    report["steps"].append({"tools": [dump(t) for t in listed.tools]})
+                elif op == "call":
+                    report["steps"].append(await call(session, step))
+                elif op == "signal":
+                    touch(step["path"])
+                    report["steps"].append({})
+                elif op == "wait_list_changed":
+                    with anyio.fail_after(WAIT_LIMIT):
+                        await list_changed.wait()
+                    list_changed = anyio.Event()
+                    report["steps"].append({"list_changed": True})
+                else:
+                    raise ValueError(f"unknown step {op!r}")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], encoding="utf-8") as f:
+        anyio.run(main, json.load(f))

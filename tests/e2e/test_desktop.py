@@ -493,14 +493,14 @@ def test_a_skills_tool_removed_in_the_app_is_refused_to_the_cli_and_an_invalid_s
     # Checked without saving once typing stops.
     WebDriverWait(app, WAIT).until(
         lambda d: any(
-            li.text.startswith("line 4: error: tools[0].access_level:")
+            li.text.startswith("line 6: error: tools[0].access_level:")
             for li in d.find_elements(By.CSS_SELECTOR, "#skill-diagnostics li")
         )
     )
     app.find_element(By.ID, "skill-save").click()
     error = wait_for(app, "#skill-save-error")
     assert "was not saved" in error.text, error.text
-    assert "line 4: error: tools[0].access_level:" in error.text, error.text
+    assert "line 6: error: tools[0].access_level:" in error.text, error.text
     assert skill_md.read_text() == READER_SKILL
 
     fixed = broken.replace("access_level: root", "access_level: elevated")

@@ -590,7 +590,7 @@ fn saving_a_skill_validates_first_and_keeps_the_old_file_on_error() {
             &bad,
             "reader",
             format!(
-                "{bad}:4: error: tools[0].access_level: unknown access level \"root\": expected standard, elevated or admin\n"
+                "{bad}:5: error: tools[0].access_level: unknown access level \"root\": expected standard, elevated or admin\n"
             ),
         ),
         (

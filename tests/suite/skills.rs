@@ -35,7 +35,7 @@ fn a_broken_skill_is_reported_at_its_line_and_the_others_load() {
         lines,
         [
             format!(
-                "{}:4: error: tools[0].access_level: unknown access level \"root\": expected standard, elevated or admin",
+                "{}:5: error: tools[0].access_level: unknown access level \"root\": expected standard, elevated or admin",
                 file.display()
             )
             .as_str(),

@@ -166,6 +166,8 @@ pub fn check_name(name: &str) -> Result<(), String> {
 struct Report {
     /// Line of each top-level key of the front matter.
     key_lines: BTreeMap<String, usize>,
+    /// The front matter's lines, the first being line `start + 1`.
+    lines: Vec<String>,
     /// Line of the opening `---`.
     start: usize,
     diagnostics: Vec<Diagnostic>,
@@ -174,7 +176,69 @@ struct Report {
 impl Report {
     fn line_of(&self, field: &str) -> usize {
         let key = field.split(['.', '[']).next().unwrap_or(field);
-        self.key_lines.get(key).copied().unwrap_or(self.start)
+        let Some(&at) = self.key_lines.get(key) else {
+            return self.start;
+        };
+        // `tools[2]` and `tools[2].access_level`: the item's line, and the sub-field's within it,
+        // when the list is written one item per line (a flow list `[a, b]` stays on the key's).
+        let Some((index, sub)) = field
+            .get(key.len()..)
+            .and_then(|rest| rest.strip_prefix('['))
+            .and_then(|rest| rest.split_once(']'))
+            .and_then(|(i, rest)| Some((i.parse::<usize>().ok()?, rest)))
+        else {
+            return at;
+        };
+        let sub = sub
+            .strip_prefix('.')
+            .and_then(|s| s.split(['.', '[']).next());
+        self.item_line(at, index, sub).unwrap_or(at)
+    }
+
+    /// The line of item `index` of the block list under the top-level key on line `at`, or of
+    /// `sub:` inside that item.
+    fn item_line(&self, at: usize, index: usize, sub: Option<&str>) -> Option<usize> {
+        let first = at.checked_sub(self.start)?;
+        let mut items = 0usize;
+        let mut item_indent = None;
+        let mut found: Option<(usize, usize)> = None;
+        for (n, line) in self.lines.iter().enumerate().skip(first) {
+            let number = self.start + n + 1;
+            let text = line.trim_start();
+            if text.is_empty() || text.starts_with('#') {
+                continue;
+            }
+            let indent = line.len() - text.len();
+            let is_item = text == "-" || text.starts_with("- ");
+            if indent == 0 && !is_item {
+                break; // the next top-level key
+            }
+            if is_item && item_indent.is_none_or(|i| indent <= i) {
+                if found.is_some() {
+                    break; // the next item
+                }
+                item_indent = Some(indent);
+                if items == index {
+                    found = Some((number, indent));
+                    if let Some(sub) = sub
+                        && key_is(text.trim_start_matches('-').trim_start(), sub)
+                    {
+                        return Some(number);
+                    }
+                    if sub.is_none() {
+                        return Some(number);
+                    }
+                }
+                items += 1;
+                continue;
+            }
+            if let (Some(sub), Some(_)) = (sub, found)
+                && key_is(text, sub)
+            {
+                return Some(number);
+            }
+        }
+        found.map(|(number, _)| number)
     }
 
     fn push(&mut self, severity: Severity, field: &str, message: impl Into<String>) {
@@ -193,6 +257,12 @@ impl Report {
     fn warn(&mut self, field: &str, message: impl Into<String>) {
         self.push(Severity::Warning, field, message);
     }
+}
+
+/// Whether a YAML line starts with the key `key:`.
+fn key_is(text: &str, key: &str) -> bool {
+    text.strip_prefix(key)
+        .is_some_and(|rest| rest.trim_start().starts_with(':'))
 }
 
 /// The front matter (between the first two `---` lines), its first line, and the body.
@@ -274,6 +344,7 @@ pub fn parse_skill(text: &str, folder: Option<&str>) -> SkillParse {
     }
     let mut r = Report {
         key_lines,
+        lines: front.lines().map(str::to_owned).collect(),
         start: front_line - 1,
         diagnostics: Vec::new(),
     };

@@ -399,24 +399,32 @@ impl Runtime {
         }
         rt.spawn_settings_refresh();
         if skills_dir.is_dir() {
-            let weak = Arc::downgrade(&rt.inner);
-            match crate::skills::SkillsWatcher::start(&skills_dir, move || {
-                weak.upgrade()
-                    .map(|inner| Runtime::from_inner(inner).reload_skills())
-                    .is_some()
-            }) {
-                Ok(w) => {
-                    *rt.inner
-                        .skills_watcher
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = Some(w)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the skills cannot be watched; changes need a restart")
-                }
-            }
+            rt.watch_skills();
         }
         Ok(rt)
+    }
+
+    /// Starts watching the skills directory, unless it already is watched (it must exist).
+    pub(crate) fn watch_skills(&self) {
+        let mut slot = self
+            .inner
+            .skills_watcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if slot.is_some() {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        match crate::skills::SkillsWatcher::start(&self.inner.skills_dir, move || {
+            weak.upgrade()
+                .map(|inner| Runtime::from_inner(inner).reload_skills())
+                .is_some()
+        }) {
+            Ok(w) => *slot = Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "the skills cannot be watched; changes need a restart")
+            }
+        }
     }
 
     pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {

@@ -231,6 +231,8 @@ impl crate::Runtime {
         };
         std::fs::create_dir_all(&folder).map_err(io)?;
         write_atomically(&path, text).map_err(io)?;
+        // The first skill may have just created the directory: watch it from now on.
+        self.watch_skills();
         self.reload_skills();
         self.admin(
             actor,

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tw_core::capability::Source;
 use tw_core::{Caller, DefinitionFormat, ToolStatus, load_tool_specs};
 
-use super::policy_tests::{Install, code};
+use super::policy_tests::{Install, code, wait_until};
 use super::*;
 
 /// How the fake model answers.
@@ -425,4 +425,39 @@ async fn a_catalog_or_classifier_setting_that_cannot_be_used_refuses_to_start() 
         e,
         "classifier.api_key_env names TW_TEST_NO_SUCH_KEY, which is not set in the environment"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skills_directory_made_by_the_first_save_is_watched_from_then_on() {
+    let install = Install::new("[policy]\nallow = [\"echo\", \"read_file\"]\n");
+    let rt = install.open().await.unwrap();
+    assert!(!install.path("ws/skills").exists());
+    let skill =
+        |tools: &str| format!("---\nname: helper\ndescription: Helps.\ntools: {tools}\n---\n");
+    let saved = rt
+        .save_skill("helper", &skill("[read_file]"), "tester")
+        .await
+        .unwrap();
+    assert!(saved.created);
+    let echo = || Caller::agent("agent-7").with_skill("helper");
+    assert_eq!(
+        code(&rt.execute(rt.call("echo", json!({}), echo())).await),
+        Some("skill_denied")
+    );
+    // An edit made outside the app, after the directory appeared: picked up without a restart.
+    std::fs::write(&saved.path, skill("[read_file, echo]")).unwrap();
+    wait_until("the edit to be picked up", || async {
+        rt.explain("echo", &json!({}), &echo()).unwrap().decision == policy::Decision::Allow
+    })
+    .await;
+    // A save with an error is refused and leaves the file as it was.
+    let before = std::fs::read_to_string(&saved.path).unwrap();
+    let e = rt
+        .save_skill("helper", "---\nname: helper\n---\n", "tester")
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, RuntimeError::SkillInvalid { .. }), "{e}");
+    assert_eq!(std::fs::read_to_string(&saved.path).unwrap(), before);
+    rt.close().await;
 }

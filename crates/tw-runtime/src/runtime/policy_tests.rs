@@ -48,7 +48,7 @@ fn caller() -> Caller {
     Caller::agent("agent-7")
 }
 
-async fn wait_until<F, Fut>(what: &str, mut done: F)
+pub(super) async fn wait_until<F, Fut>(what: &str, mut done: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

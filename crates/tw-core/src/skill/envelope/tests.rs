@@ -255,7 +255,8 @@ fn a_domain_pattern_that_does_not_compile_is_a_diagnostic() {
     );
     assert!(p.manifest.is_none());
     assert_eq!(p.diagnostics.len(), 1, "{:?}", p.diagnostics);
-    assert_eq!(p.diagnostics[0].line, 4);
+    // The line of the pattern's key inside the entry, not the `tools:` line.
+    assert_eq!(p.diagnostics[0].line, 6);
     assert_eq!(
         p.diagnostics[0].field.as_deref(),
         Some("tools[0].allowed_domains[0]")

@@ -483,14 +483,19 @@ impl Runtime {
         self.swap_capabilities(|s| s.with(tool, None));
     }
 
-    /// Runs the classifier on a registered tool again (`toolwarden skills classify TOOL
-    /// --again`), replacing a cached machine classification; an administrator's stays.
-    pub async fn reclassify_tool(&self, tool: &str) -> Result<ToolCapabilities> {
-        let entry = self
+    /// The registered tool named `tool`, or `unknown tool` as an error.
+    fn registered(&self, tool: &str) -> Result<Arc<tw_core::RegisteredTool<crate::ToolKind>>> {
+        Ok(self
             .inner()
             .registry
             .get(tool)
-            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?;
+            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?)
+    }
+
+    /// Runs the classifier on a registered tool again (`toolwarden skills classify TOOL
+    /// --again`), replacing a cached machine classification; an administrator's stays.
+    pub async fn reclassify_tool(&self, tool: &str) -> Result<ToolCapabilities> {
+        let entry = self.registered(tool)?;
         let def = &entry.definition;
         let state = self.capabilities();
         if let Some(current) = state.tools.get(tool)
@@ -522,11 +527,7 @@ impl Runtime {
         note: Option<&str>,
         actor: &str,
     ) -> Result<ToolCapabilities> {
-        let entry = self
-            .inner()
-            .registry
-            .get(tool)
-            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?;
+        let entry = self.registered(tool)?;
         let state = self.capabilities();
         if let Some(unknown) = capabilities.iter().find(|c| !state.catalog.contains(c)) {
             return Err(RuntimeError::Capabilities(format!(
@@ -564,11 +565,7 @@ impl Runtime {
 
     /// Clears an administrator's capabilities for a tool; a classifier then decides again.
     pub async fn clear_tool_capabilities(&self, tool: &str, actor: &str) -> Result<bool> {
-        let entry = self
-            .inner()
-            .registry
-            .get(tool)
-            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?;
+        let entry = self.registered(tool)?;
         let admin = self
             .capabilities()
             .tools

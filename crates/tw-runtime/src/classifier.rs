@@ -53,6 +53,16 @@ impl LlmClassifier {
         }))
     }
 
+    fn describe(&self, e: &reqwest::Error) -> String {
+        if e.is_timeout() {
+            format!("no answer within {} ms", self.timeout.as_millis())
+        } else if e.is_connect() {
+            format!("cannot connect to the endpoint: {e}")
+        } else {
+            format!("the request failed: {e}")
+        }
+    }
+
     /// The model's name, recorded with each classification it makes.
     pub fn model(&self) -> &str {
         &self.model
@@ -65,43 +75,30 @@ impl LlmClassifier {
         catalog: &Catalog,
     ) -> Result<Vec<Assigned>, String> {
         let body = chat_request(def, catalog, &self.model);
-        let exchange = async {
-            let mut request = self.client.post(&self.url).json(&body);
-            if let Some(key) = &self.api_key {
-                request = request.bearer_auth(key);
+        // The client's time limit covers the whole exchange, from connecting to the last byte.
+        let describe = |e: reqwest::Error| self.describe(&e);
+        let mut request = self.client.post(&self.url).json(&body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let mut response = request.send().await.map_err(describe)?;
+        let status = response.status();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(describe)? {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() > MAX_RESPONSE_BYTES {
+                return Err(format!(
+                    "the answer is longer than {MAX_RESPONSE_BYTES} bytes"
+                ));
             }
-            let mut response = request.send().await.map_err(|e| describe(&e))?;
-            let status = response.status();
-            let mut bytes = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
-                bytes.extend_from_slice(&chunk);
-                if bytes.len() > MAX_RESPONSE_BYTES {
-                    return Err(format!(
-                        "the answer is longer than {MAX_RESPONSE_BYTES} bytes"
-                    ));
-                }
-            }
-            if !status.is_success() {
-                let text = String::from_utf8_lossy(&bytes);
-                let text: String = text.chars().take(200).collect();
-                return Err(format!("the endpoint answered HTTP {status}: {text}"));
-            }
-            serde_json::from_slice::<serde_json::Value>(&bytes)
-                .map_err(|e| format!("the answer is not JSON: {e}"))
-        };
-        let response = tokio::time::timeout(self.timeout, exchange)
-            .await
-            .map_err(|_| format!("no answer within {} ms", self.timeout.as_millis()))??;
+        }
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes);
+            let text: String = text.chars().take(200).collect();
+            return Err(format!("the endpoint answered HTTP {status}: {text}"));
+        }
+        let response = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .map_err(|e| format!("the answer is not JSON: {e}"))?;
         parse_chat_answer(&response, catalog)
-    }
-}
-
-fn describe(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        "the endpoint did not answer in time".to_owned()
-    } else if e.is_connect() {
-        format!("cannot connect to the endpoint: {e}")
-    } else {
-        format!("the request failed: {e}")
     }
 }

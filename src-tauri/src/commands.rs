@@ -439,5 +439,6 @@ fn settings(d: &Desktop) -> Settings {
         policy_error: rt
             .policy_error()
             .map(|(at, errors)| tw_protocol::PolicyError { at, errors }),
+        endpoint: d.endpoint.clone(),
     }
 }

@@ -30,6 +30,8 @@ pub struct Desktop {
     pub pending: AtomicUsize,
     /// Set once the person said to close the window although calls wait.
     pub close_confirmed: AtomicBool,
+    /// The HTTP endpoint (MCP and the admin API) this app hosts while it runs.
+    pub endpoint: tw_protocol::Endpoint,
 }
 
 impl Desktop {
@@ -74,11 +76,33 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
     if let Err(e) = runtime.publish_live() {
         tracing::warn!(error = %e, "this app's calls are not published to other processes");
     }
+    // Agents connect here while the app runs; the app works without it (the address may be
+    // taken by `toolwarden serve` on the same data directory, which serves the same tools).
+    let stop_endpoint = tokio_util::sync::CancellationToken::new();
+    let endpoint = match tokio.block_on(tw_server::start(
+        runtime.clone(),
+        &options.places.config.serve,
+        stop_endpoint.clone(),
+    )) {
+        Ok(e) => tw_protocol::Endpoint {
+            mcp_url: Some(e.mcp_url()),
+            token_file: Some(e.token_file.display().to_string()),
+            error: None,
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "the HTTP endpoint is not running");
+            tw_protocol::Endpoint {
+                error: Some(e.to_string()),
+                ..tw_protocol::Endpoint::default()
+            }
+        }
+    };
     let desktop = Arc::new(Desktop {
         runtime: runtime.clone(),
         options,
         pending: AtomicUsize::new(0),
         close_confirmed: AtomicBool::new(false),
+        endpoint,
     });
     let app = builder
         .manage(Arc::clone(&desktop))
@@ -129,8 +153,9 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
             Ok(())
         })
         .build(tauri::generate_context!())?;
-    app.run(|handle, event| {
+    app.run(move |handle, event| {
         if let tauri::RunEvent::Exit = event {
+            stop_endpoint.cancel();
             let rt = handle.state::<Arc<Desktop>>().runtime.clone();
             tauri::async_runtime::block_on(rt.close());
         }

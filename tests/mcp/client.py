@@ -1,11 +1,13 @@
 # A real MCP client for the integration tests (tests/suite/mcp.rs): the official MCP Python SDK
-# starts `toolwarden mcp` over stdio, runs a plan of steps and prints one JSON document with what
-# the server answered, so the Rust tests assert on exactly what a real peer saw.
+# starts `toolwarden mcp` over stdio (or connects to `toolwarden serve` over streamable HTTP),
+# runs a plan of steps and prints one JSON document with what the server answered, so the Rust
+# tests assert on exactly what a real peer saw.
 #
 #   client.py PLAN.json
 #
 # The plan:
-#   {"server": {"command": BIN, "args": [...], "env": {...}, "cwd": DIR},
+#   {"server": {"command": BIN, "args": [...], "env": {...}, "cwd": DIR}
+#            | {"url": URL, "token": TOKEN},       streamable HTTP with a bearer token
 #    "client": {"name": NAME, "version": VERSION},
 #    "steps": [STEP, ...]}
 # Steps (each answers one entry of "steps" in the output, in order):
@@ -22,6 +24,7 @@
 # Every wait gives up after WAIT_LIMIT seconds with an error, so a broken server fails the test
 # instead of hanging it.
 
+import contextlib
 import json
 import os
 import sys
@@ -30,6 +33,8 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 WAIT_LIMIT = 30.0
 POLL = 0.02
@@ -87,14 +92,27 @@ async def call(session, step):
     return out
 
 
+@contextlib.asynccontextmanager
+async def transport(server):
+    """The plan's server as (read, write) streams: a child over stdio, or a URL over HTTP."""
+    if "url" in server:
+        headers = {"Authorization": f"Bearer {server['token']}"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(server["url"], http_client=http) as streams:
+                yield streams[0], streams[1]
+    else:
+        params = StdioServerParameters(
+            command=server["command"],
+            args=server.get("args", []),
+            env=server.get("env"),
+            cwd=server.get("cwd"),
+        )
+        async with stdio_client(params) as (read, write):
+            yield read, write
+
+
 async def main(plan):
     server = plan["server"]
-    params = StdioServerParameters(
-        command=server["command"],
-        args=server.get("args", []),
-        env=server.get("env"),
-        cwd=server.get("cwd"),
-    )
     client = plan["client"]
     list_changed = anyio.Event()
 
@@ -103,7 +121,7 @@ async def main(plan):
             list_changed.set()
 
     report = {"steps": []}
-    async with stdio_client(params) as (read, write):
+    async with transport(server) as (read, write):
         async with ClientSession(
             read,
             write,

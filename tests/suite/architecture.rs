@@ -14,12 +14,22 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("tw-runtime", &["tw-core", "tw-store", "tw-sandbox"][..]),
         ("tw-mcp", &["tw-core", "tw-runtime"][..]),
         (
-            "tw-cli",
+            "tw-server",
             &["tw-core", "tw-mcp", "tw-runtime", "tw-store"][..],
         ),
         (
+            "tw-cli",
+            &["tw-core", "tw-mcp", "tw-runtime", "tw-server", "tw-store"][..],
+        ),
+        (
             "tw-desktop",
-            &["tw-core", "tw-protocol", "tw-runtime", "tw-store"][..],
+            &[
+                "tw-core",
+                "tw-protocol",
+                "tw-runtime",
+                "tw-server",
+                "tw-store",
+            ][..],
         ),
         ("tw-ui", &["tw-protocol"][..]),
         (

@@ -77,8 +77,12 @@ struct Client(Option<Child>);
 
 impl Client {
     fn start(env: &Env, extra: &[&str], steps: Value) -> Self {
+        Self::start_plan(env, &plan(env, extra, steps))
+    }
+
+    fn start_plan(env: &Env, plan: &Value) -> Self {
         let file = env.root.path().join("plan.json");
-        std::fs::write(&file, plan(env, extra, steps).to_string()).unwrap();
+        std::fs::write(&file, plan.to_string()).unwrap();
         let child = Command::new(python())
             .arg(client_script())
             .arg(&file)
@@ -504,3 +508,5 @@ fn the_client_is_told_when_a_mode_switch_changes_its_listing() {
         ["file_search", "list_directory", "read_file"]
     );
 }
+
+mod http;

@@ -95,8 +95,48 @@ pub(crate) enum Command {
     /// starts). Calls are made as --agent when given, else as mcp:<the client's name>; logs go
     /// to stderr.
     Mcp,
+    /// Serve MCP over streamable HTTP at /mcp and the admin API at /api/v1 (loopback only
+    /// unless configured; every request needs a bearer token). Prints the URL, then runs until
+    /// SIGINT or SIGTERM.
+    Serve {
+        /// Listen here instead of `[serve] listen` (default 127.0.0.1:8790; port 0: any free).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        #[command(subcommand)]
+        cmd: Option<ServeCommand>,
+    },
     /// Show the resolved configuration: files, directories, workspace and policy.
     Config,
+}
+
+/// `toolwarden serve ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ServeCommand {
+    /// Print the administrator's token (made on first use; it reaches MCP and the admin API).
+    Token,
+    /// Issue a token for one agent: it reaches /mcp only, and its calls are recorded as that
+    /// agent. Printed once; only its hash is kept.
+    Issue {
+        /// The agent id calls made with it are recorded as.
+        agent: String,
+        /// A note (what it is for).
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// Revoke every token of an agent.
+    Revoke {
+        /// The agent id.
+        agent: String,
+    },
+    /// List agents' tokens (fingerprints, never the tokens).
+    Tokens {
+        /// Revoked ones too.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `toolwarden skills ...`

@@ -11,6 +11,7 @@ mod mcp;
 mod policy;
 mod running;
 mod sandbox;
+mod serve;
 mod setup;
 mod skills;
 mod table;
@@ -58,7 +59,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     if matches!(
         cli.command,
-        Command::Call(_) | Command::Batch(_) | Command::Mcp
+        Command::Call(_) | Command::Batch(_) | Command::Mcp | Command::Serve { cmd: None, .. }
     ) {
         // Lets the desktop app (or another watcher) see these calls run and cancel them.
         if let Err(e) = rt.publish_live() {
@@ -79,6 +80,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Running { json } => running::running(&rt, json).await,
         Command::Cancel { execution_id } => running::cancel(&rt, &execution_id).await,
         Command::Mcp => mcp::serve(&rt, &ctx, cli.global.agent.clone()).await,
+        Command::Serve { listen, cmd } => serve::run(&rt, &ctx, listen, cmd).await,
         Command::Config => Ok(0),
     };
     rt.close().await;

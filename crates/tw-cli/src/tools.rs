@@ -83,20 +83,7 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
     if a.json {
         let list: Vec<_> = tools
             .iter()
-            .map(|t| {
-                json!({
-                    "name": t.definition.name,
-                    "kind": t.kind.label(),
-                    "group": t.definition.group,
-                    "category": t.definition.category,
-                    "risk_level": t.definition.risk_level,
-                    "license_tier": t.definition.license_tier,
-                    "requires_confirmation": t.definition.requires_confirmation,
-                    "policy": rt.tool_decision(t.definition.name.as_str(), caller).map(|d| d.decision),
-                    "disabled_tiers": rt.disabled_tiers(t.definition.name.as_str()),
-                    "description": t.definition.description,
-                })
-            })
+            .map(|t| tw_server::tool_summary(rt, t, caller))
             .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(0);

@@ -19,7 +19,31 @@ mod server;
 use tokio_util::sync::CancellationToken;
 use tw_runtime::Runtime;
 
-pub use server::{Identity, ToolwardenServer};
+pub use server::{Identity, TokenAgent, ToolwardenServer};
+
+/// The streamable HTTP transport's tower service, for the HTTP endpoint to mount.
+pub type HttpService = rmcp::transport::StreamableHttpService<
+    ToolwardenServer,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+>;
+
+/// The governed tools over MCP's streamable HTTP transport: one [`ToolwardenServer`] per
+/// session, calling as `identity` (or as the agent of the request's [`TokenAgent`]). The caller
+/// mounts it behind its own checks: this service checks neither `Host` nor `Origin` nor tokens.
+/// `shutdown` ends every session.
+pub fn http_service(rt: Runtime, identity: Identity, shutdown: CancellationToken) -> HttpService {
+    use rmcp::transport::StreamableHttpServerConfig;
+
+    let mut config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins();
+    config.cancellation_token = shutdown;
+    rmcp::transport::StreamableHttpService::new(
+        move || Ok(ToolwardenServer::new(rt.clone(), identity.clone())),
+        std::sync::Arc::default(),
+        config,
+    )
+}
 
 /// Why an MCP session could not run.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
+    CallToolRequestParams, CallToolResponse, Extensions, Implementation, InitializeRequestParams,
     InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ServerCapabilities, ServerConfig,
 };
@@ -85,8 +85,17 @@ impl ToolwardenServer {
         self.stop.clone()
     }
 
-    fn caller_for(&self, client: Option<&Implementation>) -> Caller {
-        self.identity.caller(client.map(|c| c.name.as_str()))
+    /// The caller for a request: an agent token's agent (HTTP) beats the configured identity's
+    /// agent, which beats the client's name.
+    fn caller_for(&self, client: Option<&Implementation>, extensions: &Extensions) -> Caller {
+        let caller = self.identity.caller(client.map(|c| c.name.as_str()));
+        match token_agent(extensions) {
+            Some(agent) => Caller {
+                agent_id: Caller::agent(agent).agent_id,
+                ..caller
+            },
+            None => caller,
+        }
     }
 
     /// The tools `caller` may call now (Ask included: those wait for a person), as listed.
@@ -132,6 +141,17 @@ impl ToolwardenServer {
             }
         });
     }
+}
+
+/// The agent an HTTP request's token stands for, put there by the HTTP endpoint's guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenAgent(pub String);
+
+fn token_agent(extensions: &Extensions) -> Option<&str> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<TokenAgent>())
+        .map(|a| a.0.as_str())
 }
 
 /// Sends a progress notification every [`PROGRESS_EVERY`] while the call waits for a person.
@@ -196,7 +216,7 @@ impl ServerHandler for ToolwardenServer {
         tracing::info!(
             client = %client.name,
             version = %client.version,
-            agent = %self.caller_for(Some(client)).agent_id,
+            agent = %self.caller_for(Some(client), &context.extensions).agent_id,
             "MCP client connected"
         );
         context.peer.set_peer_info(request.clone());
@@ -210,6 +230,7 @@ impl ServerHandler for ToolwardenServer {
                 .peer_info()
                 .map(|info| info.client_info.clone())
                 .as_ref(),
+            &context.extensions,
         );
         self.watch_listing(context.peer, caller);
     }
@@ -219,7 +240,7 @@ impl ServerHandler for ToolwardenServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let caller = self.caller_for(context.client_info().as_ref());
+        let caller = self.caller_for(context.client_info().as_ref(), &context.extensions);
         let tools = self
             .callable(&caller)
             .iter()
@@ -233,7 +254,7 @@ impl ServerHandler for ToolwardenServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = self.caller_for(context.client_info().as_ref());
+        let caller = self.caller_for(context.client_info().as_ref(), &context.extensions);
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let mut call = self.rt.call(&request.name, arguments, caller);
         call.trace_id = self.trace_id.clone();

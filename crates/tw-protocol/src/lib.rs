@@ -595,6 +595,21 @@ pub struct Settings {
     pub policy_files: Vec<PolicyFile>,
     /// Set while the last change to the policy was refused (the previous policy stays in force).
     pub policy_error: Option<PolicyError>,
+    /// The HTTP endpoint this app hosts for agents (MCP) and scripts (the admin API).
+    #[serde(default)]
+    pub endpoint: Endpoint,
+}
+
+/// The app's HTTP endpoint: where agents connect, or why it is not running.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    /// The MCP URL (`http://127.0.0.1:PORT/mcp`) while it runs.
+    pub mcp_url: Option<String>,
+    /// The file holding the administrator's token.
+    pub token_file: Option<String>,
+    /// Why it is not running (the address is taken, say by `toolwarden serve`).
+    pub error: Option<String>,
 }
 
 /// A refused policy change.

@@ -85,6 +85,38 @@ pub struct Config {
     pub capabilities_file: Option<PathBuf>,
     /// How newly registered tools are classified into capabilities (`[classifier]`).
     pub classifier: ClassifierSettings,
+    /// Where `toolwarden serve` (and the desktop app) listen for HTTP (`[serve]`).
+    pub serve: ServeSettings,
+}
+
+/// The default address of the HTTP endpoint (MCP and the admin API).
+pub const DEFAULT_LISTEN: std::net::SocketAddr = std::net::SocketAddr::V4(
+    std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 8790),
+);
+
+/// `[serve]`: the HTTP endpoint. Loopback only unless `allow_non_loopback` says otherwise; the
+/// `Host` and `Origin` allowlists start with the loopback names and grow with these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeSettings {
+    /// The address to listen on (port 0: any free port).
+    pub listen: std::net::SocketAddr,
+    /// Whether a non-loopback `listen` is allowed (off: refused before binding).
+    pub allow_non_loopback: bool,
+    /// Further `Host` names (or `host:port`) requests may be addressed to.
+    pub allowed_hosts: Vec<String>,
+    /// Further browser origins (`scheme://host:port`) requests may come from.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN,
+            allow_non_loopback: false,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        }
+    }
 }
 
 /// `[classifier]`: an OpenAI-compatible chat endpoint (a local Ollama, a hosted API) that
@@ -161,6 +193,7 @@ impl Default for Config {
             commands: Commands::default(),
             capabilities_file: None,
             classifier: ClassifierSettings::default(),
+            serve: ServeSettings::default(),
         }
     }
 }
@@ -185,6 +218,19 @@ struct Doc {
     commands: Option<CommandsDoc>,
     capabilities_file: Option<String>,
     classifier: Option<ClassifierDoc>,
+    serve: Option<ServeDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeDoc {
+    listen: Option<Spanned<String>>,
+    #[serde(default)]
+    allow_non_loopback: bool,
+    #[serde(default)]
+    allowed_hosts: Vec<Spanned<String>>,
+    #[serde(default)]
+    allowed_origins: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -380,6 +426,9 @@ impl Config {
             }
             config.classifier = settings;
         }
+        if let Some(d) = doc.serve {
+            config.serve = serve_settings(d).map_err(|(at, m)| err(Some(at), m))?;
+        }
         for (name, o) in doc.tools {
             ToolName::new(name.get_ref())
                 .map_err(|e| err(Some(name.span().start), format!("tools: {e}")))?;
@@ -387,6 +436,66 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// Checks `[serve]`: an address that parses, host names without schemes, origins with one.
+fn serve_settings(d: ServeDoc) -> std::result::Result<ServeSettings, (usize, String)> {
+    let mut s = ServeSettings {
+        allow_non_loopback: d.allow_non_loopback,
+        ..ServeSettings::default()
+    };
+    if let Some(l) = d.listen {
+        s.listen = l.get_ref().parse().map_err(|_| {
+            (
+                l.span().start,
+                format!(
+                    "serve.listen must be an address with a port, like \"127.0.0.1:8790\"; got {:?}",
+                    l.get_ref()
+                ),
+            )
+        })?;
+        if !s.listen.ip().is_loopback() && !s.allow_non_loopback {
+            return Err((
+                l.span().start,
+                format!(
+                    "serve.listen {} is not a loopback address: anyone who can reach it could \
+                     try tokens; set serve.allow_non_loopback = true to mean it",
+                    s.listen
+                ),
+            ));
+        }
+    }
+    for h in d.allowed_hosts {
+        let v = h.get_ref();
+        if v.is_empty() || v.contains("://") || v.contains(['/', ' ']) {
+            return Err((
+                h.span().start,
+                format!(
+                    "serve.allowed_hosts: {v:?} is not a host name (like \"tw.lan\" or \"tw.lan:8790\")"
+                ),
+            ));
+        }
+        s.allowed_hosts.push(v.to_ascii_lowercase());
+    }
+    for o in d.allowed_origins {
+        let v = o.get_ref();
+        let ok = (v.starts_with("http://") || v.starts_with("https://"))
+            && !v
+                .trim_end_matches('/')
+                .split_once("://")
+                .is_some_and(|(_, rest)| rest.contains('/'));
+        if !ok {
+            return Err((
+                o.span().start,
+                format!(
+                    "serve.allowed_origins: {v:?} is not an origin (like \"https://console.example:8443\")"
+                ),
+            ));
+        }
+        s.allowed_origins
+            .push(v.trim_end_matches('/').to_ascii_lowercase());
+    }
+    Ok(s)
 }
 
 #[cfg(test)]
@@ -488,6 +597,58 @@ requires_confirmation = false
             "[tools.\"Bad\"]\nenabled = false\n",
             Err(
                 "/etc/tw/config.toml:1:8: tools: invalid tool name \"Bad\": must start with a lowercase letter",
+            ),
+        );
+    }
+
+    #[test]
+    fn the_serve_section_is_loopback_unless_said_otherwise() {
+        let c = Config::parse(
+            "[serve]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = [\"TW.lan\"]\n\
+             allowed_origins = [\"https://console.example:8443/\"]\n",
+            Path::new("/etc/tw/config.toml"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.serve,
+            ServeSettings {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                allow_non_loopback: false,
+                allowed_hosts: vec!["tw.lan".into()],
+                allowed_origins: vec!["https://console.example:8443".into()],
+            }
+        );
+        assert_eq!(Config::default().serve.listen, DEFAULT_LISTEN);
+        check(
+            "[serve]\nlisten = \"0.0.0.0:8790\"\n",
+            Err(
+                "/etc/tw/config.toml:2:10: serve.listen 0.0.0.0:8790 is not a loopback address: anyone who can reach it could try tokens; set serve.allow_non_loopback = true to mean it",
+            ),
+        );
+        let open = Config::parse(
+            "[serve]\nlisten = \"0.0.0.0:8790\"\nallow_non_loopback = true\n",
+            Path::new("/etc/tw/config.toml"),
+            None,
+        )
+        .unwrap();
+        assert!(open.serve.allow_non_loopback);
+        check(
+            "[serve]\nlisten = \"localhost\"\n",
+            Err(
+                "/etc/tw/config.toml:2:10: serve.listen must be an address with a port, like \"127.0.0.1:8790\"; got \"localhost\"",
+            ),
+        );
+        check(
+            "[serve]\nallowed_hosts = [\"http://x\"]\n",
+            Err(
+                "/etc/tw/config.toml:2:18: serve.allowed_hosts: \"http://x\" is not a host name (like \"tw.lan\" or \"tw.lan:8790\")",
+            ),
+        );
+        check(
+            "[serve]\nallowed_origins = [\"console.example\"]\n",
+            Err(
+                "/etc/tw/config.toml:2:20: serve.allowed_origins: \"console.example\" is not an origin (like \"https://console.example:8443\")",
             ),
         );
     }

@@ -44,6 +44,9 @@ pub enum RuntimeError {
     /// The capability catalog, the classifier's settings or a capability operation was refused.
     #[error("{0}")]
     Capabilities(String),
+    /// A token for the HTTP endpoint could not be made, read or issued.
+    #[error("{0}")]
+    Token(String),
     /// A SKILL.md to be saved has errors; nothing was written.
     #[error("SKILL.md for {skill} was not saved: {}", .diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     SkillInvalid {

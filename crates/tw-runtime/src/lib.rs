@@ -22,10 +22,11 @@ pub mod runtime;
 mod sandboxed;
 pub mod skills;
 pub mod switches;
+pub mod tokens;
 
 pub use batch::BatchMode;
 pub use clock::{Clock, FixedClock, SystemClock};
-pub use config::{Commands, Config, ConfigError, SandboxSettings, ToolOverride};
+pub use config::{Commands, Config, ConfigError, SandboxSettings, ServeSettings, ToolOverride};
 pub use confirm::{Answer, GrantSpec, Remember, Who};
 pub use error::{Result, RuntimeError};
 pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
@@ -34,4 +35,5 @@ pub use runtime::{
     DATABASE_FILE, MODE_SETTING, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id,
 };
 pub use switches::ToolSwitchOutcome;
+pub use tokens::TokenHolder;
 pub use tw_sandbox::Doctor as SandboxDoctor;

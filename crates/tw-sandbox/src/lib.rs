@@ -22,8 +22,9 @@ pub mod workspace;
 
 pub use error::{Result, SandboxError};
 pub use process::{
-    Doctor, ExitInfo, FsView, LevelSupport, OutputChunk, ProcessOutput, ProcessSpec,
-    ResourceLimits, RunMetrics, RunOutcome, Sandbox, SandboxConfig, SelfTestCase,
+    Doctor, ExitInfo, FsView, Interactive, InteractiveExit, LevelSupport, OutputChunk,
+    ProcessOutput, ProcessSpec, ResourceLimits, RunMetrics, RunOutcome, Sandbox, SandboxConfig,
+    SelfTestCase,
 };
 pub use resolve::HostResolver;
 pub use workspace::{PathError, Workspace, WsPath};

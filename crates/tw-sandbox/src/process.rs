@@ -1,5 +1,10 @@
 //! Runs a tool's command as a child process at the isolation level its definition asks for,
-//! with a time limit, cancellation, per-stream output caps, resource limits and metrics.
+//! with a time limit, cancellation, per-stream output caps, resource limits and metrics
+//! ([`Sandbox::run`]), or starts a long-lived one whose standard input and output stay the
+//! caller's streams for as long as it runs, an upstream MCP server for instance
+//! ([`Sandbox::spawn_interactive`], see [`Interactive`]). Both go through the same checks, the
+//! same request to the helper and the same cgroups; they differ in where the tool's input comes
+//! from (bytes sent after the request, or a pipe sent with it) and in who reads its output.
 //!
 //! Design decisions:
 //! - **Every level goes through the helper.** The runtime spawns `tw-sandbox-helper` (see
@@ -14,7 +19,10 @@
 //! - **The helper does the cleanup.** Timeout and cancellation send SIGTERM to the helper, which
 //!   passes it to the tool's whole tree, then SIGKILLs whatever remains after a grace period; a
 //!   tool that exits has its leftovers killed the same way. At strict and above that tree is a pid
-//!   namespace, which nothing escapes. The runtime SIGKILLs the helper only as a backstop.
+//!   namespace, which nothing escapes. The runtime SIGKILLs the helper only as a backstop. An
+//!   interactive process is stopped the same way by [`Interactive::stop`] or by dropping its
+//!   handle; and because the helper of an interactive run takes the runtime's end of the
+//!   control socket closing as a stop request, it is stopped too if the runtime dies.
 //! - **Output is drained to the end.** Bytes beyond a stream's cap are read and dropped, never left
 //!   in the pipe, so a chatty child cannot block on a full pipe and run into its timeout.
 // tw-sandbox is the one crate that spawns processes.
@@ -22,8 +30,10 @@
 
 mod cgroup;
 mod host;
+mod interactive;
 
 pub use host::{DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
+pub use interactive::{Interactive, InteractiveExit};
 
 use std::collections::BTreeMap;
 use std::io;
@@ -343,52 +353,9 @@ impl Sandbox {
         cancel: CancellationToken,
         progress: Option<mpsc::Sender<OutputChunk>>,
     ) -> Result<RunOutcome> {
-        let level = match spec.isolation {
-            IsolationLevel::Standard => Level::Standard,
-            IsolationLevel::Strict => Level::Strict,
-            IsolationLevel::Restricted => Level::Restricted,
-            IsolationLevel::None => {
-                return Err(SandboxError::Unsupported {
-                    level: IsolationLevel::None,
-                    reason: host::NONE_REASON.to_owned(),
-                });
-            }
-        };
-        let helper = self.host.helper()?;
-        let env = child_env(&spec)?;
-        check_cwd(&spec.cwd)?;
-        if spec
-            .stdin
-            .as_ref()
-            .is_some_and(|s| s.len() > MAX_STDIN_BYTES)
-        {
-            return Err(SandboxError::InvalidSpec(format!(
-                "standard input is larger than {MAX_STDIN_BYTES} bytes"
-            )));
-        }
-        let path_var = env.get("PATH").map_or(BASE_PATH, String::as_str);
-        let program = find_program(&spec.program, path_var, &spec.cwd).map_err(|source| {
-            SandboxError::Spawn {
-                program: spec.program.clone(),
-                source,
-            }
-        })?;
-        let shared = match level {
-            Level::Standard => None,
-            _ => self.host.shared_namespaces().await,
-        };
-        let request = self
-            .host
-            .request(&spec, level, program.clone(), shared.is_some());
-        let frame = wire::encode_request(&request).map_err(|e| {
-            SandboxError::InvalidSpec(format!("the run cannot be described to the helper: {e}"))
-        })?;
-        let sandbox_id = format!(
-            "{}-{}-{}",
-            spec.isolation,
-            std::process::id(),
-            RUNS.fetch_add(1, Ordering::Relaxed)
-        );
+        let prepared = self.prepare(&spec, Mode::Batch).await?;
+        let level = prepared.level;
+        let sandbox_id = prepared.sandbox_id.clone();
         let empty_output = |pid: u32, wall_time: Duration| ProcessOutput {
             exit: ExitInfo {
                 code: None,
@@ -413,86 +380,15 @@ impl Sandbox {
         if cancel.is_cancelled() {
             return Ok(RunOutcome::Cancelled(empty_output(0, Duration::ZERO)));
         }
-
-        let (ours, theirs) =
-            std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Spawn {
-                program: spec.program.clone(),
-                source,
-            })?;
-        // The frame's header waits in the socket for the helper, with the shared namespaces
-        // attached; the body follows once it runs (it may not fit in the socket's buffer).
-        let fds: Vec<RawFd> = shared
-            .map(|ns| vec![ns.userns.as_raw_fd(), ns.netns.as_raw_fd()])
-            .unwrap_or_default();
-        let (header, body) = frame.split_at(4);
-        crate::helper::send_with_fds(ours.as_raw_fd(), header, &fds).map_err(|source| {
-            SandboxError::Spawn {
-                program: spec.program.clone(),
-                source,
-            }
-        })?;
-        let mut cmd = Command::new(helper);
-        cmd.arg0("tw-sandbox-helper")
-            .env_clear()
-            .envs(&env)
-            .current_dir("/")
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(false);
-        let start = Instant::now();
-        let spawned = cmd.spawn();
-        // The command holds the helper's end of the socket; it must go for EOF to arrive.
-        drop(cmd);
-        let mut child = spawned.map_err(|source| SandboxError::Spawn {
-            program: spec.program.clone(),
-            source: io::Error::new(
-                source.kind(),
-                format!(
-                    "the sandbox helper {} did not start: {source}",
-                    helper.display()
-                ),
-            ),
-        })?;
-        let pid = child.id().unwrap_or(0);
-        let Some(helper_pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
-            return Err(SandboxError::Child {
-                pid,
-                source: io::Error::other("the helper has no usable process id"),
-            });
-        };
-        let mut guard = HelperGuard {
-            pid: helper_pid,
-            armed: true,
-        };
-        // Into the run's cgroups before it reads its request, so before it starts anything.
-        let cgroup = match self.host.cgroups() {
-            None => None,
-            Some(c) => {
-                let limits = host::Host::limits(&spec, level);
-                let made = c
-                    .take(
-                        limits.memory_bytes,
-                        limits.max_processes,
-                        if level == Level::Standard { 1 } else { 2 },
-                    )
-                    .and_then(|cg| cg.enter(pid).map(|()| cg));
-                Some(made.map_err(|e| SandboxError::Setup {
-                    level: spec.isolation,
-                    step:
-                        "making the run's cgroups (its tree's memory and process caps)".to_owned(),
-                    error: e.to_string(),
-                })?)
-            }
-        };
-        tracing::debug!(pid, sandbox_id, program = %program.display(), "spawned sandbox helper");
-
-        let mut ctl = ours
-            .set_nonblocking(true)
-            .and_then(|()| tokio::net::UnixStream::from_std(ours))
-            .map_err(|source| SandboxError::Child { pid, source })?;
+        let Launched {
+            mut child,
+            mut ctl,
+            mut guard,
+            cgroup,
+            pid,
+            start,
+        } = self.launch(&spec, prepared, None).await?;
         // A helper that died early cannot read; its report says why.
-        let _ = ctl.write_all(body).await;
         if let Some(stdin) = &spec.stdin {
             let _ = ctl.write_all(stdin).await;
         }
@@ -543,21 +439,15 @@ impl Sandbox {
                         stderr = None;
                     }
                 },
-                r = read_some(&mut report, &mut rbuf), if report.is_some() => match r {
-                    // The helper's report is a few hundred bytes; more is not the helper.
-                    Ok(n) if n > 0 && messages.len() < 64 * 1024 => {
-                        messages.extend_from_slice(&rbuf[..n]);
+                r = read_some(&mut report, &mut rbuf), if report.is_some() => {
+                    if !take_report(r, &rbuf, &mut messages) {
+                        report = None;
                     }
-                    _ => report = None,
                 },
                 w = child.wait(), if status.is_none() => {
                     let st = w.map_err(|source| SandboxError::Child { pid, source })?;
                     wall_time = start.elapsed();
-                    if level == Level::Standard && st.signal().is_some() {
-                        // The helper was killed from outside (SIGKILL, the OOM killer) before
-                        // it could stop the tool: what it started is still in its session.
-                        kill_session(pid);
-                    }
+                    helper_exited(level, pid, st);
                     status = Some(st);
                     guard.armed = false;
                     drain_until = Some(Instant::now() + self.drain);
@@ -586,72 +476,322 @@ impl Sandbox {
             }
         }
 
-        let messages = wire::parse_messages(&messages);
         let mut finished: Option<Finished> = None;
-        for m in messages {
-            match m {
-                Message::SetupFailed { step, error } => {
-                    return Err(SandboxError::Setup {
-                        level: spec.isolation,
-                        step,
-                        error,
-                    });
-                }
-                Message::ExecFailed { errno, error } => {
-                    let source = io::Error::from_raw_os_error(errno);
-                    let hint = if errno == libc::EACCES && level != Level::Standard {
-                        " (at this isolation level a program must lie inside the sandbox's \
-                         read allowlist)"
-                    } else {
-                        ""
-                    };
-                    return Err(SandboxError::Spawn {
-                        program: spec.program.clone(),
-                        source: io::Error::new(source.kind(), format!("{error}{hint}")),
-                    });
-                }
-                Message::Finished(f) => finished = Some(f),
+        for m in wire::parse_messages(&messages) {
+            if let Some(e) = failure(&m, &spec, level) {
+                return Err(e);
+            }
+            if let Message::Finished(f) = m {
+                finished = Some(f);
             }
         }
-        let exit = match (finished, status) {
-            (Some(f), _) => ExitInfo {
-                code: f.code,
-                signal: f.signal,
-            },
-            (None, Some(st)) => ExitInfo {
-                code: st.code(),
-                signal: st.signal(),
-            },
-            (None, None) => ExitInfo {
-                code: None,
-                signal: None,
-            },
-        };
         let mut output = empty_output(pid, wall_time);
-        output.exit = exit;
+        output.exit = exit_info(finished, status);
         output.stdout = out.data;
         output.stderr = err.data;
         output.stdout_truncated = out.truncated;
         output.stderr_truncated = err.truncated;
-        if let Some(f) = finished {
-            output.metrics.cpu_time = Some(Duration::from_micros(f.cpu_time_us));
-            output.metrics.peak_memory_bytes = Some(f.peak_memory_bytes);
-            output.metrics.killed_leftovers = f.killed_leftovers;
-        }
-        if let Some(cg) = cgroup {
-            if let Some(peak) = cg.peak_memory() {
-                output.metrics.peak_memory_bytes = Some(peak);
-            }
-            output.metrics.oom_kills = cg.oom_kills();
-            if let Some(c) = self.host.cgroups() {
-                c.give_back(cg);
-            }
-        }
+        self.measure(&mut output.metrics, finished, cgroup);
         Ok(match stop {
             None => RunOutcome::Exited(output),
             Some(Stop::TimedOut) => RunOutcome::TimedOut(output),
             Some(Stop::Cancelled) => RunOutcome::Cancelled(output),
         })
+    }
+
+    /// Everything about a run that is checked and worked out before anything starts: the
+    /// level, the environment, the working directory, the program, and the helper's request.
+    async fn prepare(&self, spec: &ProcessSpec, mode: Mode) -> Result<Prepared<'_>> {
+        let level = match spec.isolation {
+            IsolationLevel::Standard => Level::Standard,
+            IsolationLevel::Strict => Level::Strict,
+            IsolationLevel::Restricted => Level::Restricted,
+            IsolationLevel::None => {
+                return Err(SandboxError::Unsupported {
+                    level: IsolationLevel::None,
+                    reason: host::NONE_REASON.to_owned(),
+                });
+            }
+        };
+        let helper = self.host.helper()?;
+        let env = child_env(spec)?;
+        check_cwd(&spec.cwd)?;
+        if spec
+            .stdin
+            .as_ref()
+            .is_some_and(|s| s.len() > MAX_STDIN_BYTES)
+        {
+            return Err(SandboxError::InvalidSpec(format!(
+                "standard input is larger than {MAX_STDIN_BYTES} bytes"
+            )));
+        }
+        let path_var = env.get("PATH").map_or(BASE_PATH, String::as_str);
+        let program = find_program(&spec.program, path_var, &spec.cwd).map_err(|source| {
+            SandboxError::Spawn {
+                program: spec.program.clone(),
+                source,
+            }
+        })?;
+        let shared = match level {
+            Level::Standard => None,
+            _ => self.host.shared_namespaces().await,
+        };
+        let request = self
+            .host
+            .request(spec, level, program.clone(), shared.is_some(), mode);
+        let frame = wire::encode_request(&request).map_err(|e| {
+            SandboxError::InvalidSpec(format!("the run cannot be described to the helper: {e}"))
+        })?;
+        let sandbox_id = format!(
+            "{}-{}-{}",
+            spec.isolation,
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
+        );
+        Ok(Prepared {
+            level,
+            helper,
+            env,
+            program,
+            shared,
+            frame,
+            sandbox_id,
+        })
+    }
+
+    /// Starts the helper for a prepared run, moves it into the run's cgroups and sends it the
+    /// request, with an interactive run's stdin pipe attached. The tool's input (if any) and the
+    /// end of the socket's writing side are the caller's.
+    async fn launch(
+        &self,
+        spec: &ProcessSpec,
+        prepared: Prepared<'_>,
+        stdin_pipe: Option<OwnedFd>,
+    ) -> Result<Launched> {
+        let Prepared {
+            level,
+            helper,
+            env,
+            program,
+            shared,
+            frame,
+            sandbox_id,
+        } = prepared;
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Spawn {
+                program: spec.program.clone(),
+                source,
+            })?;
+        // The frame's header waits in the socket for the helper, with the descriptors attached
+        // in the order the request names them (see `Host::request`); the body follows once it
+        // runs (it may not fit in the socket's buffer).
+        let mut fds: Vec<RawFd> = shared
+            .map(|ns| vec![ns.userns.as_raw_fd(), ns.netns.as_raw_fd()])
+            .unwrap_or_default();
+        fds.extend(stdin_pipe.as_ref().map(AsRawFd::as_raw_fd));
+        let (header, body) = frame.split_at(4);
+        crate::helper::send_with_fds(ours.as_raw_fd(), header, &fds).map_err(|source| {
+            SandboxError::Spawn {
+                program: spec.program.clone(),
+                source,
+            }
+        })?;
+        // The pipe's read end is in flight to the helper; one kept here would leave a writer
+        // blocked on a full pipe instead of failing once the tool is gone.
+        drop(stdin_pipe);
+        let mut cmd = Command::new(helper);
+        cmd.arg0("tw-sandbox-helper")
+            .env_clear()
+            .envs(&env)
+            .current_dir("/")
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        let start = Instant::now();
+        let spawned = cmd.spawn();
+        // The command holds the helper's end of the socket; it must go for EOF to arrive.
+        drop(cmd);
+        let child = spawned.map_err(|source| SandboxError::Spawn {
+            program: spec.program.clone(),
+            source: io::Error::new(
+                source.kind(),
+                format!(
+                    "the sandbox helper {} did not start: {source}",
+                    helper.display()
+                ),
+            ),
+        })?;
+        let pid = child.id().unwrap_or(0);
+        let Some(helper_pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+            return Err(SandboxError::Child {
+                pid,
+                source: io::Error::other("the helper has no usable process id"),
+            });
+        };
+        let guard = HelperGuard {
+            pid: helper_pid,
+            armed: true,
+        };
+        // Into the run's cgroups before it reads its request, so before it starts anything.
+        let cgroup = match self.host.cgroups() {
+            None => None,
+            Some(c) => {
+                let limits = host::Host::limits(spec, level);
+                let made = c
+                    .take(
+                        limits.memory_bytes,
+                        limits.max_processes,
+                        if level == Level::Standard { 1 } else { 2 },
+                    )
+                    .and_then(|cg| cg.enter(pid).map(|()| cg));
+                Some(made.map_err(|e| SandboxError::Setup {
+                    level: spec.isolation,
+                    step:
+                        "making the run's cgroups (its tree's memory and process caps)".to_owned(),
+                    error: e.to_string(),
+                })?)
+            }
+        };
+        tracing::debug!(pid, sandbox_id, program = %program.display(), "spawned sandbox helper");
+
+        let mut ctl = ours
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixStream::from_std(ours))
+            .map_err(|source| SandboxError::Child { pid, source })?;
+        // A helper that died early cannot read; its report says why.
+        let _ = ctl.write_all(body).await;
+        Ok(Launched {
+            child,
+            ctl,
+            guard,
+            cgroup,
+            pid,
+            start,
+        })
+    }
+}
+
+/// Which kind of run a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// [`Sandbox::run`]: the tool's input is `spec.stdin`'s bytes (or `/dev/null`) and its
+    /// output is captured.
+    Batch,
+    /// [`Sandbox::spawn_interactive`]: the tool's input is a pipe the caller writes to, and the
+    /// helper stops the tool when the runtime's end of the socket closes.
+    Interactive,
+}
+
+/// A run worked out by [`Sandbox::prepare`], ready for [`Sandbox::launch`].
+struct Prepared<'a> {
+    level: Level,
+    helper: &'a Path,
+    env: BTreeMap<String, String>,
+    program: PathBuf,
+    shared: Option<&'a host::SharedNamespaces>,
+    frame: Vec<u8>,
+    sandbox_id: String,
+}
+
+/// A helper that was started and sent its request.
+struct Launched {
+    child: tokio::process::Child,
+    /// The runtime's end of the control socket, its writing side still open.
+    ctl: tokio::net::UnixStream,
+    guard: HelperGuard,
+    cgroup: Option<cgroup::RunCgroup>,
+    /// The helper's process id.
+    pid: u32,
+    start: Instant,
+}
+
+impl Sandbox {
+    /// Fills in what the helper and the run's cgroups measured, and keeps the cgroups for the
+    /// next run.
+    fn measure(
+        &self,
+        metrics: &mut RunMetrics,
+        finished: Option<Finished>,
+        cgroup: Option<cgroup::RunCgroup>,
+    ) {
+        if let Some(f) = finished {
+            metrics.cpu_time = Some(Duration::from_micros(f.cpu_time_us));
+            metrics.peak_memory_bytes = Some(f.peak_memory_bytes);
+            metrics.killed_leftovers = f.killed_leftovers;
+        }
+        if let Some(cg) = cgroup {
+            if let Some(peak) = cg.peak_memory() {
+                metrics.peak_memory_bytes = Some(peak);
+            }
+            metrics.oom_kills = cg.oom_kills();
+            if let Some(c) = self.host.cgroups() {
+                c.give_back(cg);
+            }
+        }
+    }
+}
+
+/// The error a helper's message reports, if it is one: the sandbox could not be built, or the
+/// program could not be executed in it.
+fn failure(m: &Message, spec: &ProcessSpec, level: Level) -> Option<SandboxError> {
+    match m {
+        Message::SetupFailed { step, error } => Some(SandboxError::Setup {
+            level: spec.isolation,
+            step: step.clone(),
+            error: error.clone(),
+        }),
+        Message::ExecFailed { errno, error } => {
+            let source = io::Error::from_raw_os_error(*errno);
+            let hint = if *errno == libc::EACCES && level != Level::Standard {
+                " (at this isolation level a program must lie inside the sandbox's read allowlist)"
+            } else {
+                ""
+            };
+            Some(SandboxError::Spawn {
+                program: spec.program.clone(),
+                source: io::Error::new(source.kind(), format!("{error}{hint}")),
+            })
+        }
+        Message::Started | Message::Finished(_) => None,
+    }
+}
+
+/// How the tool ended: as the helper reported, else as the helper itself ended.
+fn exit_info(finished: Option<Finished>, status: Option<ExitStatus>) -> ExitInfo {
+    match (finished, status) {
+        (Some(f), _) => ExitInfo {
+            code: f.code,
+            signal: f.signal,
+        },
+        (None, Some(st)) => ExitInfo {
+            code: st.code(),
+            signal: st.signal(),
+        },
+        (None, None) => ExitInfo {
+            code: None,
+            signal: None,
+        },
+    }
+}
+
+/// Keeps what one read of the control socket brought; false once the report is over.
+fn take_report(read: io::Result<usize>, buf: &[u8], messages: &mut Vec<u8>) -> bool {
+    match read {
+        // The helper's report is a few hundred bytes; more is not the helper.
+        Ok(n) if n > 0 && messages.len() < 64 * 1024 => {
+            messages.extend_from_slice(&buf[..n]);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// What follows the helper's exit: at standard, a helper killed from outside (SIGKILL, the OOM
+/// killer) before it could stop the tool leaves what it started in its session.
+fn helper_exited(level: Level, pid: u32, status: ExitStatus) {
+    if level == Level::Standard && status.signal().is_some() {
+        kill_session(pid);
     }
 }
 
@@ -853,5 +993,7 @@ pub(crate) fn find_program(program: &str, path_var: &str, cwd: &Path) -> io::Res
     })
 }
 
+#[cfg(test)]
+mod interactive_tests;
 #[cfg(test)]
 mod tests;

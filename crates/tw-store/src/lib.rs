@@ -20,6 +20,7 @@ mod record;
 mod settings;
 mod switches;
 mod timeline;
+mod tokens;
 mod tools;
 mod writer;
 
@@ -52,6 +53,7 @@ pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest}
 pub use settings::Setting;
 pub use switches::{SwitchChange, SwitchOutcome, ToolSwitchRow};
 pub use timeline::{MAX_BUCKETS, TimelineCell};
+pub use tokens::{ApiTokenRow, NewApiToken};
 pub use tools::StoredTool;
 
 use record::Encoded;
@@ -317,6 +319,44 @@ impl Store {
             .writer
             .transaction(async |conn| switches::apply(conn, change, event, details).await)
             .await
+    }
+
+    /// Stores an agent's token (its hash) with the admin-log entry `event`, in one transaction.
+    pub async fn issue_api_token(
+        &self,
+        token: &NewApiToken,
+        event: &AdminEvent,
+    ) -> Result<ApiTokenRow> {
+        let details = admin::encode(event)?;
+        self.inner
+            .writer
+            .transaction(async |conn| tokens::insert(conn, token, event, details).await)
+            .await
+    }
+
+    /// Revokes every live token of `agent` (with `event` in the admin log if any was).
+    pub async fn revoke_api_tokens(
+        &self,
+        agent: &str,
+        at: i64,
+        by: &str,
+        event: &AdminEvent,
+    ) -> Result<Vec<ApiTokenRow>> {
+        let details = admin::encode(event)?;
+        self.inner
+            .writer
+            .transaction(async |conn| tokens::revoke(conn, agent, at, by, event, details).await)
+            .await
+    }
+
+    /// Agents' tokens, oldest first; revoked ones too if asked.
+    pub async fn api_tokens(&self, include_revoked: bool) -> Result<Vec<ApiTokenRow>> {
+        tokens::list(&self.inner.pool, include_revoked).await
+    }
+
+    /// The agent the live token with this SHA-256 stands for, if any.
+    pub async fn api_token_agent(&self, token_sha256: &str) -> Result<Option<String>> {
+        tokens::agent(&self.inner.pool, token_sha256).await
     }
 
     /// Every tool's capability classification, by tool.
@@ -586,3 +626,5 @@ mod capabilities_tests;
 mod policy_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tokens_tests;

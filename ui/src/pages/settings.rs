@@ -209,6 +209,26 @@ fn SettingsBody(state: AppState, s: Settings) -> impl IntoView {
                     </dd>
                     <dt>"Modes"</dt>
                     <dd>{s.modes.join(" < ")}</dd>
+                    <dt>"Agents connect at"</dt>
+                    <dd id="settings-endpoint">
+                        {match (&s.endpoint.mcp_url, &s.endpoint.error) {
+                            (Some(url), _) => {
+                                view! {
+                                    <code id="settings-mcp-url">{url.clone()}</code>
+                                    <span class="muted small">
+                                        " · MCP over HTTP; token in "
+                                        {s.endpoint.token_file.clone().unwrap_or_default()}
+                                    </span>
+                                }
+                                    .into_any()
+                            }
+                            (None, Some(e)) => {
+                                view! { <span class="error">{format!("not running: {e}")}</span> }
+                                    .into_any()
+                            }
+                            (None, None) => view! { <span class="muted">"not running"</span> }.into_any(),
+                        }}
+                    </dd>
                 </dl>
             </section>
             <section class="card wide">

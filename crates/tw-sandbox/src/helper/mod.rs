@@ -17,7 +17,10 @@
 //!   kernel does.
 //!
 //! The helper talks to the runtime over its standard input, a socket (see [`wire`]): the request
-//! comes in, and setup errors and the final metrics go out, on a channel the tool never holds.
+//! comes in, and setup errors, the news that the tool started and the final metrics go out, on a
+//! channel the tool never holds. For an interactive run the tool's standard input is a pipe the
+//! runtime sent with the request, and the helper watches the socket (SIGIO): the runtime closing
+//! its end, because it dropped the run or died, stops the tool like a SIGTERM from it would.
 //!
 //! This module is the only unsafe code in Toolwarden: `fork`, namespaces, mounts and signal
 //! masks have no safe wrappers that fit a single-threaded pre-exec helper. The helper has one
@@ -41,9 +44,11 @@ use self::wire::{Finished, Level, Message, Request, SETUP_FAILED};
 
 /// How long a stopping tool gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_millis(300);
-/// The signals the helper waits for instead of being interrupted by.
-const WATCHED: [i32; 6] = [
+/// The signals the helper waits for instead of being interrupted by. SIGIO comes from the
+/// control socket of an interactive run (see [`Hangup`]).
+const WATCHED: [i32; 7] = [
     libc::SIGCHLD,
+    libc::SIGIO,
     libc::SIGTERM,
     libc::SIGINT,
     libc::SIGHUP,
@@ -146,14 +151,16 @@ impl Read for &Control {
 
 fn run(ctl: &Control) -> Step<i32> {
     let (req, fds) = read_request(ctl).at("reading the request")?;
-    let stdin = tool_stdin(ctl, req.stdin)?;
+    let stdin = tool_stdin(ctl, &req, &fds)?;
     check(unsafe { libc::setsid() }).at("starting a session")?;
     // Nobody, the tool included, may read this process's memory or descriptors.
     check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) })
         .at("prctl(PR_SET_DUMPABLE)")?;
     sys::watch_signals(&WATCHED).at("blocking signals")?;
+    let hangup = Hangup::watch(ctl, &req)?;
     match req.level {
         Level::Standard => {
+            drop(fds);
             check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
                 .at("prctl(PR_SET_CHILD_SUBREAPER)")?;
             let tool = match spawn_tool(&req, &stdin) {
@@ -163,8 +170,10 @@ fn run(ctl: &Control) -> Step<i32> {
                     return Ok(SETUP_FAILED);
                 }
             };
+            // The tool holds its stdin now; a pipe's writer must see EPIPE once the tool is gone.
             drop(stdin);
-            let finished = supervise(tool, Reaper::Subreaper);
+            ctl.send(&Message::Started);
+            let finished = supervise(tool, Reaper::Subreaper, hangup);
             ctl.send(&Message::Finished(finished));
             Ok(exit_code(&finished))
         }
@@ -174,7 +183,7 @@ fn run(ctl: &Control) -> Step<i32> {
             match unsafe { libc::fork() } {
                 -1 => Err(Failure::new("forking the namespace's init", Errno::last())),
                 0 => {
-                    let code = match namespace_init(ctl, &req, &stdin) {
+                    let code = match namespace_init(ctl, &req, stdin) {
                         Ok(code) => code,
                         Err(failure) => {
                             ctl.send(&Message::SetupFailed {
@@ -188,7 +197,7 @@ fn run(ctl: &Control) -> Step<i32> {
                 }
                 init => {
                     drop(stdin);
-                    Ok(relay(init))
+                    Ok(relay(init, hangup))
                 }
             }
         }
@@ -204,10 +213,17 @@ fn read_request(ctl: &Control) -> io::Result<(Request, Vec<OwnedFd>)> {
     Ok((req, fds))
 }
 
-/// The tool's standard input: what follows the request on the socket, in a memory file, or
-/// `/dev/null`.
-fn tool_stdin(ctl: &Control, wanted: bool) -> Step<OwnedFd> {
-    if !wanted {
+/// The tool's standard input: the pipe sent with the request (an interactive run), what
+/// follows the request on the socket, in a memory file, or `/dev/null`.
+fn tool_stdin(ctl: &Control, req: &Request, fds: &[OwnedFd]) -> Step<OwnedFd> {
+    if let Some(i) = req.stdin_fd {
+        return fds
+            .get(i)
+            .ok_or_else(|| Failure::new("receiving the tool's stdin", "no descriptor was sent"))?
+            .try_clone()
+            .at("receiving the tool's stdin");
+    }
+    if !req.stdin {
         return sys::open_dev_null().at("opening /dev/null");
     }
     let file = sys::memfd("stdin").at("creating the stdin file")?;
@@ -224,7 +240,7 @@ fn tool_stdin(ctl: &Control, wanted: bool) -> Step<OwnedFd> {
 }
 
 /// Pid 1 of the sandbox's pid namespace.
-fn namespace_init(ctl: &Control, req: &Request, stdin: &OwnedFd) -> Step<i32> {
+fn namespace_init(ctl: &Control, req: &Request, stdin: OwnedFd) -> Step<i32> {
     // If the helper above dies, so does init, and with it the whole namespace.
     check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })
         .at("prctl(PR_SET_PDEATHSIG)")?;
@@ -234,14 +250,17 @@ fn namespace_init(ctl: &Control, req: &Request, stdin: &OwnedFd) -> Step<i32> {
         check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) })
             .at("prctl(PR_SET_DUMPABLE)")?;
     }
-    let tool = match spawn_tool(req, stdin) {
+    let tool = match spawn_tool(req, &stdin) {
         Ok(pid) => pid,
         Err(m) => {
             ctl.send(&m);
             return Ok(SETUP_FAILED);
         }
     };
-    let finished = supervise(tool, Reaper::Init);
+    drop(stdin);
+    ctl.send(&Message::Started);
+    // The helper above watches the socket and passes a hangup down as SIGTERM.
+    let finished = supervise(tool, Reaper::Init, Hangup(None));
     ctl.send(&Message::Finished(finished));
     Ok(exit_code(&finished))
 }
@@ -314,9 +333,39 @@ impl Reaper {
     }
 }
 
+/// The control socket of an interactive run, whose closing by the runtime is a stop request.
+#[derive(Clone, Copy)]
+struct Hangup(Option<RawFd>);
+
+impl Hangup {
+    /// Arms SIGIO on the control socket if the request asks for it (the signal is already
+    /// blocked and waited for, so it cannot kill the helper). A runtime that is already gone
+    /// gets nothing started.
+    fn watch(ctl: &Control, req: &Request) -> Step<Self> {
+        if !req.stop_on_close {
+            return Ok(Self(None));
+        }
+        let fd = ctl.0.as_raw_fd();
+        sys::notify_on_close(fd).at("watching the control socket")?;
+        if sys::peer_closed(fd) {
+            return Err(Failure::new(
+                "watching the control socket",
+                "the runtime closed it before the tool started",
+            ));
+        }
+        Ok(Self(Some(fd)))
+    }
+
+    /// Whether the runtime has closed its end. The tool may send SIGIO too; only the socket's
+    /// state counts.
+    fn closed(self) -> bool {
+        self.0.is_some_and(sys::peer_closed)
+    }
+}
+
 /// Waits for the tool, forwarding a stop request as SIGTERM then SIGKILL, then stops and reaps
 /// everything the tool left behind, and measures the whole tree.
-fn supervise(tool: libc::pid_t, reaper: Reaper) -> Finished {
+fn supervise(tool: libc::pid_t, reaper: Reaper, hangup: Hangup) -> Finished {
     // Stop requests come from the helper above the namespace (seen as pid 0 from inside it),
     // or at standard from the runtime that spawned the helper.
     let stopper = match reaper {
@@ -336,6 +385,15 @@ fn supervise(tool: libc::pid_t, reaper: Reaper) -> Finished {
                     if pid == tool {
                         status = Some(st);
                     }
+                }
+            }
+            Some(sys::Caught {
+                signo: libc::SIGIO, ..
+            }) => {
+                // SIGIO carries no sender (its siginfo holds the poll band instead).
+                if hangup.closed() && kill_at.is_none() {
+                    reaper.signal_all(tool, libc::SIGTERM);
+                    kill_at = Some(Instant::now() + GRACE);
                 }
             }
             Some(sys::Caught { signo, sender }) => {
@@ -374,8 +432,9 @@ fn supervise(tool: libc::pid_t, reaper: Reaper) -> Finished {
     }
 }
 
-/// The helper above the namespace: waits for init and passes stop requests down to it.
-fn relay(init: libc::pid_t) -> i32 {
+/// The helper above the namespace: waits for init and passes stop requests (a signal from the
+/// runtime, or the runtime closing the socket of an interactive run) down to it.
+fn relay(init: libc::pid_t, hangup: Hangup) -> i32 {
     let runtime = unsafe { libc::getppid() };
     loop {
         match sys::wait_signal(&WATCHED, None) {
@@ -393,7 +452,15 @@ fn relay(init: libc::pid_t) -> i32 {
                     }
                 }
             }
-            Some(sys::Caught { signo, sender }) if signo != libc::SIGPIPE && sender == runtime => unsafe {
+            // SIGIO carries no sender (its siginfo holds the poll band instead).
+            Some(sys::Caught {
+                signo: libc::SIGIO, ..
+            }) if hangup.closed() => unsafe {
+                libc::kill(init, libc::SIGTERM);
+            },
+            Some(sys::Caught { signo, sender })
+                if !matches!(signo, libc::SIGPIPE | libc::SIGIO) && sender == runtime =>
+            unsafe {
                 libc::kill(init, signo);
             },
             _ => {}

@@ -406,6 +406,40 @@ pub(crate) fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> std::io::Result<(usi
     Ok((n, fds))
 }
 
+/// Asks the kernel to send this process SIGIO when something happens on socket `fd` (data,
+/// or the peer closing it), so a process that waits in `sigwaitinfo` notices a runtime that
+/// went away.
+pub(crate) fn notify_on_close(fd: RawFd) -> Result<(), Errno> {
+    check(unsafe { libc::fcntl(fd, libc::F_SETOWN, libc::getpid()) })?;
+    let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_ASYNC) }).map(drop)
+}
+
+/// Whether the peer of socket `fd` has closed it (or shut down its writing side). Reads
+/// nothing: the bytes waiting, if any, stay where they are.
+pub(crate) fn peer_closed(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    loop {
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            return n == 0;
+        }
+        match Errno::last().0 {
+            libc::EINTR => continue,
+            libc::EAGAIN => return false,
+            // ECONNRESET: the peer closed with our messages unread.
+            _ => return true,
+        }
+    }
+}
+
 /// `setns(fd, nstype)`.
 pub(crate) fn setns(fd: RawFd, nstype: libc::c_int) -> Result<(), Errno> {
     check(unsafe { libc::setns(fd, nstype) }).map(drop)

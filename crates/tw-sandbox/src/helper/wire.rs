@@ -1,8 +1,15 @@
 //! What the runtime and the sandbox helper say to each other over the socket that is the helper's
-//! standard input: one request frame (a length-prefixed JSON [`Request`]) followed by the tool's
-//! standard input, and back a stream of newline-separated JSON [`Message`]s ending with the
-//! outcome. A socket rather than argv, so nothing about a run shows in `ps`, and so the helper can
-//! report setup failures and metrics on a channel the tool cannot write to.
+//! standard input: one request frame (a length-prefixed JSON [`Request`], with descriptors
+//! attached to its first bytes) followed by the tool's standard input, and back a stream of
+//! newline-separated JSON [`Message`]s: [`Message::Started`] once the tool runs, then the outcome.
+//! A socket rather than argv, so nothing about a run shows in `ps`, and so the helper can report
+//! setup failures and metrics on a channel the tool cannot write to.
+//!
+//! An interactive run (`Sandbox::spawn_interactive`) differs in two fields: the tool's standard
+//! input is a pipe sent with the frame ([`Request::stdin_fd`]) instead of bytes after it, and the
+//! runtime keeps its end of the socket open for as long as the tool may run
+//! ([`Request::stop_on_close`]): its closing, when the runtime drops the run or dies, is a stop
+//! request, so a tool never outlives the process that talks to it.
 
 use std::io::{self, Read};
 use std::path::PathBuf;
@@ -61,8 +68,14 @@ pub struct Request {
     /// Paths that get the id-mapped mount when `run_as` is set.
     pub idmapped: Vec<PathBuf>,
     /// Whether the tool's standard input follows the frame on the socket (otherwise it is
-    /// `/dev/null`).
+    /// `/dev/null`, or the pipe of `stdin_fd`).
     pub stdin: bool,
+    /// Index, among the descriptors sent with the frame, of the read end of a pipe that is the
+    /// tool's standard input for as long as it runs (an interactive run; `stdin` is then false).
+    pub stdin_fd: Option<usize>,
+    /// Whether the runtime's end of the socket closing means "stop the tool": the runtime keeps
+    /// it open, and writes nothing more after the frame, for as long as the tool may run.
+    pub stop_on_close: bool,
     /// Index, among the descriptors sent with the frame, of a user namespace to use for the
     /// id-mapped mounts (instead of creating one per run).
     pub userns_fd: Option<usize>,
@@ -77,6 +90,9 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Message {
+    /// The sandbox is built and the tool is running (always the first message of a run that
+    /// started; an interactive run waits for it before handing out the tool's streams).
+    Started,
     /// The sandbox could not be built; nothing ran.
     SetupFailed {
         /// Which step failed.

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tw_core::IsolationLevel;
 
 use super::cgroup::Cgroups;
-use super::{ProcessSpec, ResourceLimits, RunOutcome, Sandbox};
+use super::{Mode, ProcessSpec, ResourceLimits, RunOutcome, Sandbox};
 use crate::error::{Result, SandboxError};
 use crate::helper::wire::{Level, Request};
 
@@ -304,13 +304,15 @@ impl Host {
         }
     }
 
-    /// The helper's request for one run.
+    /// The helper's request for one run. The descriptors sent with it are, in this order, the
+    /// shared user and network namespaces (when `shared`), then an interactive run's stdin pipe.
     pub(crate) fn request(
         &self,
         spec: &ProcessSpec,
         level: Level,
         program: PathBuf,
         shared: bool,
+        mode: Mode,
     ) -> Request {
         let confined = level != Level::Standard;
         let (mut read_only, read_write) = match level {
@@ -360,7 +362,9 @@ impl Host {
             } else {
                 Vec::new()
             },
-            stdin: spec.stdin.is_some(),
+            stdin: mode == Mode::Batch && spec.stdin.is_some(),
+            stdin_fd: (mode == Mode::Interactive).then_some(if shared { 2 } else { 0 }),
+            stop_on_close: mode == Mode::Interactive,
             userns_fd: shared.then_some(0),
             netns_fd: shared.then_some(1),
             seccomp: if confined {

@@ -82,7 +82,7 @@ async fn check(spec: ProcessSpec, expect: Summary) -> RunOutcome {
 }
 
 /// Whether `pid` is a live process (zombies waiting for a reaper count as dead).
-fn alive(pid: u32) -> bool {
+pub(super) fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
             let state = stat

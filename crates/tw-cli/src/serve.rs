@@ -1,0 +1,97 @@
+//! `toolwarden serve`: the HTTP endpoint (tw-server) in the foreground, and the tokens that open
+//! it. The first line on stdout is the MCP URL, so scripts and tests can wait for it; logs go to
+//! stderr.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+
+use tw_runtime::Runtime;
+
+use crate::audit::time;
+use crate::call::cancel_on_signal;
+use crate::cli::ServeCommand;
+use crate::confirm::actor;
+use crate::setup::Context;
+use crate::table::Table;
+
+pub(crate) async fn run(
+    rt: &Runtime,
+    ctx: &Context,
+    listen: Option<SocketAddr>,
+    cmd: Option<ServeCommand>,
+) -> anyhow::Result<u8> {
+    match cmd {
+        None => serve(rt, ctx, listen).await,
+        Some(ServeCommand::Token) => {
+            let (token, path) = rt.admin_token()?;
+            println!("{token}");
+            eprintln!("(from {})", path.display());
+            Ok(0)
+        }
+        Some(ServeCommand::Issue { agent, label }) => {
+            let (token, row) = rt.issue_api_token(&agent, label, &actor(ctx)).await?;
+            println!("{token}");
+            eprintln!(
+                "token {} for agent {}: it reaches /mcp only; this is the only time it is shown",
+                row.fingerprint, row.agent_id
+            );
+            Ok(0)
+        }
+        Some(ServeCommand::Revoke { agent }) => {
+            let revoked = rt.revoke_api_tokens(&agent, &actor(ctx)).await?;
+            if revoked.is_empty() {
+                eprintln!("agent {agent} has no live token");
+                return Ok(1);
+            }
+            println!("revoked {} token(s) of agent {agent}", revoked.len());
+            Ok(0)
+        }
+        Some(ServeCommand::Tokens { all, json }) => {
+            let rows = rt.store().api_tokens(all).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(0);
+            }
+            let mut t = Table::new(&["AGENT", "TOKEN", "ISSUED", "BY", "REVOKED", "LABEL"]);
+            for r in rows {
+                t.row(vec![
+                    r.agent_id,
+                    format!("{}…", r.fingerprint),
+                    time(r.created_at),
+                    r.created_by,
+                    r.revoked_at.map(time).unwrap_or_default(),
+                    r.label.unwrap_or_default(),
+                ]);
+            }
+            print!("{}", t.render());
+            Ok(0)
+        }
+    }
+}
+
+async fn serve(rt: &Runtime, ctx: &Context, listen: Option<SocketAddr>) -> anyhow::Result<u8> {
+    // A long-running host: test the sandbox now, not on the first strict call.
+    rt.start_sandbox_self_test();
+    let mut settings = ctx.places.config.serve.clone();
+    if let Some(l) = listen {
+        settings.listen = l;
+    }
+    let shutdown = cancel_on_signal();
+    let endpoint = tw_server::start(rt.clone(), &settings, shutdown.clone()).await?;
+    println!("{}", endpoint.mcp_url());
+    std::io::stdout().flush()?;
+    eprintln!(
+        "toolwarden: serving MCP at {} and the admin API at http://{}/api/v1; the administrator's \
+         token is in {}",
+        endpoint.mcp_url(),
+        endpoint.addr,
+        endpoint.token_file.display()
+    );
+    endpoint.wait().await?;
+    // Calls cut off by the shutdown still write their audit records before the runtime closes.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !rt.running().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Ok(0)
+}

@@ -1,0 +1,236 @@
+//! The OpenAPI 3.1 document of the admin API, served at `GET /api/v1/openapi.json`. Written out
+//! here rather than generated: the API is small, and a test sends a request to every operation
+//! the document lists and fails on any the router does not serve, so the two cannot drift apart
+//! silently.
+
+use serde_json::{Value, json};
+
+fn error_responses(codes: &[&str]) -> Value {
+    let mut m = serde_json::Map::new();
+    for code in codes {
+        let why = match *code {
+            "400" => "The request is malformed; the message names the field.",
+            "401" => "No token, or one that is not valid.",
+            "403" => {
+                "Wrong Host or Origin, or an agent's token (the admin API takes the administrator's)."
+            }
+            "404" => "No such tool, confirmation or record.",
+            "409" => "The name is taken, or the request was already answered.",
+            "422" => "The runtime refused it; the message says why and where.",
+            _ => "The request failed.",
+        };
+        m.insert(
+            (*code).to_owned(),
+            json!({"description": why, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}),
+        );
+    }
+    Value::Object(m)
+}
+
+fn ok(description: &str, schema: Value, errors: &[&str]) -> Value {
+    let mut r = error_responses(errors);
+    if let Value::Object(m) = &mut r {
+        m.insert(
+            "200".into(),
+            json!({"description": description, "content": {"application/json": {"schema": schema}}}),
+        );
+    }
+    r
+}
+
+fn query(name: &str, schema: Value, description: &str) -> Value {
+    json!({"name": name, "in": "query", "required": false, "schema": schema, "description": description})
+}
+
+fn path(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}, "description": description})
+}
+
+fn body(schema: Value, required: bool) -> Value {
+    json!({"required": required, "content": {"application/json": {"schema": schema}}})
+}
+
+/// The whole document.
+pub(crate) fn document() -> Value {
+    let any = json!({"type": "object"});
+    let std_errors = ["401", "403", "500"];
+    let tool = path("name", "The tool's name.");
+    let tier_body = body(
+        json!({"type": "object", "additionalProperties": false, "properties": {
+            "tier": {"type": "string", "enum": ["core", "pro", "teams", "enterprise"], "description": "Default: the tier this installation runs."}
+        }}),
+        false,
+    );
+    let answer_body = body(json!({"$ref": "#/components/schemas/Answer"}), false);
+    let audit_filters = vec![
+        query(
+            "tool",
+            json!({"type": "string"}),
+            "Only calls to this tool.",
+        ),
+        query(
+            "status",
+            json!({"type": "string"}),
+            "Only calls that ended so (success, permission_denied, validation_error, ...).",
+        ),
+        query(
+            "agent",
+            json!({"type": "string"}),
+            "Only calls from this agent.",
+        ),
+        query(
+            "skill",
+            json!({"type": "string"}),
+            "Only calls under this skill.",
+        ),
+        query(
+            "since",
+            json!({"type": "integer"}),
+            "Started at or after (µs since the epoch).",
+        ),
+        query(
+            "until",
+            json!({"type": "integer"}),
+            "Started before (µs since the epoch).",
+        ),
+        query(
+            "text",
+            json!({"type": "string"}),
+            "Tool, arguments, error or output contain this text.",
+        ),
+        query(
+            "violations",
+            json!({"type": "boolean"}),
+            "Only calls that broke a rule.",
+        ),
+    ];
+    let mut list_params = audit_filters.clone();
+    list_params.push(query(
+        "cursor",
+        json!({"type": "integer"}),
+        "A previous page's next_cursor.",
+    ));
+    list_params.push(query(
+        "limit",
+        json!({"type": "integer", "minimum": 1, "maximum": 1000}),
+        "Page size (default 50).",
+    ));
+    let mut export_params = audit_filters;
+    export_params.push(query(
+        "format",
+        json!({"type": "string", "enum": ["jsonl", "csv"]}),
+        "Default jsonl.",
+    ));
+
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Toolwarden admin API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "What the desktop app and the CLI do, for scripts. Served by `toolwarden serve` (and the desktop app while it runs) next to MCP at /mcp. Every request needs `Authorization: Bearer <token>` with the administrator's token (the data directory's serve-token file; `toolwarden serve token` prints it). Agents' tokens reach /mcp only. Changes are recorded in the admin log as made by `api`."
+        },
+        "servers": [{"url": "http://127.0.0.1:8790/api/v1"}],
+        "security": [{"bearer": []}],
+        "paths": {
+            "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document.", "responses": ok("The document.", any.clone(), &std_errors)}},
+            "/tools": {
+                "get": {
+                    "operationId": "listTools", "summary": "Every registered tool and what policy decides for it before arguments are known.",
+                    "parameters": [
+                        query("search", json!({"type": "string"}), "Name or description contains this."),
+                        query("category", json!({"type": "string"}), "Only this category."),
+                        query("group", json!({"type": "string"}), "Only this group."),
+                        query("tier", json!({"type": "string"}), "Only tools available in this tier."),
+                        query("agent", json!({"type": "string"}), "Whose view of policy the policy field shows (default api)."),
+                    ],
+                    "responses": ok("The tools.", json!({"type": "array", "items": {"$ref": "#/components/schemas/ToolSummary"}}), &["400", "401", "403", "500"])
+                },
+                "post": {
+                    "operationId": "createTool", "summary": "Adds a custom tool (the tool-definition JSON format, with a command).",
+                    "requestBody": body(json!({"$ref": "#/components/schemas/ToolSpec"}), true),
+                    "responses": {
+                        "201": {"description": "Added.", "content": {"application/json": {"schema": any.clone()}}},
+                        "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"],
+                        "409": error_responses(&["409"])["409"], "422": error_responses(&["422"])["422"]
+                    }
+                }
+            },
+            "/tools/{name}": {
+                "get": {"operationId": "getTool", "summary": "One tool: its summary, definition and (for a custom tool) its command.", "parameters": [tool.clone()], "responses": ok("The tool.", any.clone(), &["401", "403", "404"])},
+                "put": {"operationId": "replaceTool", "summary": "Adds or replaces a custom tool; the body's name must be the path's.", "parameters": [tool.clone()], "requestBody": body(json!({"$ref": "#/components/schemas/ToolSpec"}), true), "responses": ok("Saved; created says whether it is new.", any.clone(), &["400", "401", "403", "409", "422"])},
+                "delete": {"operationId": "deleteTool", "summary": "Removes a custom tool (built-in tools cannot be removed).", "parameters": [tool.clone()], "responses": {
+                    "204": {"description": "Removed."},
+                    "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"],
+                    "404": error_responses(&["404"])["404"], "409": error_responses(&["409"])["409"]
+                }}
+            },
+            "/tools/{name}/enable": {"post": {"operationId": "enableTool", "summary": "Switches a tool on for a tier, for every process on the data directory.", "parameters": [tool.clone()], "requestBody": tier_body.clone(), "responses": ok("The switch; changed is false when it already was on.", any.clone(), &["400", "401", "403", "404"])}},
+            "/tools/{name}/disable": {"post": {"operationId": "disableTool", "summary": "Switches a tool off for a tier: every call is denied with tool_disabled.", "parameters": [tool], "requestBody": tier_body, "responses": ok("The switch.", any.clone(), &["400", "401", "403", "404"])}},
+            "/policy/explain": {"post": {
+                "operationId": "explainPolicy", "summary": "How policy would judge a call now, layer by layer with the rule (file:line) behind each verdict; nothing runs or is counted.",
+                "requestBody": body(json!({"type": "object", "required": ["tool"], "additionalProperties": false, "properties": {
+                    "tool": {"type": "string"}, "arguments": {"type": "object"},
+                    "agent": {"type": "string", "description": "Default api."}, "skill": {"type": "string"}, "user": {"type": "string"}
+                }}), true),
+                "responses": ok("The decision and its trace.", any.clone(), &["400", "401", "403", "404"])
+            }},
+            "/policy/reload": {"post": {"operationId": "reloadPolicy", "summary": "Reloads policy from its files; an invalid policy is refused and the one in force stays.", "responses": ok("Reloaded, with any warnings.", any.clone(), &["401", "403", "422"])}},
+            "/confirmations": {"get": {
+                "operationId": "listConfirmations", "summary": "Requests for a person's approval.",
+                "parameters": [
+                    query("state", json!({"type": "string", "enum": ["pending", "approved", "denied", "expired", "all"]}), "Default pending."),
+                    query("limit", json!({"type": "integer", "minimum": 1, "maximum": 1000}), "Default 50."),
+                ],
+                "responses": ok("The requests, newest first.", json!({"type": "array", "items": any.clone()}), &["400", "401", "403"])
+            }},
+            "/confirmations/{id}/approve": {"post": {"operationId": "approveConfirmation", "summary": "Lets the waiting call run; optionally remembers the approval as a grant.", "parameters": [path("id", "The request's id.")], "requestBody": answer_body.clone(), "responses": ok("The request as it now stands.", any.clone(), &["400", "401", "403", "404", "409"])}},
+            "/confirmations/{id}/deny": {"post": {"operationId": "denyConfirmation", "summary": "Refuses the waiting call.", "parameters": [path("id", "The request's id.")], "requestBody": answer_body, "responses": ok("The request as it now stands.", any.clone(), &["400", "401", "403", "404", "409"])}},
+            "/audit": {"get": {"operationId": "queryAudit", "summary": "One page of audit records, newest first.", "parameters": list_params, "responses": ok("The page.", json!({"type": "object", "properties": {"rows": {"type": "array"}, "next_cursor": {"type": ["integer", "null"]}, "scanned_to": {"type": ["integer", "null"]}}}), &["400", "401", "403"])}},
+            "/audit/export": {"get": {"operationId": "exportAudit", "summary": "Every matching record, streamed as JSON lines or CSV.", "parameters": export_params, "responses": {
+                "200": {"description": "The records.", "content": {"application/jsonl": {}, "text/csv": {}}},
+                "400": error_responses(&["400"])["400"], "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"]
+            }}},
+            "/audit/{execution_id}": {"get": {"operationId": "getAuditRecord", "summary": "One audit record, with its decision trace.", "parameters": [path("execution_id", "The call's execution id.")], "responses": ok("The record.", any.clone(), &["401", "403", "404"])}},
+            "/events": {"get": {"operationId": "events", "summary": "Execution events as server-sent events: `event: execution` with the event's JSON, `event: missed` when a slow reader lost some.", "responses": {
+                "200": {"description": "The stream.", "content": {"text/event-stream": {}}},
+                "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"]
+            }}}
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+                "ToolSummary": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "kind": {"type": "string"}, "group": {"type": "string"}, "category": {"type": "string"},
+                    "risk_level": {"type": "string"}, "license_tier": {"type": "string"}, "requires_confirmation": {"type": "boolean"},
+                    "policy": {"type": ["string", "null"], "enum": ["allow", "ask", "deny", null]}, "disabled_tiers": {"type": "array", "items": {"type": "string"}},
+                    "description": {"type": "string"}
+                }},
+                "ToolSpec": {"type": "object", "required": ["name", "description", "parameters", "command"], "description": "A tool definition (name, description, parameters as JSON Schema, category, risk_level, ...) with the command template a custom tool runs."},
+                "Answer": {"type": "object", "additionalProperties": false, "properties": {
+                    "note": {"type": "string"},
+                    "remember": {"description": "Approve only: remember as a grant: \"exact\", \"tool\" or {\"pattern\": {...}}."},
+                    "who": {"description": "Whose calls the grant covers: \"anyone\", \"same_caller\" (default) or {\"agent\": id}."},
+                    "duration_secs": {"type": "integer", "minimum": 1}
+                }}
+            }
+        }
+    })
+}
+
+/// Every operation the document lists, as (method, path template).
+#[cfg(test)]
+pub(crate) fn operations() -> Vec<(String, String)> {
+    let doc = document();
+    let mut ops = Vec::new();
+    if let Some(paths) = doc["paths"].as_object() {
+        for (p, item) in paths {
+            if let Some(methods) = item.as_object() {
+                for m in methods.keys() {
+                    ops.push((m.to_uppercase(), p.clone()));
+                }
+            }
+        }
+    }
+    ops
+}

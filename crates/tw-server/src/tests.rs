@@ -1,0 +1,622 @@
+//! The endpoint's router driven without a socket: the guard's refusals (attack tests: no token,
+//! a forged token, a rebinding Host, a foreign Origin, an agent reaching for the admin API), the
+//! OpenAPI document against the routes, and the admin API against a real runtime on a fresh
+//! data directory.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+use tw_runtime::{Config, Runtime, RuntimeOptions, ServeSettings};
+
+use super::*;
+
+const ADDR: &str = "127.0.0.1:8790";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    rt: Runtime,
+    admin: String,
+    router: Router,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "one\n").unwrap();
+    let config = Config::parse(
+        "license_tier = \"pro\"\n",
+        std::path::Path::new("/etc/tw/config.toml"),
+        None,
+    )
+    .unwrap();
+    let rt = Runtime::open(RuntimeOptions::new(
+        dir.path().join("data"),
+        vec![ws],
+        config,
+    ))
+    .await
+    .unwrap();
+    let (admin, _) = rt.admin_token().unwrap();
+    let addr: SocketAddr = ADDR.parse().unwrap();
+    let guard = Guard::new(rt.clone(), admin.clone(), addr, &ServeSettings::default());
+    let router = app(rt.clone(), guard, CancellationToken::new());
+    Fixture {
+        _dir: dir,
+        rt,
+        admin,
+        router,
+    }
+}
+
+/// A request as a local client sends it: `Host` the endpoint's address, no `Origin`.
+fn request(method: Method, uri: &str, token: Option<&str>, body: Option<&str>) -> Request<Body> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", ADDR);
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    if body.is_some() {
+        b = b.header("content-type", "application/json");
+    }
+    b.body(body.map_or_else(Body::empty, |s| Body::from(s.to_owned())))
+        .unwrap()
+}
+
+async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 16 * 1024 * 1024)
+        .await
+        .unwrap();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, body)
+}
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn no_token_or_a_forged_one_is_401_and_says_how_to_authenticate() {
+    let f = fixture().await;
+    let resp = f
+        .router
+        .clone()
+        .oneshot(request(Method::GET, "/api/v1/tools", None, None))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        resp.headers()["www-authenticate"],
+        "Bearer realm=\"toolwarden\""
+    );
+    for token in [
+        "tw_0000000000000000000000000000000000000000000000000000000000000000".to_owned(),
+        format!("{}x", f.admin),
+        f.admin[..f.admin.len() - 1].to_owned(),
+    ] {
+        let (status, body) = send(
+            &f.router,
+            request(Method::GET, "/api/v1/tools", Some(&token), None),
+        )
+        .await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::UNAUTHORIZED, "unauthorized")
+        );
+    }
+    // MCP is behind the same gate.
+    let (status, _) = send(&f.router, request(Method::POST, "/mcp", None, Some("{}"))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A scheme other than Bearer is no token.
+    let mut basic = request(Method::GET, "/api/v1/tools", None, None);
+    basic.headers_mut().insert(
+        "authorization",
+        format!("Basic {}", f.admin).parse().unwrap(),
+    );
+    assert_eq!(send(&f.router, basic).await.0, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_foreign_origin_or_a_rebound_host_is_403_even_with_the_token() {
+    let f = fixture().await;
+    for origin in [
+        "http://evil.example",
+        "http://localhost:9999",
+        "null",
+        "https://127.0.0.1:8790",
+    ] {
+        let mut req = request(Method::GET, "/api/v1/tools", Some(&f.admin), None);
+        req.headers_mut().insert("origin", origin.parse().unwrap());
+        let (status, body) = send(&f.router, req).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::FORBIDDEN, "origin_not_allowed"),
+            "{origin}"
+        );
+    }
+    for host in [
+        "evil.example:8790",
+        "evil.example",
+        "127.0.0.1.evil.example",
+    ] {
+        let mut req = request(Method::POST, "/mcp", Some(&f.admin), Some("{}"));
+        req.headers_mut().insert("host", host.parse().unwrap());
+        let (status, body) = send(&f.router, req).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::FORBIDDEN, "host_not_allowed"),
+            "{host}"
+        );
+    }
+    // The endpoint's own origin and the loopback names pass.
+    for (host, origin) in [
+        ("localhost:8790", Some("http://localhost:8790")),
+        ("[::1]:8790", None),
+        ("127.0.0.1", Some("http://127.0.0.1:8790")),
+    ] {
+        let mut req = request(Method::GET, "/api/v1/tools", Some(&f.admin), None);
+        req.headers_mut().insert("host", host.parse().unwrap());
+        if let Some(o) = origin {
+            req.headers_mut().insert("origin", o.parse().unwrap());
+        }
+        assert_eq!(send(&f.router, req).await.0, StatusCode::OK, "{host}");
+    }
+}
+
+#[tokio::test]
+async fn configured_hosts_and_origins_are_let_in() {
+    let f = fixture().await;
+    let settings = ServeSettings {
+        allowed_hosts: vec!["tw.lan:8790".into()],
+        allowed_origins: vec!["https://console.example".into()],
+        ..ServeSettings::default()
+    };
+    let guard = Guard::new(
+        f.rt.clone(),
+        f.admin.clone(),
+        ADDR.parse().unwrap(),
+        &settings,
+    );
+    let router = app(f.rt.clone(), guard, CancellationToken::new());
+    let mut req = request(Method::GET, "/api/v1/tools", Some(&f.admin), None);
+    req.headers_mut()
+        .insert("host", "tw.lan:8790".parse().unwrap());
+    req.headers_mut()
+        .insert("origin", "https://console.example:443".parse().unwrap());
+    assert_eq!(send(&router, req).await.0, StatusCode::OK);
+    // Only on the port named.
+    let mut req = request(Method::GET, "/api/v1/tools", Some(&f.admin), None);
+    req.headers_mut()
+        .insert("host", "tw.lan:80".parse().unwrap());
+    assert_eq!(send(&router, req).await.0, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn an_agents_token_reaches_mcp_but_not_the_admin_api_and_stops_when_revoked() {
+    let f = fixture().await;
+    let (token, row) =
+        f.rt.issue_api_token("ci-bot", Some("pipeline".into()), "ana")
+            .await
+            .unwrap();
+    assert_eq!(row.agent_id, "ci-bot");
+    for (method, uri) in [
+        (Method::GET, "/api/v1/tools"),
+        (Method::GET, "/api/v1/confirmations"),
+        (Method::POST, "/api/v1/confirmations/x/approve"),
+        (Method::GET, "/api/v1/openapi.json"),
+    ] {
+        let (status, body) = send(&f.router, request(method, uri, Some(&token), None)).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::FORBIDDEN, "admin_only"),
+            "{uri}"
+        );
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}})
+    .to_string();
+    let mut req = request(Method::POST, "/mcp", Some(&token), Some(&init));
+    req.headers_mut().insert(
+        "accept",
+        "application/json, text/event-stream".parse().unwrap(),
+    );
+    let (status, body) = send(&f.router, req).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.to_string().contains("toolwarden"), "{body}");
+
+    f.rt.revoke_api_tokens("ci-bot", "ana").await.unwrap();
+    let (status, _) = send(
+        &f.router,
+        request(Method::POST, "/mcp", Some(&token), Some(&init)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn every_operation_in_the_openapi_document_is_served() {
+    let f = fixture().await;
+    let ops = openapi::operations();
+    assert!(ops.len() >= 17, "{ops:?}");
+    for (method, path) in ops {
+        let uri = format!(
+            "/api/v1{}",
+            path.replace("{name}", "read_file")
+                .replace("{id}", "x")
+                .replace("{execution_id}", "x")
+        );
+        // No side effects: an unknown tool for the writes, so they fail before changing anything.
+        let uri = match method.as_str() {
+            "PUT" | "DELETE" => uri.replace("read_file", "no_such_tool"),
+            _ => uri,
+        };
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let resp = f
+            .router
+            .clone()
+            .oneshot(request(method.clone(), &uri, Some(&f.admin), Some("")))
+            .await
+            .unwrap();
+        let status = resp.status();
+        if uri.ends_with("/events") {
+            // A stream that never ends by itself: its head says it is served.
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(resp.headers()["content-type"], "text/event-stream");
+            continue;
+        }
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20).await;
+        let body: Value = bytes
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+        assert_ne!(
+            code(&body),
+            "not_found",
+            "{method} {uri}: the router does not serve it"
+        );
+    }
+    // And something the document does not list is not served.
+    let (status, body) = send(
+        &f.router,
+        request(Method::GET, "/api/v1/secrets", Some(&f.admin), None),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "not_found"));
+}
+
+const CUSTOM: &str = r#"{
+  "name": "say_hello",
+  "description": "Says hello.",
+  "category": "system",
+  "group": "custom",
+  "parameters": [{"name": "who", "type": "string", "description": "Whom", "required": true}],
+  "command": {"argv": ["echo", "hello {who}"]}
+}"#;
+
+#[tokio::test]
+async fn custom_tools_are_created_read_replaced_switched_and_deleted() {
+    let f = fixture().await;
+    let r = &f.router;
+    let a = Some(f.admin.as_str());
+    let (status, body) = send(r, request(Method::POST, "/api/v1/tools", a, Some(CUSTOM))).await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::CREATED,
+            json!({"name": "say_hello", "created": true})
+        )
+    );
+    let (status, body) = send(r, request(Method::POST, "/api/v1/tools", a, Some(CUSTOM))).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "exists"));
+    let (status, body) = send(r, request(Method::GET, "/api/v1/tools/say_hello", a, None)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["kind"], "custom");
+    assert_eq!(
+        body["custom"]["argv"],
+        json!(["echo", "hello {who}"]),
+        "{body}"
+    );
+
+    // A malformed definition says where.
+    let broken = CUSTOM.replace("\"parameters\": [", "\"parameters\": [,");
+    let (status, body) = send(r, request(Method::POST, "/api/v1/tools", a, Some(&broken))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("request body:6:"),
+        "{body}"
+    );
+    // The path names the tool a PUT replaces.
+    let (status, _) = send(
+        r,
+        request(Method::PUT, "/api/v1/tools/other", a, Some(CUSTOM)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, body) = send(
+        r,
+        request(Method::PUT, "/api/v1/tools/say_hello", a, Some(CUSTOM)),
+    )
+    .await;
+    assert_eq!(
+        (status, body["created"].clone()),
+        (StatusCode::OK, json!(false))
+    );
+
+    // Switched off, policy denies it; on again, it does not.
+    let (status, body) = send(
+        r,
+        request(Method::POST, "/api/v1/tools/say_hello/disable", a, None),
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::OK,
+            json!({"tool": "say_hello", "tier": "pro", "enabled": false, "changed": true})
+        )
+    );
+    let explain = json!({"tool": "say_hello", "arguments": {"who": "ana"}}).to_string();
+    let (_, body) = send(
+        r,
+        request(Method::POST, "/api/v1/policy/explain", a, Some(&explain)),
+    )
+    .await;
+    assert_eq!(body["decision"], "deny", "{body}");
+    let (_, body) = send(
+        r,
+        request(
+            Method::POST,
+            "/api/v1/tools/say_hello/enable",
+            a,
+            Some(r#"{"tier": "pro"}"#),
+        ),
+    )
+    .await;
+    assert_eq!(body["changed"], true);
+    let (_, body) = send(
+        r,
+        request(Method::POST, "/api/v1/policy/explain", a, Some(&explain)),
+    )
+    .await;
+    assert_ne!(body["decision"], "deny", "{body}");
+
+    let (status, _) = send(
+        r,
+        request(Method::DELETE, "/api/v1/tools/say_hello", a, None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, body) = send(r, request(Method::GET, "/api/v1/tools/say_hello", a, None)).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "unknown_tool")
+    );
+    let (status, body) = send(
+        r,
+        request(Method::DELETE, "/api/v1/tools/read_file", a, None),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "builtin"));
+
+    // Every change is in the admin log, as made by `api`.
+    let kinds: Vec<(String, String)> =
+        f.rt.store()
+            .admin_events(&tw_store::AdminQuery::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.actor, e.kind))
+            .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("api", "custom_tool_removed"),
+            ("api", "tool_enabled"),
+            ("api", "tool_disabled"),
+            ("api", "custom_tool_updated"),
+            ("api", "custom_tool_added"),
+        ]
+        .map(|(a, k)| (a.to_owned(), k.to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_say_which_field() {
+    let f = fixture().await;
+    let r = &f.router;
+    let a = Some(f.admin.as_str());
+    let cases = [
+        (
+            Method::GET,
+            "/api/v1/audit?status=fine",
+            None,
+            "status: unknown status \"fine\"",
+        ),
+        (
+            Method::GET,
+            "/api/v1/audit?limit=0",
+            None,
+            "limit: between 1 and 1000",
+        ),
+        (
+            Method::GET,
+            "/api/v1/audit?colour=red",
+            None,
+            "unknown field `colour`",
+        ),
+        (
+            Method::GET,
+            "/api/v1/audit/export?format=xml",
+            None,
+            "format: \"xml\" is not jsonl or csv",
+        ),
+        (
+            Method::GET,
+            "/api/v1/confirmations?state=maybe",
+            None,
+            "state: \"maybe\" is not one of",
+        ),
+        (
+            Method::POST,
+            "/api/v1/policy/explain",
+            Some("{\"tol\": 1}"),
+            "unknown field `tol`",
+        ),
+        (
+            Method::POST,
+            "/api/v1/tools/read_file/disable",
+            Some("{\"tier\": \"gold\"}"),
+            "the request body: unknown license tier \"gold\"",
+        ),
+        (
+            Method::POST,
+            "/api/v1/confirmations/x/deny",
+            Some("{\"remember\": \"tool\"}"),
+            "only go with approve",
+        ),
+    ];
+    for (method, uri, body, want) in cases {
+        let (status, got) = send(r, request(method, uri, a, body)).await;
+        let message = got["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            status == StatusCode::BAD_REQUEST && message.contains(want),
+            "{uri}: {status} {message}"
+        );
+    }
+    let (status, body) = send(
+        r,
+        request(
+            Method::POST,
+            "/api/v1/policy/explain",
+            a,
+            Some("{\"tool\": \"nope\"}"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "unknown_tool")
+    );
+    let (status, body) = send(
+        r,
+        request(Method::POST, "/api/v1/confirmations/x/approve", a, None),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "unknown_confirmation")
+    );
+}
+
+#[tokio::test]
+async fn the_audit_log_is_queried_read_and_exported() {
+    let f = fixture().await;
+    for who in ["a", "b", "c"] {
+        let call = f.rt.call(
+            "read_file",
+            json!({"path": "notes.txt"}),
+            tw_core::Caller::agent(who),
+        );
+        f.rt.execute(call).await;
+    }
+    let r = &f.router;
+    let a = Some(f.admin.as_str());
+    let (status, page) = send(r, request(Method::GET, "/api/v1/audit?limit=2", a, None)).await;
+    assert_eq!(status, StatusCode::OK);
+    let rows = page["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["agent_id"], "c");
+    let cursor = page["next_cursor"].as_i64().unwrap();
+    let (_, rest) = send(
+        r,
+        request(
+            Method::GET,
+            &format!("/api/v1/audit?limit=2&cursor={cursor}"),
+            a,
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(rest["rows"][0]["agent_id"], "a");
+    let id = rows[0]["execution_id"].as_str().unwrap();
+    let (status, one) = send(
+        r,
+        request(Method::GET, &format!("/api/v1/audit/{id}"), a, None),
+    )
+    .await;
+    assert_eq!(
+        (status, one["agent_id"].clone()),
+        (StatusCode::OK, json!("c"))
+    );
+    let (status, body) = send(r, request(Method::GET, "/api/v1/audit/nope", a, None)).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "unknown_record")
+    );
+
+    let (status, text) = send(
+        r,
+        request(Method::GET, "/api/v1/audit/export?agent=b", a, None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let text = text
+        .as_str()
+        .map_or_else(|| text.to_string(), str::to_owned);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["agent_id"], "b");
+    let (_, csv) = send(
+        r,
+        request(Method::GET, "/api/v1/audit/export?format=csv", a, None),
+    )
+    .await;
+    assert_eq!(csv.as_str().unwrap().lines().count(), 4, "{csv}");
+}
+
+#[test]
+fn only_loopback_addresses_are_bound_unless_allowed() {
+    for addr in ["127.0.0.1:8790", "[::1]:0", "127.0.0.2:1"] {
+        assert!(check_listen(addr.parse().unwrap(), false).is_ok(), "{addr}");
+    }
+    for addr in ["0.0.0.0:8790", "[::]:8790", "192.168.1.10:8790"] {
+        let e = check_listen(addr.parse().unwrap(), false).unwrap_err();
+        assert!(e.to_string().contains("allow_non_loopback"), "{e}");
+        assert!(check_listen(addr.parse().unwrap(), true).is_ok());
+    }
+}
+
+#[tokio::test]
+async fn start_refuses_a_non_loopback_address_before_binding() {
+    let f = fixture().await;
+    let settings = ServeSettings {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        ..ServeSettings::default()
+    };
+    let e = start(f.rt.clone(), &settings, CancellationToken::new())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, ServerError::NotLoopback(_)), "{e}");
+}

@@ -1,0 +1,474 @@
+//! `toolwarden serve` with real peers: the official MCP Python SDK over streamable HTTP (listing,
+//! calls and refusals, an agent's token, a confirmation approved through the admin API,
+//! cancellation), and attack tests against the endpoint over a real socket: no token, a forged
+//! one, a foreign Origin, a rebound Host, an agent's token reaching for the admin API, and a
+//! non-loopback address, which is refused unless configured.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::Child;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::{CLIENT, Client, FS_AND_ECHO, LIMIT, names, outcome, poll_rows, text, wait_for_file};
+use crate::suite::support::Env;
+
+/// `toolwarden serve` on a free loopback port; stopped with SIGTERM when dropped.
+struct Served {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`
+    base: String,
+}
+
+impl Served {
+    fn start(env: &Env) -> Self {
+        let mut child = env.cmd(&["serve", "--listen", "127.0.0.1:0"]).spawn();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(LIMIT).unwrap_or_default();
+        let Some(base) = line.trim().strip_suffix("/mcp") else {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "serve printed {line:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        Self {
+            base: base.to_owned(),
+            child: Some(child),
+        }
+    }
+
+    fn addr(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
+    /// Stops it with SIGTERM and returns its exit code and stderr.
+    fn stop(mut self) -> (Option<i32>, String) {
+        let mut child = self.child.take().unwrap();
+        terminate(&child);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (child.wait().unwrap().code(), err)
+    }
+}
+
+fn terminate(child: &Child) {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// One HTTP/1.1 request over a fresh connection, written by hand so every header is exactly what
+/// the test says (a client library would add or fix some). Returns the status and the body.
+fn request(
+    served: &Served,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(served.addr()).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {}\r\n", served.addr()));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn admin_token(env: &Env) -> String {
+    env.cmd(&["serve", "token"])
+        .run()
+        .ok()
+        .stdout
+        .trim()
+        .to_owned()
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// The plan for tests/mcp/client.py against the endpoint.
+fn http_plan(served: &Served, token: &str, steps: Value) -> Value {
+    json!({
+        "server": {"url": format!("{}/mcp", served.base), "token": token},
+        "client": {"name": CLIENT, "version": "1.2.3"},
+        "steps": steps,
+    })
+}
+
+#[test]
+fn over_streamable_http_a_session_lists_calls_and_is_refused_as_over_stdio() {
+    let env = Env::new().with_config(FS_AND_ECHO);
+    env.write("notes.txt", "hello\n");
+    let served = Served::start(&env);
+    let token = admin_token(&env);
+    let report = Client::start_plan(
+        &env,
+        &http_plan(
+            &served,
+            &token,
+            json!([
+                {"op": "list"},
+                {"op": "call", "tool": "read_file", "arguments": {"path": "notes.txt"}},
+                {"op": "call", "tool": "delete_file", "arguments": {"path": "notes.txt"}},
+            ]),
+        ),
+    )
+    .finish();
+    assert_eq!(report["initialize"]["serverInfo"]["name"], "toolwarden");
+    assert_eq!(
+        names(&report["steps"][0]),
+        [
+            "echo",
+            "file_search",
+            "list_directory",
+            "read_file",
+            "write_file"
+        ]
+    );
+    assert_eq!(outcome(&report["steps"][1]).2, json!("success"));
+    assert_eq!(
+        outcome(&report["steps"][2]),
+        (
+            text(
+                "permission_denied: policy_denied: tool delete_file is denied by rule \"delete_file\""
+            ),
+            json!(true),
+            json!("permission_denied")
+        )
+    );
+    assert!(env.ws.join("notes.txt").exists(), "the denied call ran");
+    let rows = env.audit_rows();
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.tool.as_str(), r.status.as_str(), r.agent_id.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("read_file", "success", "mcp:tw-test-client"),
+            ("delete_file", "permission_denied", "mcp:tw-test-client")
+        ]
+    );
+    // SIGTERM ends it cleanly.
+    let (code, stderr) = served.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn an_agents_token_records_its_agent_and_does_not_open_the_admin_api() {
+    let env = Env::new().with_config(FS_AND_ECHO);
+    let served = Served::start(&env);
+    let issued = env
+        .cmd(&["serve", "issue", "ci-bot", "--label", "nightly"])
+        .run()
+        .ok();
+    let token = issued.stdout.trim().to_owned();
+    assert!(
+        issued.stderr.contains("for agent ci-bot"),
+        "{}",
+        issued.stderr
+    );
+    let report = Client::start_plan(
+        &env,
+        &http_plan(
+            &served,
+            &token,
+            json!([{"op": "call", "tool": "echo", "arguments": {"n": 1}}]),
+        ),
+    )
+    .finish();
+    assert_eq!(outcome(&report["steps"][0]).2, json!("success"));
+    let agents: Vec<String> = env.audit_rows().into_iter().map(|r| r.agent_id).collect();
+    assert_eq!(agents, ["ci-bot"]);
+
+    let (status, body) = request(
+        &served,
+        "GET",
+        "/api/v1/confirmations",
+        &[("Authorization", &bearer(&token))],
+        "",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("admin_only"), "{body}");
+
+    // Revoked, it opens nothing.
+    env.cmd(&["serve", "revoke", "ci-bot"]).run().ok();
+    let (status, _) = request(
+        &served,
+        "POST",
+        "/mcp",
+        &[("Authorization", &bearer(&token))],
+        "{}",
+    );
+    assert_eq!(status, 401);
+    let listed = env
+        .cmd(&["serve", "tokens", "--all", "--json"])
+        .run()
+        .ok()
+        .json();
+    assert_eq!(listed[0]["agent_id"], "ci-bot");
+    assert!(listed[0]["revoked_at"].is_i64(), "{listed}");
+    assert!(
+        !listed.to_string().contains(&token),
+        "the token itself is stored"
+    );
+}
+
+#[test]
+fn over_http_a_call_waits_for_a_person_who_approves_it_through_the_admin_api() {
+    let env = Env::new().with_config(
+        "[policy]\nallow = [\"group:fs\"]\n[policy.modes.normal]\nask = [\"write_file\"]\n",
+    );
+    let served = Served::start(&env);
+    let token = admin_token(&env);
+    let waiting = env.root.path().join("waiting");
+    let client = Client::start_plan(
+        &env,
+        &http_plan(
+            &served,
+            &token,
+            json!([{
+                "op": "call", "tool": "write_file",
+                "arguments": {"path": "approved.txt", "content": "yes"},
+                "progress": true, "signal_on_progress": waiting,
+            }]),
+        ),
+    );
+    wait_for_file(&waiting);
+    let auth = bearer(&token);
+    let (status, body) = request(
+        &served,
+        "GET",
+        "/api/v1/confirmations",
+        &[("Authorization", &auth)],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    let pending: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(pending[0]["tool"], "write_file");
+    assert_eq!(pending[0]["agent_id"], "mcp:tw-test-client");
+    let id = pending[0]["id"].as_str().unwrap();
+    assert!(
+        !env.ws.join("approved.txt").exists(),
+        "it ran before approval"
+    );
+    let (status, body) = request(
+        &served,
+        "POST",
+        &format!("/api/v1/confirmations/{id}/approve"),
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        r#"{"note": "looks fine"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let report = client.finish();
+    assert_eq!(outcome(&report["steps"][0]).2, json!("success"));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("approved.txt")).unwrap(),
+        "yes"
+    );
+    assert!(
+        report["steps"][0]["progress"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("waiting for confirmation"),
+        "{report}"
+    );
+    // Answered twice: the second answer changes nothing.
+    let (status, _) = request(
+        &served,
+        "POST",
+        &format!("/api/v1/confirmations/{id}/deny"),
+        &[("Authorization", &auth)],
+        "",
+    );
+    assert_eq!(status, 409);
+}
+
+#[test]
+fn over_http_a_call_the_client_cancels_is_recorded_as_cancelled() {
+    let env = Env::new()
+        .with_config("[policy]\nallow = [\"group:exec\"]\n[policy.exec]\nsecurity = \"full\"\n");
+    let served = Served::start(&env);
+    let token = admin_token(&env);
+    let cancel = env.root.path().join("cancel");
+    let client = Client::start_plan(
+        &env,
+        &http_plan(
+            &served,
+            &token,
+            json!([{
+                "op": "call", "tool": "exec", "arguments": {"argv": ["sleep", "30"]},
+                "cancel_when": cancel,
+            }]),
+        ),
+    );
+    let running = poll_rows(&env, &["running", "--json"], 1);
+    assert_eq!(running[0]["agent_id"], "mcp:tw-test-client");
+    std::fs::write(&cancel, "now").unwrap();
+    let report = client.finish();
+    assert_eq!(report["steps"][0]["cancelled"], json!(true));
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let rows = env.audit_rows();
+        if let Some(r) = rows.first() {
+            assert_eq!((r.tool.as_str(), r.status.as_str()), ("exec", "cancelled"));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no audit record");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_endpoint_refuses_no_token_a_forged_one_a_foreign_origin_and_a_rebound_host() {
+    let env = Env::new().with_config(FS_AND_ECHO);
+    let served = Served::start(&env);
+    let token = admin_token(&env);
+    let auth = bearer(&token);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
+    let mcp_headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+
+    let (status, body) = request(&served, "POST", "/mcp", &mcp_headers, init);
+    assert_eq!(status, 401, "no token: {body}");
+    let (status, _) = request(&served, "GET", "/api/v1/tools", &[], "");
+    assert_eq!(status, 401);
+    let forged = format!("Bearer tw_{}", "0".repeat(64));
+    let (status, _) = request(
+        &served,
+        "GET",
+        "/api/v1/tools",
+        &[("Authorization", &forged)],
+        "",
+    );
+    assert_eq!(status, 401);
+
+    let (status, body) = request(
+        &served,
+        "GET",
+        "/api/v1/tools",
+        &[("Authorization", &auth), ("Origin", "http://evil.example")],
+        "",
+    );
+    assert_eq!(status, 403, "foreign origin: {body}");
+    assert!(body.contains("origin_not_allowed"), "{body}");
+    let (status, body) = request(
+        &served,
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", &auth),
+            ("Host", "evil.example"),
+            mcp_headers[0],
+            mcp_headers[1],
+        ],
+        init,
+    );
+    assert_eq!(status, 403, "rebound host: {body}");
+    assert!(body.contains("host_not_allowed"), "{body}");
+
+    // The same requests from the right place with the token pass.
+    let mut ok_headers = vec![("Authorization", auth.as_str())];
+    ok_headers.extend(mcp_headers);
+    let (status, body) = request(&served, "POST", "/mcp", &ok_headers, init);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("toolwarden"), "{body}");
+    let origin = served.base.clone();
+    let (status, body) = request(
+        &served,
+        "GET",
+        "/api/v1/openapi.json",
+        &[("Authorization", &auth), ("Origin", &origin)],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    // The refused requests ran nothing and left no audit records.
+    assert!(env.audit_rows().is_empty());
+}
+
+#[test]
+fn serve_refuses_a_non_loopback_address_unless_the_configuration_allows_it() {
+    let env = Env::new();
+    let refused = env.cmd(&["serve", "--listen", "0.0.0.0:0"]).run();
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused
+            .stderr
+            .contains("refusing to listen on 0.0.0.0:0: it is not a loopback address")
+            && refused.stderr.contains("allow_non_loopback"),
+        "{}",
+        refused.stderr
+    );
+    let env =
+        Env::new().with_config("[serve]\nallow_non_loopback = true\nlisten = \"0.0.0.0:0\"\n");
+    let mut child = env.cmd(&["serve"]).spawn();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    terminate(&child);
+    let status = child.wait().unwrap();
+    assert!(line.starts_with("http://0.0.0.0:"), "{line}");
+    assert_eq!(status.code(), Some(0));
+    // A non-loopback address in the file without the switch is a configuration error, with
+    // its line.
+    let env = Env::new().with_config("[serve]\nlisten = \"0.0.0.0:8790\"\n");
+    let bad = env.cmd(&["serve"]).run();
+    assert_ne!(bad.code, 0);
+    // Line 3: the test's config starts with the tier line.
+    assert!(
+        bad.stderr
+            .contains("config.toml:3:10: serve.listen 0.0.0.0:8790 is not a loopback address"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -97,6 +97,12 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
             }
         }
     };
+    // Upstream MCP servers connect in the background; their tools appear when they do.
+    let upstream: Vec<_> = options.places.config.upstream.values().cloned().collect();
+    if !upstream.is_empty() {
+        let (rt, stop) = (runtime.clone(), stop_endpoint.clone());
+        tokio.spawn(async move { tw_mcp::upstream::start(&rt, upstream, stop).await });
+    }
     let desktop = Arc::new(Desktop {
         runtime: runtime.clone(),
         options,

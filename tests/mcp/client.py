@@ -18,6 +18,10 @@
 #    "cancel_when": PATH}                     cancel the call once PATH exists
 #                                             -> {"result": CallToolResult as JSON} or
 #                                                {"cancelled": true}, plus "progress": [messages]
+#   {"op": "call_until_success", "tool": T, "arguments": {...}}
+#                                             call again (every 0.2 s, at most WAIT_LIMIT s) until
+#                                             the result is not an error -> {"result": ...,
+#                                             "errors": [the error texts before it]}
 #   {"op": "signal", "path": PATH}            write PATH (the Rust side waits for it)
 #   {"op": "wait_list_changed"}               wait for notifications/tools/list_changed
 #                                             -> {"list_changed": true}
@@ -137,6 +141,16 @@ async def main(plan):
                     report["steps"].append({"tools": [dump(t) for t in listed.tools]})
                 elif op == "call":
                     report["steps"].append(await call(session, step))
+                elif op == "call_until_success":
+                    errors = []
+                    with anyio.fail_after(WAIT_LIMIT):
+                        while True:
+                            result = await session.call_tool(step["tool"], step.get("arguments", {}))
+                            if not result.is_error:
+                                break
+                            errors.append(" ".join(c.text for c in result.content if hasattr(c, "text")))
+                            await anyio.sleep(0.2)
+                    report["steps"].append({"result": dump(result), "errors": errors})
                 elif op == "signal":
                     touch(step["path"])
                     report["steps"].append({})

@@ -25,6 +25,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
             "tw-desktop",
             &[
                 "tw-core",
+                "tw-mcp",
                 "tw-protocol",
                 "tw-runtime",
                 "tw-server",

@@ -24,10 +24,10 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// The name (and version) the client gives in `initialize`.
 const CLIENT: &str = "tw-test-client";
 
-/// The Python of the venv scripts/setup-mcp makes: `$CARGO_TARGET_DIR/mcp-venv`, or the target
-/// directory this test binary was built in.
-fn python() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+/// Where scripts/setup-mcp installs the MCP peers: `$CARGO_TARGET_DIR`, or the target directory
+/// this test binary was built in.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             let exe = std::env::current_exe().expect("test executable path");
@@ -36,8 +36,12 @@ fn python() -> PathBuf {
                 .nth(3)
                 .expect("test executable lives in target/<profile>/deps")
                 .to_owned()
-        });
-    let python = target.join("mcp-venv/bin/python");
+        })
+}
+
+/// The Python of the venv scripts/setup-mcp makes (`mcp-venv` in the target directory).
+fn python() -> PathBuf {
+    let python = target_dir().join("mcp-venv/bin/python");
     assert!(
         python.is_file(),
         "{} does not exist: run scripts/setup-mcp (scripts/test does) to install the MCP Python \
@@ -510,3 +514,4 @@ fn the_client_is_told_when_a_mode_switch_changes_its_listing() {
 }
 
 mod http;
+mod upstream;

@@ -97,9 +97,17 @@ pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Re
         timeout: a.timeout.map(Duration::from_millis),
         no_wait: a.no_wait,
     };
+    // A tool of an upstream server (SERVER__TOOL): that server is started for the call.
+    let upstream = CancellationToken::new();
+    if let Some((server, _)) = call.tool.split_once("__")
+        && let Some(s) = ctx.places.config.upstream.get(server)
+    {
+        tw_mcp::upstream::start(rt, vec![s.clone()], upstream.clone()).await;
+    }
     let waiting = tell_when_waiting(rt, &call);
     let result = rt.execute_with_cancel(call, cancel_on_signal()).await;
     waiting.abort();
+    upstream.cancel();
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(exit_code(result.status))
 }

@@ -93,8 +93,11 @@ pub(crate) enum Command {
     },
     /// Serve the tools to an MCP client over stdin/stdout (what an agent's `mcpServers` entry
     /// starts). Calls are made as --agent when given, else as mcp:<the client's name>; logs go
-    /// to stderr.
-    Mcp,
+    /// to stderr. The `[upstream.NAME]` servers' tools are imported as NAME__tool.
+    Mcp {
+        #[command(subcommand)]
+        cmd: Option<McpCommand>,
+    },
     /// Serve MCP over streamable HTTP at /mcp and the admin API at /api/v1 (loopback only
     /// unless configured; every request needs a bearer token). Prints the URL, then runs until
     /// SIGINT or SIGTERM.
@@ -107,6 +110,31 @@ pub(crate) enum Command {
     },
     /// Show the resolved configuration: files, directories, workspace and policy.
     Config,
+}
+
+/// `toolwarden mcp ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum McpCommand {
+    /// Upstream tools whose server changed their definition since it was pinned (quarantined:
+    /// no call reaches them), each with the difference. With a tool and --accept, the new
+    /// definition becomes the pin and the tool is callable again.
+    Review {
+        /// The tool (SERVER__TOOL).
+        tool: Option<String>,
+        /// Accept the new definition.
+        #[arg(long, requires = "tool")]
+        accept: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Connect to every configured upstream server once and show what it offers (exit 1 if one
+    /// cannot be reached).
+    Servers {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `toolwarden serve ...`

@@ -59,7 +59,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     if matches!(
         cli.command,
-        Command::Call(_) | Command::Batch(_) | Command::Mcp | Command::Serve { cmd: None, .. }
+        Command::Call(_)
+            | Command::Batch(_)
+            | Command::Mcp { cmd: None }
+            | Command::Serve { cmd: None, .. }
     ) {
         // Lets the desktop app (or another watcher) see these calls run and cancel them.
         if let Err(e) = rt.publish_live() {
@@ -79,7 +82,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Skills(cmd) => skills::run(&rt, &ctx, cmd).await,
         Command::Running { json } => running::running(&rt, json).await,
         Command::Cancel { execution_id } => running::cancel(&rt, &execution_id).await,
-        Command::Mcp => mcp::serve(&rt, &ctx, cli.global.agent.clone()).await,
+        Command::Mcp { cmd: None } => mcp::serve(&rt, &ctx, cli.global.agent.clone()).await,
+        Command::Mcp { cmd: Some(cmd) } => mcp::admin(&rt, &ctx, cmd).await,
         Command::Serve { listen, cmd } => serve::run(&rt, &ctx, listen, cmd).await,
         Command::Config => Ok(0),
     };

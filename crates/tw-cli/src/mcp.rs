@@ -1,15 +1,31 @@
 //! `toolwarden mcp`: serves the governed tools to one MCP client over stdin/stdout (tw-mcp), the
-//! command an agent's `mcpServers` entry starts. Stdout carries only the protocol; warnings and
-//! logs go to stderr.
+//! command an agent's `mcpServers` entry starts, with the configured upstream servers' tools
+//! imported. Stdout carries only the protocol; warnings and logs go to stderr. Also `mcp review`
+//! (quarantined upstream tools and their changes) and `mcp servers` (a connection check).
 //!
 //! SIGINT or SIGTERM ends the session like the client closing it: calls in flight are cancelled
 //! and still get their audit records before the runtime closes.
 
+use anyhow::bail;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
 use tw_mcp::Identity;
 use tw_runtime::Runtime;
 
+use crate::audit::time;
 use crate::call::cancel_on_signal;
+use crate::cli::McpCommand;
+use crate::confirm::actor;
 use crate::setup::Context;
+use crate::table::Table;
+
+/// Starts the configured upstream servers (returns once each connected or failed once).
+pub(crate) async fn start_upstreams(rt: &Runtime, ctx: &Context, shutdown: &CancellationToken) {
+    let servers: Vec<_> = ctx.places.config.upstream.values().cloned().collect();
+    if !servers.is_empty() {
+        tw_mcp::upstream::start(rt, servers, shutdown.clone()).await;
+    }
+}
 
 /// Runs the session until the client disconnects or a signal ends it. `agent` is the agent id
 /// given with `--agent` (or `TOOLWARDEN_AGENT`), which then replaces `mcp:<client name>`.
@@ -25,6 +41,128 @@ pub(crate) async fn serve(
         skill: ctx.caller.skill.clone(),
         user: ctx.caller.user.clone(),
     };
-    tw_mcp::serve_stdio(rt.clone(), identity, cancel_on_signal()).await?;
+    let shutdown = cancel_on_signal();
+    start_upstreams(rt, ctx, &shutdown).await;
+    tw_mcp::serve_stdio(rt.clone(), identity, shutdown.clone()).await?;
+    // The upstream servers stop with the session.
+    shutdown.cancel();
     Ok(0)
+}
+
+pub(crate) async fn admin(rt: &Runtime, ctx: &Context, cmd: McpCommand) -> anyhow::Result<u8> {
+    match cmd {
+        McpCommand::Review { tool, accept, json } => review(rt, ctx, tool, accept, json).await,
+        McpCommand::Servers { json } => servers(rt, ctx, json).await,
+    }
+}
+
+async fn review(
+    rt: &Runtime,
+    ctx: &Context,
+    tool: Option<String>,
+    accept: bool,
+    as_json: bool,
+) -> anyhow::Result<u8> {
+    let pins = rt.store().upstream_pins().await?;
+    let named = |p: &tw_store::PinRow| tw_mcp::upstream::registered_name(&p.server, &p.tool);
+    let waiting: Vec<_> = pins
+        .iter()
+        .filter(|p| p.quarantined())
+        .filter(|p| tool.as_deref().is_none_or(|t| named(p) == t))
+        .collect();
+    if let Some(t) = &tool
+        && waiting.is_empty()
+    {
+        if pins.iter().any(|p| named(p) == *t) {
+            eprintln!("{t} is not quarantined: its server describes it as pinned");
+            return Ok(1);
+        }
+        bail!(
+            "no upstream tool {t} has been pinned (is its server configured and was it started?)"
+        );
+    }
+    if accept {
+        let p = waiting[0];
+        match rt
+            .accept_upstream_change(&p.server, &p.tool, &actor(ctx))
+            .await?
+        {
+            Some(_) => {
+                println!(
+                    "accepted the new definition of {}: it is pinned and callable again",
+                    named(p)
+                );
+                Ok(0)
+            }
+            None => {
+                eprintln!("{} was accepted meanwhile", named(p));
+                Ok(1)
+            }
+        }
+    } else if as_json {
+        let rows: Vec<_> = waiting
+            .iter()
+            .map(|p| {
+                json!({
+                    "tool": named(p), "server": p.server, "upstream_tool": p.tool,
+                    "pinned": p.definition, "pinned_at": p.pinned_at, "pinned_by": p.pinned_by,
+                    "now": p.pending_definition, "changed_since": p.pending_since,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        Ok(0)
+    } else {
+        if waiting.is_empty() {
+            println!("no upstream tool is quarantined");
+            return Ok(0);
+        }
+        for p in waiting {
+            println!(
+                "{} (server {}, tool {}): changed since {}; pinned {} by {}",
+                named(p),
+                p.server,
+                p.tool,
+                p.pending_since.map(time).unwrap_or_default(),
+                time(p.pinned_at),
+                p.pinned_by
+            );
+            let before = serde_json::to_string_pretty(&p.definition)?;
+            let after = serde_json::to_string_pretty(&p.pending_definition)?;
+            print!(
+                "{}",
+                similar::TextDiff::from_lines(&before, &after)
+                    .unified_diff()
+                    .header("pinned", "now")
+            );
+            println!("accept: toolwarden mcp review {} --accept\n", named(p));
+        }
+        Ok(0)
+    }
+}
+
+async fn servers(rt: &Runtime, ctx: &Context, as_json: bool) -> anyhow::Result<u8> {
+    let shutdown = CancellationToken::new();
+    start_upstreams(rt, ctx, &shutdown).await;
+    let status = rt.upstream_status();
+    shutdown.cancel();
+    let down = status.iter().any(|s| !s.connected);
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        let mut t = Table::new(&["SERVER", "CONNECTED", "TOOLS", "QUARANTINED", "ERROR"]);
+        for s in &status {
+            t.row(vec![
+                s.server.clone(),
+                if s.connected { "yes" } else { "no" }.to_owned(),
+                s.tools.join(", "),
+                s.quarantined.join(", "),
+                s.error.clone().unwrap_or_default(),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+    // Give the servers a moment to stop before the runtime closes.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    Ok(u8::from(down))
 }

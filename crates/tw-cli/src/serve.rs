@@ -77,6 +77,7 @@ async fn serve(rt: &Runtime, ctx: &Context, listen: Option<SocketAddr>) -> anyho
         settings.listen = l;
     }
     let shutdown = cancel_on_signal();
+    crate::mcp::start_upstreams(rt, ctx, &shutdown).await;
     let endpoint = tw_server::start(rt.clone(), &settings, shutdown.clone()).await?;
     println!("{}", endpoint.mcp_url());
     std::io::stdout().flush()?;

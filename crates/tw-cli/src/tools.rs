@@ -134,6 +134,10 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
                 "definition": d,
                 "command": match &tool.kind {
                     tw_runtime::ToolKind::Custom(c) => serde_json::to_value(c)?,
+                    tw_runtime::ToolKind::Upstream(u) => json!({
+                        "upstream_server": u.server(),
+                        "upstream_tool": u.upstream_name(),
+                    }),
                     tw_runtime::ToolKind::Builtin(_) | tw_runtime::ToolKind::Process(_) => {
                         serde_json::Value::Null
                     }

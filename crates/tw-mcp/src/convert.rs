@@ -52,8 +52,23 @@ pub(crate) fn tool(def: &ToolDefinition) -> Option<Tool> {
 /// schema and the output is an object (a capped output is a string, and then only text goes).
 /// Anything else: `isError` with `"<status>: <error code>: <message>"`; the message carries the
 /// policy explanation's reason for a refusal. Either way `_meta` names the execution.
-pub(crate) fn call_result(result: &ToolResult, structured: bool) -> CallToolResult {
-    let mut out = if result.status == ToolStatus::Success {
+/// With `passthrough`, the output is an upstream server's `{"content": [...]}`: its content blocks
+/// (text, images, resources) are relayed as they came.
+pub(crate) fn call_result(
+    result: &ToolResult,
+    structured: bool,
+    passthrough: bool,
+) -> CallToolResult {
+    let blocks = passthrough
+        .then_some(result.output.as_ref())
+        .flatten()
+        .and_then(|o| o.get("content"))
+        .and_then(|c| serde_json::from_value::<Vec<ContentBlock>>(c.clone()).ok());
+    let mut out = if result.status == ToolStatus::Success
+        && let Some(blocks) = blocks
+    {
+        CallToolResult::success(blocks)
+    } else if result.status == ToolStatus::Success {
         let text = match &result.output {
             Some(Value::String(s)) => s.clone(),
             Some(v) => v.to_string(),
@@ -160,7 +175,8 @@ mod tests {
         let out = json!({"path": "a.txt", "content": "hi\n", "truncated": false});
         insta::assert_json_snapshot!(wire(call_result(
             &result(ToolStatus::Success, Some(out), None),
-            true
+            true,
+            false
         )));
     }
 
@@ -168,6 +184,7 @@ mod tests {
     fn success_without_a_schema_is_text_only() {
         let r = wire(call_result(
             &result(ToolStatus::Success, Some(json!({"a": [1, 2]})), None),
+            false,
             false,
         ));
         assert_eq!(
@@ -185,6 +202,7 @@ mod tests {
         let r = wire(call_result(
             &result(ToolStatus::Success, Some(json!("cut {\"a\"")), None),
             true,
+            false,
         ));
         assert_eq!(
             (&r["content"], r.get("structuredContent")),
@@ -200,13 +218,46 @@ mod tests {
         );
         insta::assert_json_snapshot!(wire(call_result(
             &result(ToolStatus::PermissionDenied, None, Some(err)),
-            true
+            true,
+            false
         )));
     }
 
     #[test]
+    fn an_upstream_tools_content_blocks_are_relayed_as_they_came() {
+        let content = json!([
+            {"type": "text", "text": "Echo: hi"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+        ]);
+        let out = json!({ "content": content });
+        let r = wire(call_result(
+            &result(ToolStatus::Success, Some(out.clone()), None),
+            false,
+            true,
+        ));
+        assert_eq!((&r["content"], &r["isError"]), (&content, &json!(false)));
+        // Without passthrough (a built-in whose output happens to look like that): JSON text.
+        let r = wire(call_result(
+            &result(ToolStatus::Success, Some(out), None),
+            false,
+            false,
+        ));
+        assert_eq!(r["content"][0]["type"], "text");
+        assert!(
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("{\"content\"")
+        );
+    }
+
+    #[test]
     fn a_status_without_an_error_still_says_which() {
-        let r = wire(call_result(&result(ToolStatus::Failed, None, None), false));
+        let r = wire(call_result(
+            &result(ToolStatus::Failed, None, None),
+            false,
+            false,
+        ));
         assert_eq!(
             (&r["content"], &r["isError"]),
             (&json!([{"type": "text", "text": "failed"}]), &json!(true))

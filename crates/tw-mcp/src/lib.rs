@@ -15,6 +15,7 @@
 
 mod convert;
 mod server;
+pub mod upstream;
 
 use tokio_util::sync::CancellationToken;
 use tw_runtime::Runtime;

@@ -112,9 +112,13 @@ impl ToolwardenServer {
             .list()
             .into_iter()
             .filter(|t| {
-                self.rt
-                    .tool_decision(t.definition.name.as_str(), caller)
-                    .is_some_and(|d| d.decision != Decision::Deny)
+                let name = t.definition.name.as_str();
+                // An upstream tool whose server is down is left out until it is back.
+                self.rt.tool_available(name)
+                    && self
+                        .rt
+                        .tool_decision(name, caller)
+                        .is_some_and(|d| d.decision != Decision::Deny)
             })
             .collect()
     }
@@ -269,12 +273,14 @@ impl ServerHandler for ToolwardenServer {
         if let Some(task) = progress {
             task.abort();
         }
-        let structured = self
-            .rt
-            .registry()
-            .get(&result.tool)
+        let entry = self.rt.registry().get(&result.tool);
+        let structured = entry
+            .as_ref()
             .is_some_and(|t| convert::object_output_schema(&t.definition).is_some());
-        Ok(convert::call_result(&result, structured).into())
+        let upstream = entry
+            .as_ref()
+            .is_some_and(|t| matches!(t.kind, tw_runtime::ToolKind::Upstream(_)));
+        Ok(convert::call_result(&result, structured, upstream && !structured).into())
     }
 }
 

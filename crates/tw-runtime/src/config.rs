@@ -87,6 +87,49 @@ pub struct Config {
     pub classifier: ClassifierSettings,
     /// Where `toolwarden serve` (and the desktop app) listen for HTTP (`[serve]`).
     pub serve: ServeSettings,
+    /// Other MCP servers whose tools are imported (`[upstream.NAME]`), by name.
+    pub upstream: BTreeMap<String, UpstreamServer>,
+}
+
+/// `[upstream.NAME]`: another MCP server whose tools are registered as `NAME__tool` and called
+/// through the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamServer {
+    /// The name tools are prefixed with (lowercase letters, digits, `_`; no `__`).
+    pub name: String,
+    /// How to reach it.
+    pub transport: UpstreamTransport,
+}
+
+/// How an upstream server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamTransport {
+    /// A program Toolwarden starts in its sandbox and talks to over stdin/stdout.
+    Stdio {
+        /// The program (looked up in `PATH`, or a path).
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Environment on top of the sandbox's minimal one.
+        env: BTreeMap<String, String>,
+        /// Working directory (default: the first workspace root).
+        cwd: Option<PathBuf>,
+        /// Isolation: standard (default), strict or restricted; never none.
+        isolation: tw_core::IsolationLevel,
+        /// At strict and above: whether it keeps the network.
+        network: bool,
+        /// At strict and above: paths it may read besides the system's.
+        read_only: Vec<PathBuf>,
+        /// At strict and above: paths it may change.
+        read_write: Vec<PathBuf>,
+    },
+    /// A streamable HTTP endpoint.
+    Http {
+        /// The endpoint's URL.
+        url: String,
+        /// Headers sent with every request (an `Authorization`, say).
+        headers: BTreeMap<String, String>,
+    },
 }
 
 /// The default address of the HTTP endpoint (MCP and the admin API).
@@ -194,6 +237,7 @@ impl Default for Config {
             capabilities_file: None,
             classifier: ClassifierSettings::default(),
             serve: ServeSettings::default(),
+            upstream: BTreeMap::new(),
         }
     }
 }
@@ -219,6 +263,29 @@ struct Doc {
     capabilities_file: Option<String>,
     classifier: Option<ClassifierDoc>,
     serve: Option<ServeDoc>,
+    #[serde(default)]
+    upstream: BTreeMap<Spanned<String>, UpstreamDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpstreamDoc {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    isolation: Option<Spanned<tw_core::IsolationLevel>>,
+    #[serde(default)]
+    network: bool,
+    #[serde(default)]
+    read_only: Vec<String>,
+    #[serde(default)]
+    read_write: Vec<String>,
+    url: Option<Spanned<String>>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -429,6 +496,11 @@ impl Config {
         if let Some(d) = doc.serve {
             config.serve = serve_settings(d).map_err(|(at, m)| err(Some(at), m))?;
         }
+        for (name, d) in doc.upstream {
+            let server = upstream_server(name.get_ref(), name.span().start, d, base, home)
+                .map_err(|(at, m)| err(Some(at), m))?;
+            config.upstream.insert(server.name.clone(), server);
+        }
         for (name, o) in doc.tools {
             ToolName::new(name.get_ref())
                 .map_err(|e| err(Some(name.span().start), format!("tools: {e}")))?;
@@ -436,6 +508,100 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// Checks one `[upstream.NAME]`: a name tools can be prefixed with, exactly one of `command`
+/// and `url`, options that fit the transport, isolation at least standard.
+fn upstream_server(
+    name: &str,
+    at: usize,
+    d: UpstreamDoc,
+    base: &Path,
+    home: Option<&Path>,
+) -> std::result::Result<UpstreamServer, (usize, String)> {
+    let bad = |m: String| (at, format!("upstream.{name}: {m}"));
+    let ok_name = name.len() <= 24
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.contains("__")
+        && !name.ends_with('_');
+    if !ok_name {
+        return Err(bad(
+            "the name prefixes its tools (NAME__tool): use 1 to 24 lowercase letters, digits and \
+             single underscores, starting with a letter"
+                .into(),
+        ));
+    }
+    let transport = match (d.command, d.url) {
+        (Some(_), None) if !d.headers.is_empty() => {
+            return Err(bad("headers are for an url".into()));
+        }
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err(bad("command is empty".into()));
+            }
+            let isolation = match d.isolation {
+                None => tw_core::IsolationLevel::Standard,
+                Some(i) if *i.get_ref() == tw_core::IsolationLevel::None => {
+                    return Err((
+                        i.span().start,
+                        format!(
+                            "upstream.{name}: isolation \"none\" would run it inside \
+                             Toolwarden; use standard, strict or restricted"
+                        ),
+                    ));
+                }
+                Some(i) => i.into_inner(),
+            };
+            UpstreamTransport::Stdio {
+                command,
+                args: d.args,
+                env: d.env,
+                cwd: d.cwd.as_deref().map(|c| expand(c, base, home)),
+                isolation,
+                network: d.network,
+                read_only: d.read_only.iter().map(|p| expand(p, base, home)).collect(),
+                read_write: d.read_write.iter().map(|p| expand(p, base, home)).collect(),
+            }
+        }
+        (None, Some(url)) => {
+            let u = url.get_ref();
+            if !(u.starts_with("http://") || u.starts_with("https://"))
+                || u.contains(char::is_whitespace)
+            {
+                return Err((
+                    url.span().start,
+                    format!("upstream.{name}: url must be an http:// or https:// URL; got {u:?}"),
+                ));
+            }
+            let stdio_only = !d.args.is_empty()
+                || !d.env.is_empty()
+                || d.cwd.is_some()
+                || d.isolation.is_some()
+                || d.network
+                || !d.read_only.is_empty()
+                || !d.read_write.is_empty();
+            if stdio_only {
+                return Err(bad(
+                    "args, env, cwd, isolation, network, read_only and read_write are for a \
+                     command; an url takes headers"
+                        .into(),
+                ));
+            }
+            UpstreamTransport::Http {
+                url: url.into_inner(),
+                headers: d.headers,
+            }
+        }
+        (Some(_), Some(_)) => return Err(bad("give either command or url, not both".into())),
+        (None, None) => return Err(bad("give command (a program to start) or url".into())),
+    };
+    Ok(UpstreamServer {
+        name: name.to_owned(),
+        transport,
+    })
 }
 
 /// Checks `[serve]`: an address that parses, host names without schemes, origins with one.
@@ -599,6 +765,82 @@ requires_confirmation = false
                 "/etc/tw/config.toml:1:8: tools: invalid tool name \"Bad\": must start with a lowercase letter",
             ),
         );
+    }
+
+    #[test]
+    fn upstream_servers_are_a_command_or_an_url() {
+        let c = Config::parse(
+            "[upstream.fs]\ncommand = \"node\"\nargs = [\"fs.js\", \"docs\"]\nisolation = \"strict\"\n\
+             read_only = [\"lib\"]\n[upstream.web]\nurl = \"https://mcp.example/mcp\"\n\
+             headers = { Authorization = \"Bearer x\" }\n",
+            Path::new("/etc/tw/config.toml"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.upstream["fs"].transport,
+            UpstreamTransport::Stdio {
+                command: "node".into(),
+                args: vec!["fs.js".into(), "docs".into()],
+                env: BTreeMap::new(),
+                cwd: None,
+                isolation: tw_core::IsolationLevel::Strict,
+                network: false,
+                read_only: vec![PathBuf::from("/etc/tw/lib")],
+                read_write: vec![],
+            }
+        );
+        assert_eq!(
+            c.upstream["web"].transport,
+            UpstreamTransport::Http {
+                url: "https://mcp.example/mcp".into(),
+                headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
+            }
+        );
+        let cases = [
+            (
+                "[upstream.Fs]\ncommand = \"x\"\n",
+                "/etc/tw/config.toml:1:11: upstream.Fs: the name prefixes its tools (NAME__tool): use 1 to 24 lowercase letters, digits and single underscores, starting with a letter",
+            ),
+            (
+                "[upstream.a__b]\ncommand = \"x\"\n",
+                "/etc/tw/config.toml:1:11: upstream.a__b: the name prefixes",
+            ),
+            (
+                "[upstream.x]\nargs = []\n",
+                "/etc/tw/config.toml:1:11: upstream.x: give command (a program to start) or url",
+            ),
+            (
+                "[upstream.x]\ncommand = \"a\"\nurl = \"http://h\"\n",
+                "/etc/tw/config.toml:1:11: upstream.x: give either command or url, not both",
+            ),
+            (
+                "[upstream.x]\ncommand = \"a\"\nisolation = \"none\"\n",
+                "/etc/tw/config.toml:3:13: upstream.x: isolation \"none\" would run it inside Toolwarden",
+            ),
+            (
+                "[upstream.x]\nurl = \"ftp://h\"\n",
+                "/etc/tw/config.toml:2:7: upstream.x: url must be an http:// or https:// URL; got \"ftp://h\"",
+            ),
+            (
+                "[upstream.x]\nurl = \"http://h\"\nargs = [\"a\"]\n",
+                "/etc/tw/config.toml:1:11: upstream.x: args, env, cwd, isolation, network, read_only and read_write are for a command",
+            ),
+            (
+                "[upstream.x]\ncommand = \"a\"\nheaders = { A = \"b\" }\n",
+                "/etc/tw/config.toml:1:11: upstream.x: headers are for an url",
+            ),
+            (
+                "[upstream.x]\ncommand = \"a\"\nport = 3\n",
+                "/etc/tw/config.toml:3:1: unknown field `port`",
+            ),
+        ];
+        for (text, want) in cases {
+            let got = Config::parse(text, Path::new("/etc/tw/config.toml"), None)
+                .unwrap_err()
+                .to_string();
+            assert!(got.starts_with(want), "{text}\ngot:  {got}\nwant: {want}");
+        }
     }
 
     #[test]

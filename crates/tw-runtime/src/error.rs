@@ -44,6 +44,9 @@ pub enum RuntimeError {
     /// The capability catalog, the classifier's settings or a capability operation was refused.
     #[error("{0}")]
     Capabilities(String),
+    /// An upstream MCP server could not be started or used.
+    #[error("{0}")]
+    Upstream(String),
     /// A token for the HTTP endpoint could not be made, read or issued.
     #[error("{0}")]
     Token(String),

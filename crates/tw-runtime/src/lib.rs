@@ -23,10 +23,14 @@ mod sandboxed;
 pub mod skills;
 pub mod switches;
 pub mod tokens;
+pub mod upstream;
 
 pub use batch::BatchMode;
 pub use clock::{Clock, FixedClock, SystemClock};
-pub use config::{Commands, Config, ConfigError, SandboxSettings, ServeSettings, ToolOverride};
+pub use config::{
+    Commands, Config, ConfigError, SandboxSettings, ServeSettings, ToolOverride, UpstreamServer,
+    UpstreamTransport,
+};
 pub use confirm::{Answer, GrantSpec, Remember, Who};
 pub use error::{Result, RuntimeError};
 pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
@@ -37,3 +41,5 @@ pub use runtime::{
 pub use switches::ToolSwitchOutcome;
 pub use tokens::TokenHolder;
 pub use tw_sandbox::Doctor as SandboxDoctor;
+pub use tw_sandbox::{Interactive, InteractiveExit};
+pub use upstream::{ImportedTool, UpstreamClient, UpstreamStatus};

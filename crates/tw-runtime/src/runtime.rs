@@ -73,6 +73,8 @@ pub enum ToolKind {
     Custom(CommandTemplate),
     /// Built into Toolwarden, run as a sandboxed child process.
     Process(Arc<dyn ProcessTool>),
+    /// Imported from another MCP server, called through its client (`crate::upstream`).
+    Upstream(Arc<crate::upstream::UpstreamTool>),
 }
 
 impl ToolKind {
@@ -81,6 +83,7 @@ impl ToolKind {
         match self {
             ToolKind::Builtin(_) | ToolKind::Process(_) => "builtin",
             ToolKind::Custom(_) => "custom",
+            ToolKind::Upstream(_) => "upstream",
         }
     }
 
@@ -158,7 +161,7 @@ pub(crate) struct Inner {
     store: Store,
     events: EventBus,
     workspace: Arc<Workspace>,
-    sandbox: Sandbox,
+    pub(crate) sandbox: Sandbox,
     commands: Commands,
     clock: Arc<dyn Clock>,
     running: Mutex<HashMap<ExecutionId, InFlight>>,
@@ -190,6 +193,8 @@ pub(crate) struct Inner {
     watcher: Mutex<Option<PolicyWatcher>>,
     /// Orders re-reads of the tool switches against this process's own switches.
     pub(crate) switches_sync: tokio::sync::Mutex<()>,
+    /// Upstream MCP servers' connections and the quarantined tools (`crate::upstream`).
+    pub(crate) upstreams: Arc<crate::upstream::Upstreams>,
 }
 
 /// The governed tool runtime. Cheap to clone; clones share everything.
@@ -369,6 +374,7 @@ impl Runtime {
                 custom_ranks: RwLock::new(HashMap::new()),
                 watcher: Mutex::new(None),
                 switches_sync: tokio::sync::Mutex::new(()),
+                upstreams: Arc::default(),
             }),
         };
         rt.refresh_custom_ranks().await?;
@@ -466,6 +472,9 @@ impl Runtime {
                 }
                 if let Err(e) = rt.refresh_classifications().await {
                     tracing::warn!(error = %e, "the tool classifications could not be re-read");
+                }
+                if let Err(e) = rt.refresh_quarantine().await {
+                    tracing::warn!(error = %e, "the upstream tools' pins could not be re-read");
                 }
             }
         });
@@ -967,7 +976,7 @@ impl Runtime {
             .unwrap_or(def.requires_confirmation);
         let custom_rank = match entry.kind {
             ToolKind::Custom(_) => Some(self.custom_rank(name).unwrap_or(usize::MAX)),
-            ToolKind::Builtin(_) | ToolKind::Process(_) => None,
+            ToolKind::Builtin(_) | ToolKind::Process(_) | ToolKind::Upstream(_) => None,
         };
         let mut evaluation = policy::evaluate(
             &state.policy,
@@ -984,6 +993,17 @@ impl Runtime {
                 switched_off,
             },
         );
+        if matches!(entry.kind, ToolKind::Upstream(_))
+            && let Some(reason) = self.inner.upstreams.quarantine_reason(name)
+        {
+            evaluation.decision.push(policy::LayerVerdict::stop(
+                policy::Layer::Tools,
+                tw_core::Decision::Deny,
+                crate::upstream::QUARANTINED,
+                tw_core::policy::Severity::Critical,
+                reason,
+            ));
+        }
         // A call made under a skill may use only the skill's tools (once any skill is loaded: a
         // skill name with no skills directory is a label, as before skills existed).
         if let Some(skill) = &caller.skill {
@@ -1349,6 +1369,10 @@ impl Runtime {
                 self.run_process(tool.as_ref(), call, def, limit, cancel)
                     .await
             }
+            ToolKind::Upstream(tool) => {
+                self.run_builtin(tool.as_ref(), def, call, limit, cancel)
+                    .await
+            }
         };
         run.map_err(|f| Outcome {
             status: f.status,
@@ -1667,7 +1691,7 @@ fn render_argv(entry: &Entry, arguments: &Value, ctx: &ProcessContext<'_>) -> Op
             .render(arguments, &entry.definition.parameters)
             .ok(),
         ToolKind::Process(tool) => tool.policy_argv(ctx, arguments),
-        ToolKind::Builtin(_) => None,
+        ToolKind::Builtin(_) | ToolKind::Upstream(_) => None,
     }
 }
 

@@ -50,6 +50,9 @@ pub(crate) fn routes(state: Arc<Gateway>) -> Router {
         .route("/audit", get(audit))
         .route("/audit/export", get(export))
         .route("/audit/{execution_id}", get(audit_record))
+        .route("/upstream", get(upstream))
+        .route("/upstream/review", get(upstream_review))
+        .route("/upstream/review/{tool}/accept", post(upstream_accept))
         .route("/events", get(crate::events::stream))
         .with_state(state)
 }
@@ -538,6 +541,56 @@ async fn export(State(g): Shared, q: Result<Query<AuditParams>, QueryRejection>)
         Body::from_stream(tokio_util::io::ReaderStream::new(reader)),
     )
         .into_response())
+}
+
+/// The upstream servers this process connected (or tried to).
+async fn upstream(State(g): Shared) -> Reply {
+    ok(g.rt.upstream_status())
+}
+
+/// Quarantined upstream tools, each with its pinned and its new definition.
+async fn upstream_review(State(g): Shared) -> Reply {
+    let pins = g.rt.store().upstream_pins().await?;
+    let rows: Vec<Value> = pins
+        .iter()
+        .filter(|p| p.quarantined())
+        .map(|p| {
+            json!({
+                "tool": tw_mcp::upstream::registered_name(&p.server, &p.tool),
+                "server": p.server,
+                "upstream_tool": p.tool,
+                "pinned": p.definition,
+                "pinned_at": p.pinned_at,
+                "pinned_by": p.pinned_by,
+                "now": p.pending_definition,
+                "changed_since": p.pending_since,
+            })
+        })
+        .collect();
+    ok(rows)
+}
+
+/// Accepts a quarantined tool's new definition (`SERVER__TOOL`).
+async fn upstream_accept(State(g): Shared, Path(tool): Path<String>) -> Reply {
+    let pins = g.rt.store().upstream_pins().await?;
+    let Some(pin) = pins
+        .iter()
+        .find(|p| tw_mcp::upstream::registered_name(&p.server, &p.tool) == tool)
+    else {
+        return Err(ApiError::unknown_tool(&tool));
+    };
+    match g
+        .rt
+        .accept_upstream_change(&pin.server, &pin.tool, ACTOR)
+        .await?
+    {
+        Some(row) => ok(json!({ "tool": tool, "accepted": true, "pinned_at": row.pinned_at })),
+        None => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_quarantined",
+            format!("{tool} is not quarantined"),
+        )),
+    }
 }
 
 fn now_us() -> i64 {

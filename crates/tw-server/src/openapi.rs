@@ -191,6 +191,9 @@ pub(crate) fn document() -> Value {
                 "400": error_responses(&["400"])["400"], "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"]
             }}},
             "/audit/{execution_id}": {"get": {"operationId": "getAuditRecord", "summary": "One audit record, with its decision trace.", "parameters": [path("execution_id", "The call's execution id.")], "responses": ok("The record.", any.clone(), &["401", "403", "404"])}},
+            "/upstream": {"get": {"operationId": "upstreamServers", "summary": "The upstream MCP servers this process imports: connected or not (and why), their tools, which are quarantined, how often they connected.", "responses": ok("The servers.", json!({"type": "array", "items": any.clone()}), &["401", "403"])}},
+            "/upstream/review": {"get": {"operationId": "upstreamReview", "summary": "Quarantined upstream tools: each with the definition pinned and the one its server gives now.", "responses": ok("The tools waiting for review.", json!({"type": "array", "items": any.clone()}), &["401", "403"])}},
+            "/upstream/review/{tool}/accept": {"post": {"operationId": "acceptUpstreamChange", "summary": "Pins a quarantined tool's new definition; it is callable again in every process.", "parameters": [path("tool", "SERVER__TOOL")], "responses": ok("Accepted.", any.clone(), &["401", "403", "404", "409"])}},
             "/events": {"get": {"operationId": "events", "summary": "Execution events as server-sent events: `event: execution` with the event's JSON, `event: missed` when a slow reader lost some.", "responses": {
                 "200": {"description": "The stream.", "content": {"text/event-stream": {}}},
                 "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"]

@@ -248,13 +248,14 @@ async fn an_agents_token_reaches_mcp_but_not_the_admin_api_and_stops_when_revoke
 async fn every_operation_in_the_openapi_document_is_served() {
     let f = fixture().await;
     let ops = openapi::operations();
-    assert!(ops.len() >= 17, "{ops:?}");
+    assert!(ops.len() >= 20, "{ops:?}");
     for (method, path) in ops {
         let uri = format!(
             "/api/v1{}",
             path.replace("{name}", "read_file")
                 .replace("{id}", "x")
                 .replace("{execution_id}", "x")
+                .replace("{tool}", "no__such")
         );
         // No side effects: an unknown tool for the writes, so they fail before changing anything.
         let uri = match method.as_str() {
@@ -619,4 +620,39 @@ async fn start_refuses_a_non_loopback_address_before_binding() {
         .err()
         .unwrap();
     assert!(matches!(e, ServerError::NotLoopback(_)), "{e}");
+}
+
+#[tokio::test]
+async fn the_event_stream_carries_each_call_as_it_happens() {
+    use futures_util::StreamExt as _;
+
+    let f = fixture().await;
+    let resp = f
+        .router
+        .clone()
+        .oneshot(request(Method::GET, "/api/v1/events", Some(&f.admin), None))
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut body = resp.into_body().into_data_stream();
+    let call = f.rt.call(
+        "read_file",
+        json!({"path": "notes.txt"}),
+        tw_core::Caller::agent("watcher-test"),
+    );
+    let id = call.execution_id.to_string();
+    f.rt.execute(call).await;
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("\"type\":\"completed\"") {
+        let chunk = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .expect("no completed event within 10 s")
+            .expect("the stream ended")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("event: execution"), "{seen}");
+    assert!(seen.contains(&id), "{seen}");
+    assert!(seen.contains("\"type\":\"started\""), "{seen}");
 }

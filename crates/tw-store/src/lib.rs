@@ -14,6 +14,7 @@ mod codec;
 mod confirmations;
 mod error;
 mod grants;
+mod pins;
 mod query;
 mod rate;
 mod record;
@@ -45,6 +46,7 @@ pub use confirmations::{
 };
 pub use error::{Result, StoreError};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
+pub use pins::{PinRow, PinState, SeenDefinition};
 pub use query::{
     AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, TEXT_SCAN_WINDOW, UsageReport, UsageRow,
 };
@@ -319,6 +321,36 @@ impl Store {
             .writer
             .transaction(async |conn| switches::apply(conn, change, event, details).await)
             .await
+    }
+
+    /// Records the definition an upstream server gives for a tool now: pinned if it is new,
+    /// quarantined (kept as pending) if it differs from the pin.
+    pub async fn observe_upstream_tool(&self, seen: &SeenDefinition) -> Result<PinState> {
+        self.inner
+            .writer
+            .transaction(async |conn| pins::observe(conn, seen).await)
+            .await
+    }
+
+    /// Accepts a quarantined tool's new definition as its pin, with `event` in the admin log;
+    /// `None` when nothing waited for review.
+    pub async fn accept_upstream_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        by: &str,
+        event: &AdminEvent,
+    ) -> Result<Option<PinRow>> {
+        let details = admin::encode(event)?;
+        self.inner
+            .writer
+            .transaction(async |conn| pins::accept(conn, server, tool, by, event, details).await)
+            .await
+    }
+
+    /// Every pinned upstream tool, by server and tool.
+    pub async fn upstream_pins(&self) -> Result<Vec<PinRow>> {
+        pins::list(&self.inner.pool).await
     }
 
     /// Stores an agent's token (its hash) with the admin-log entry `event`, in one transaction.
@@ -622,6 +654,8 @@ async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod capabilities_tests;
+#[cfg(test)]
+mod pins_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,10 @@ def places(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     config = tmp_path / "config.toml"
-    config.write_text(f'license_tier = "pro"\nworkspace = ["{ws}"]\n')
+    # The app's HTTP endpoint on a free port, so tests never fight over the default one.
+    config.write_text(
+        f'license_tier = "pro"\nworkspace = ["{ws}"]\n[serve]\nlisten = "127.0.0.1:0"\n'
+    )
     return {"data": data, "ws": ws, "config": config}
 
 
@@ -160,6 +164,17 @@ def test_a_cli_call_waiting_for_approval_is_approved_in_the_app_and_audited(app,
         app.find_element(By.ID, f"nav-{page}").click()
         wait_for(app, f"#page-{page}")
         shot(app, page)
+    # The app hosts the HTTP endpoint: the URL it shows answers the admin API with the token.
+    url = wait_for(app, "#settings-mcp-url").text
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp"), url
+    token = (places["data"] / "serve-token").read_text().strip()
+    request = urllib.request.Request(
+        url.removesuffix("/mcp") + "/api/v1/confirmations?state=all",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        answered = json.load(response)
+    assert [c["tool"] for c in answered] == ["delete_file"], answered
 
 
 def test_a_tool_switched_off_for_the_tier_is_denied_to_the_next_call(app, places):

@@ -195,6 +195,8 @@ pub(crate) struct Inner {
     pub(crate) switches_sync: tokio::sync::Mutex<()>,
     /// Upstream MCP servers' connections and the quarantined tools (`crate::upstream`).
     pub(crate) upstreams: Arc<crate::upstream::Upstreams>,
+    /// The stored custom tools' version this registry reflects (count, last save).
+    custom_version: Mutex<(i64, i64)>,
 }
 
 /// The governed tool runtime. Cheap to clone; clones share everything.
@@ -300,6 +302,7 @@ impl Runtime {
             registry.register(def, ToolKind::Process(tool))?;
         }
         let mut warnings = Vec::new();
+        let custom_version = store.custom_tools_version().await?;
         for stored in store.custom_tools().await? {
             match stored.spec {
                 Ok(spec) => {
@@ -375,6 +378,7 @@ impl Runtime {
                 watcher: Mutex::new(None),
                 switches_sync: tokio::sync::Mutex::new(()),
                 upstreams: Arc::default(),
+                custom_version: Mutex::new(custom_version),
             }),
         };
         rt.refresh_custom_ranks().await?;
@@ -472,6 +476,9 @@ impl Runtime {
                 }
                 if let Err(e) = rt.refresh_classifications().await {
                     tracing::warn!(error = %e, "the tool classifications could not be re-read");
+                }
+                if let Err(e) = rt.refresh_custom_tools().await {
+                    tracing::warn!(error = %e, "the custom tools could not be re-read");
                 }
                 if let Err(e) = rt.refresh_quarantine().await {
                     tracing::warn!(error = %e, "the upstream tools' pins could not be re-read");
@@ -607,6 +614,69 @@ impl Runtime {
                 Err(errors)
             }
         }
+    }
+
+    /// Brings the registry's custom tools in line with the store when another process added,
+    /// replaced or removed one (so a long-running `serve` or the desktop app lists and runs a
+    /// tool added with the CLI, and stops running one removed there). Cheap when nothing changed:
+    /// one query.
+    pub(crate) async fn refresh_custom_tools(&self) -> Result<()> {
+        let version = self.inner.store.custom_tools_version().await?;
+        if *self
+            .inner
+            .custom_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            == version
+        {
+            return Ok(());
+        }
+        let stored = self.inner.store.custom_tools().await?;
+        let mut keep = std::collections::HashSet::new();
+        for t in stored {
+            keep.insert(t.name.clone());
+            let Ok(spec) = t.spec else { continue };
+            let same = match self.inner.registry.get(&t.name) {
+                Some(e) => match &e.kind {
+                    ToolKind::Custom(c) => {
+                        e.definition == spec.definition && Some(c) == spec.command.as_ref()
+                    }
+                    // A built-in or imported tool keeps its name.
+                    _ => true,
+                },
+                None => false,
+            };
+            if !same {
+                let def = spec.definition.clone();
+                match register_custom(&self.inner.registry, spec) {
+                    Ok(_) => self.classify_registered(&def).await,
+                    Err(e) => {
+                        tracing::warn!(tool = %t.name, error = %e, "a custom tool saved elsewhere was not loaded")
+                    }
+                }
+            }
+        }
+        let gone: Vec<String> = self
+            .inner
+            .registry
+            .list()
+            .into_iter()
+            .filter(|e| matches!(e.kind, ToolKind::Custom(_)))
+            .map(|e| e.definition.name.to_string())
+            .filter(|n| !keep.contains(n))
+            .collect();
+        for name in gone {
+            let _ = self.inner.registry.unregister(&name);
+            self.forget_classification(&name).await;
+        }
+        self.refresh_custom_ranks().await?;
+        *self
+            .inner
+            .custom_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = version;
+        tracing::info!("custom tools changed by another process; reloaded");
+        Ok(())
     }
 
     async fn refresh_custom_ranks(&self) -> Result<()> {

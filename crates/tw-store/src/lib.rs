@@ -265,6 +265,16 @@ impl Store {
         tools::list(&self.inner.pool).await
     }
 
+    /// How many custom tools are stored and when the last was saved: what changes whenever
+    /// another process adds, replaces or removes one (one cheap query, for polling).
+    pub async fn custom_tools_version(&self) -> Result<(i64, i64)> {
+        let row: (i64, Option<i64>) =
+            sqlx::query_as("SELECT count(*), max(updated_at) FROM custom_tools")
+                .fetch_one(&self.inner.pool)
+                .await?;
+        Ok((row.0, row.1.unwrap_or(0)))
+    }
+
     /// A setting, if it was ever set.
     pub async fn get_setting(&self, key: &str) -> Result<Option<Setting>> {
         settings::get(&self.inner.pool, key).await

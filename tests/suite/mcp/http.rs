@@ -472,3 +472,63 @@ fn serve_refuses_a_non_loopback_address_unless_the_configuration_allows_it() {
         bad.stderr
     );
 }
+
+/// Polls the running endpoint's `GET /api/v1/tools` until `has(names)` holds.
+fn wait_for_tools(served: &Served, token: &str, has: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let (status, body) = request(
+            served,
+            "GET",
+            "/api/v1/tools",
+            &[("Authorization", &bearer(token))],
+            "",
+        );
+        assert_eq!(status, 200, "{body}");
+        let names: Vec<String> = serde_json::from_str::<Value>(&body)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect();
+        if has(&names) {
+            return names;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the endpoint still lists {names:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_custom_tool_added_or_removed_with_the_cli_reaches_a_running_endpoint() {
+    let env = Env::new().with_config("[policy]\nallow = [\"say_hi\"]\n");
+    let served = Served::start(&env);
+    let token = admin_token(&env);
+    let file = env.root.path().join("say_hi.json");
+    std::fs::write(
+        &file,
+        r#"{"name": "say_hi", "description": "Says hi.", "category": "system", "parameters": [], "command": {"argv": ["echo", "hi"]}}"#,
+    )
+    .unwrap();
+    env.cmd(&["tools", "add", file.to_str().unwrap()])
+        .run()
+        .ok();
+    wait_for_tools(&served, &token, |n| n.iter().any(|t| t == "say_hi"));
+    // And an agent over MCP can call it.
+    let report = Client::start_plan(
+        &env,
+        &http_plan(
+            &served,
+            &token,
+            json!([{"op": "call", "tool": "say_hi", "arguments": {}}]),
+        ),
+    )
+    .finish();
+    assert_eq!(outcome(&report["steps"][0]).2, json!("success"), "{report}");
+    env.cmd(&["tools", "remove", "say_hi"]).run().ok();
+    wait_for_tools(&served, &token, |n| !n.iter().any(|t| t == "say_hi"));
+}

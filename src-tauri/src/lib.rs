@@ -101,7 +101,10 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
     let upstream: Vec<_> = options.places.config.upstream.values().cloned().collect();
     if !upstream.is_empty() {
         let (rt, stop) = (runtime.clone(), stop_endpoint.clone());
-        tokio.spawn(async move { tw_mcp::upstream::start(&rt, upstream, stop).await });
+        // They stop with the endpoint's token when the app exits.
+        tokio.spawn(async move {
+            let _running = tw_mcp::upstream::start(&rt, upstream, stop).await;
+        });
     }
     let desktop = Arc::new(Desktop {
         runtime: runtime.clone(),

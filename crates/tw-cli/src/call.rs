@@ -99,15 +99,23 @@ pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Re
     };
     // A tool of an upstream server (SERVER__TOOL): that server is started for the call.
     let upstream = CancellationToken::new();
-    if let Some((server, _)) = call.tool.split_once("__")
-        && let Some(s) = ctx.places.config.upstream.get(server)
-    {
-        tw_mcp::upstream::start(rt, vec![s.clone()], upstream.clone()).await;
-    }
+    let servers = match call.tool.split_once("__") {
+        Some((server, _)) => ctx
+            .places
+            .config
+            .upstream
+            .get(server)
+            .cloned()
+            .into_iter()
+            .collect(),
+        None => Vec::new(),
+    };
+    let supervisors = tw_mcp::upstream::start(rt, servers, upstream.clone()).await;
     let waiting = tell_when_waiting(rt, &call);
     let result = rt.execute_with_cancel(call, cancel_on_signal()).await;
     waiting.abort();
     upstream.cancel();
+    supervisors.stopped().await;
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(exit_code(result.status))
 }

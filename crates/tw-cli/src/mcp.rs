@@ -7,7 +7,6 @@
 //! and still get their audit records before the runtime closes.
 
 use anyhow::bail;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tw_mcp::Identity;
 use tw_runtime::Runtime;
@@ -20,11 +19,13 @@ use crate::setup::Context;
 use crate::table::Table;
 
 /// Starts the configured upstream servers (returns once each connected or failed once).
-pub(crate) async fn start_upstreams(rt: &Runtime, ctx: &Context, shutdown: &CancellationToken) {
+pub(crate) async fn start_upstreams(
+    rt: &Runtime,
+    ctx: &Context,
+    shutdown: &CancellationToken,
+) -> tw_mcp::upstream::Supervisors {
     let servers: Vec<_> = ctx.places.config.upstream.values().cloned().collect();
-    if !servers.is_empty() {
-        tw_mcp::upstream::start(rt, servers, shutdown.clone()).await;
-    }
+    tw_mcp::upstream::start(rt, servers, shutdown.clone()).await
 }
 
 /// Runs the session until the client disconnects or a signal ends it. `agent` is the agent id
@@ -42,10 +43,12 @@ pub(crate) async fn serve(
         user: ctx.caller.user.clone(),
     };
     let shutdown = cancel_on_signal();
-    start_upstreams(rt, ctx, &shutdown).await;
-    tw_mcp::serve_stdio(rt.clone(), identity, shutdown.clone()).await?;
+    let upstreams = start_upstreams(rt, ctx, &shutdown).await;
+    let served = tw_mcp::serve_stdio(rt.clone(), identity, shutdown.clone()).await;
     // The upstream servers stop with the session.
     shutdown.cancel();
+    upstreams.stopped().await;
+    served?;
     Ok(0)
 }
 
@@ -102,13 +105,7 @@ async fn review(
     } else if as_json {
         let rows: Vec<_> = waiting
             .iter()
-            .map(|p| {
-                json!({
-                    "tool": named(p), "server": p.server, "upstream_tool": p.tool,
-                    "pinned": p.definition, "pinned_at": p.pinned_at, "pinned_by": p.pinned_by,
-                    "now": p.pending_definition, "changed_since": p.pending_since,
-                })
-            })
+            .map(|p| tw_mcp::upstream::review_entry(p))
             .collect();
         println!("{}", serde_json::to_string_pretty(&rows)?);
         Ok(0)
@@ -143,9 +140,10 @@ async fn review(
 
 async fn servers(rt: &Runtime, ctx: &Context, as_json: bool) -> anyhow::Result<u8> {
     let shutdown = CancellationToken::new();
-    start_upstreams(rt, ctx, &shutdown).await;
+    let upstreams = start_upstreams(rt, ctx, &shutdown).await;
     let status = rt.upstream_status();
     shutdown.cancel();
+    upstreams.stopped().await;
     let down = status.iter().any(|s| !s.connected);
     if as_json {
         println!("{}", serde_json::to_string_pretty(&status)?);
@@ -162,7 +160,5 @@ async fn servers(rt: &Runtime, ctx: &Context, as_json: bool) -> anyhow::Result<u
         }
         print!("{}", t.render());
     }
-    // Give the servers a moment to stop before the runtime closes.
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     Ok(u8::from(down))
 }

@@ -77,7 +77,7 @@ async fn serve(rt: &Runtime, ctx: &Context, listen: Option<SocketAddr>) -> anyho
         settings.listen = l;
     }
     let shutdown = cancel_on_signal();
-    crate::mcp::start_upstreams(rt, ctx, &shutdown).await;
+    let upstreams = crate::mcp::start_upstreams(rt, ctx, &shutdown).await;
     let endpoint = tw_server::start(rt.clone(), &settings, shutdown.clone()).await?;
     println!("{}", endpoint.mcp_url());
     std::io::stdout().flush()?;
@@ -90,9 +90,7 @@ async fn serve(rt: &Runtime, ctx: &Context, listen: Option<SocketAddr>) -> anyho
     );
     endpoint.wait().await?;
     // Calls cut off by the shutdown still write their audit records before the runtime closes.
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !rt.running().is_empty() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    tw_mcp::drain(rt).await;
+    upstreams.stopped().await;
     Ok(0)
 }

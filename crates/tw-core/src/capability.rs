@@ -21,7 +21,6 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
-use sha2::{Digest, Sha256};
 
 use crate::definition::{ToolCategory, ToolDefinition};
 use crate::name::ToolName;
@@ -240,59 +239,20 @@ pub fn definition_hash(def: &ToolDefinition) -> String {
     ];
     doc.push('{');
     for (name, value) in &fields {
-        canonical_json(&Value::String((*name).to_owned()), &mut doc);
+        crate::fingerprint::canonical_json(&Value::String((*name).to_owned()), &mut doc);
         doc.push(':');
-        canonical_json(value, &mut doc);
+        crate::fingerprint::canonical_json(value, &mut doc);
         doc.push(',');
     }
     doc.push_str("\"parameters\":");
-    canonical_json(def.parameters.value(), &mut doc);
+    crate::fingerprint::canonical_json(def.parameters.value(), &mut doc);
     doc.push_str(",\"output_schema\":");
     match &def.output_schema {
-        Some(schema) => canonical_json(schema.value(), &mut doc),
+        Some(schema) => crate::fingerprint::canonical_json(schema.value(), &mut doc),
         None => doc.push_str("null"),
     }
     doc.push('}');
-    let digest = Sha256::digest(doc.as_bytes());
-    let mut hex = String::with_capacity(64);
-    for b in digest.iter() {
-        hex.push(char::from(HEX[usize::from(b >> 4)]));
-        hex.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    hex
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// JSON with object keys sorted (serde_json keeps insertion order in this workspace).
-fn canonical_json(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical_json(v, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical_json(v, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
+    crate::fingerprint::sha256_hex(doc.as_bytes())
 }
 
 /// Whether `name` is a valid capability name.

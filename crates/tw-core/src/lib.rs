@@ -12,6 +12,7 @@ mod de;
 pub mod definition;
 pub mod error;
 pub mod export;
+pub mod fingerprint;
 pub mod load;
 pub mod name;
 pub mod output;

@@ -95,8 +95,9 @@ pub async fn serve_stdio(
     Ok(())
 }
 
-/// Waits until no call of this runtime is in flight, at most [`DRAIN_LIMIT`].
-async fn drain(rt: &Runtime) {
+/// Waits until no call of this runtime is in flight (cancelled calls writing their audit
+/// records), at most [`DRAIN_LIMIT`]. For any host that ends a session.
+pub async fn drain(rt: &Runtime) {
     let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
     while !rt.running().is_empty() {
         if tokio::time::Instant::now() >= deadline {

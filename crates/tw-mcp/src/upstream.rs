@@ -171,6 +171,21 @@ pub fn registered_name(server: &str, tool: &str) -> String {
     format!("{server}__{}", snake(tool))
 }
 
+/// A pinned tool as the CLI's `mcp review --json` and the admin API show it for review: its
+/// registered name, both definitions and since when it changed.
+pub fn review_entry(pin: &tw_runtime::upstream::PinRow) -> Value {
+    json!({
+        "tool": registered_name(&pin.server, &pin.tool),
+        "server": pin.server,
+        "upstream_tool": pin.tool,
+        "pinned": pin.definition,
+        "pinned_at": pin.pinned_at,
+        "pinned_by": pin.pinned_by,
+        "now": pin.pending_definition,
+        "changed_since": pin.pending_since,
+    })
+}
+
 /// An upstream tool as a runtime definition, or why it cannot be imported. A schema the runtime
 /// cannot check is refused: a tool whose arguments cannot be validated is not registered.
 fn import(server: &str, tool: &McpTool) -> Result<ImportedTool, String> {
@@ -450,15 +465,38 @@ async fn serve_until_closed(
     }
 }
 
+/// The running supervisors of [`start`].
+#[must_use = "await `stopped` after cancelling the shutdown token, or the servers may outlive the host"]
+pub struct Supervisors(Vec<tokio::task::JoinHandle<()>>);
+
+impl Supervisors {
+    /// Waits until every supervisor has stopped its server (after `shutdown` was cancelled).
+    pub async fn stopped(self) {
+        for task in self.0 {
+            let _ = task.await;
+        }
+    }
+}
+
 /// Starts a supervisor for each upstream server and returns once each has connected or failed
 /// once (at most [`FIRST_CONNECT_LIMIT`]), so a host's first `tools/list` already has their
 /// tools. The supervisors keep going until `shutdown`.
-pub async fn start(rt: &Runtime, servers: Vec<UpstreamServer>, shutdown: CancellationToken) {
+pub async fn start(
+    rt: &Runtime,
+    servers: Vec<UpstreamServer>,
+    shutdown: CancellationToken,
+) -> Supervisors {
     let mut firsts = Vec::new();
+    let mut tasks = Vec::new();
     for server in servers {
         let (tx, rx) = tokio::sync::oneshot::channel();
         firsts.push(rx);
-        tokio::spawn(supervise(rt.clone(), server, shutdown.clone(), Some(tx)));
+        tasks.push(tokio::spawn(supervise(
+            rt.clone(),
+            server,
+            shutdown.clone(),
+            Some(tx),
+        )));
     }
     // They run at once; waiting for each in turn waits for the slowest.
     let all = async {
@@ -467,6 +505,7 @@ pub async fn start(rt: &Runtime, servers: Vec<UpstreamServer>, shutdown: Cancell
         }
     };
     let _ = tokio::time::timeout(FIRST_CONNECT_LIMIT, all).await;
+    Supervisors(tasks)
 }
 
 #[cfg(test)]

@@ -445,7 +445,8 @@ impl Runtime {
         &self.inner
     }
 
-    pub(crate) fn now_us(&self) -> i64 {
+    /// Now, by the runtime's clock (µs since the epoch).
+    pub fn now_us(&self) -> i64 {
         self.inner.clock.now_us()
     }
 

@@ -11,7 +11,6 @@ use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use sha2::{Digest as _, Sha256};
 use tw_store::{AdminEvent, ApiTokenRow, NewApiToken};
 
 use crate::{Result, Runtime, RuntimeError};
@@ -27,16 +26,15 @@ fn new_token() -> Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
         .map_err(|e| RuntimeError::Token(format!("no randomness for a token: {e}")))?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("{TOKEN_PREFIX}{hex}"))
+    Ok(format!(
+        "{TOKEN_PREFIX}{}",
+        tw_core::fingerprint::hex(&bytes)
+    ))
 }
 
 /// A token's SHA-256 in lowercase hex, as stored and compared.
 pub fn token_sha256(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    tw_core::fingerprint::sha256_hex(token.as_bytes())
 }
 
 /// The administrator's token for the data directory `dir`, made (0600, atomically, never
@@ -168,12 +166,16 @@ impl Runtime {
             .await?)
     }
 
-    /// Who `token` belongs to, if anyone: the administrator (`admin`, the administrator's token)
-    /// or a live agent token. Hashes are compared, so the comparison's timing says nothing
-    /// about the token.
-    pub async fn token_holder(&self, token: &str, admin: &str) -> Result<Option<TokenHolder>> {
+    /// Who `token` belongs to, if anyone: the administrator (`admin_sha256`, the hash of the
+    /// administrator's token, see [`token_sha256`]) or a live agent token. Hashes are compared,
+    /// so the comparison's timing says nothing about the token.
+    pub async fn token_holder(
+        &self,
+        token: &str,
+        admin_sha256: &str,
+    ) -> Result<Option<TokenHolder>> {
         let sha = token_sha256(token);
-        if sha == token_sha256(admin) {
+        if sha == admin_sha256 {
             return Ok(Some(TokenHolder::Admin));
         }
         Ok(self

@@ -20,11 +20,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
-use sha2::{Digest as _, Sha256};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tw_core::{ToolDefinition, ToolStatus};
-use tw_store::{AdminEvent, PinRow, PinState, SeenDefinition};
+use tw_store::{AdminEvent, SeenDefinition};
+pub use tw_store::{PinRow, PinState};
 
 use crate::builtins::{BuiltinTool, ToolContext, ToolFailure, ToolFuture};
 use crate::runtime::ToolKind;
@@ -208,25 +208,7 @@ pub struct UpstreamStatus {
 /// What is pinned, as a fingerprint: SHA-256 of the JSON with every object's keys sorted, so a
 /// server that merely reorders keys changes nothing.
 pub fn pin_hash(pinned: &Value) -> String {
-    fn canonical(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                let mut out = Map::new();
-                for k in keys {
-                    out.insert(k.clone(), canonical(&m[k]));
-                }
-                Value::Object(out)
-            }
-            Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
-            other => other.clone(),
-        }
-    }
-    Sha256::digest(canonical(pinned).to_string().as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    tw_core::fingerprint::json_sha256(pinned)
 }
 
 impl Runtime {

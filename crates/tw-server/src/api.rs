@@ -258,7 +258,7 @@ async fn create_tool(State(g): Shared, body: String) -> Reply {
             format!("tool {name} exists; PUT /api/v1/tools/{name} replaces it"),
         ));
     }
-    g.rt.add_custom_tool(spec, now_us(), ACTOR).await?;
+    g.rt.add_custom_tool(spec, g.rt.now_us(), ACTOR).await?;
     Ok((
         StatusCode::CREATED,
         axum::Json(json!({ "name": name, "created": true })),
@@ -274,7 +274,7 @@ async fn replace_tool(State(g): Shared, Path(name): Path<String>, body: String) 
             spec.definition.name.as_str()
         )));
     }
-    let created = g.rt.add_custom_tool(spec, now_us(), ACTOR).await?;
+    let created = g.rt.add_custom_tool(spec, g.rt.now_us(), ACTOR).await?;
     ok(json!({ "name": name, "created": created }))
 }
 
@@ -390,7 +390,7 @@ async fn confirmations(
     ok(rows)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct AnswerBody {
     note: Option<String>,
@@ -403,12 +403,7 @@ struct AnswerBody {
 }
 
 async fn answer(g: &Gateway, id: &str, body: &str, approve: bool) -> Reply {
-    let b: AnswerBody = optional(body)?.unwrap_or(AnswerBody {
-        note: None,
-        remember: None,
-        who: None,
-        duration_secs: None,
-    });
+    let b: AnswerBody = optional(body)?.unwrap_or_default();
     if !approve && (b.remember.is_some() || b.who.is_some() || b.duration_secs.is_some()) {
         return Err(ApiError::bad(
             "remember, who and duration_secs only go with approve",
@@ -554,18 +549,7 @@ async fn upstream_review(State(g): Shared) -> Reply {
     let rows: Vec<Value> = pins
         .iter()
         .filter(|p| p.quarantined())
-        .map(|p| {
-            json!({
-                "tool": tw_mcp::upstream::registered_name(&p.server, &p.tool),
-                "server": p.server,
-                "upstream_tool": p.tool,
-                "pinned": p.definition,
-                "pinned_at": p.pinned_at,
-                "pinned_by": p.pinned_by,
-                "now": p.pending_definition,
-                "changed_since": p.pending_since,
-            })
-        })
+        .map(tw_mcp::upstream::review_entry)
         .collect();
     ok(rows)
 }
@@ -591,10 +575,4 @@ async fn upstream_accept(State(g): Shared, Path(tool): Path<String>) -> Reply {
             format!("{tool} is not quarantined"),
         )),
     }
-}
-
-fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }

@@ -19,7 +19,8 @@ const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 /// What the guard checks requests against.
 pub struct Guard {
     rt: Runtime,
-    admin_token: String,
+    /// The administrator's token's SHA-256 (hashed once, not per request).
+    admin_sha256: String,
     /// `(host, port)`: `None` matches any port.
     hosts: Vec<(String, Option<u16>)>,
     /// Normalized `scheme://host:port`.
@@ -67,7 +68,7 @@ impl Guard {
         );
         Self {
             rt,
-            admin_token,
+            admin_sha256: tw_runtime::tokens::token_sha256(&admin_token),
             hosts,
             origins,
         }
@@ -126,7 +127,7 @@ impl Guard {
                 "the Authorization header is not `Bearer <token>`",
             ));
         }
-        match self.rt.token_holder(token, &self.admin_token).await {
+        match self.rt.token_holder(token, &self.admin_sha256).await {
             Ok(Some(TokenHolder::Admin)) => Ok(Access::Admin),
             Ok(Some(TokenHolder::Agent(a))) => Ok(Access::Agent(a)),
             Ok(None) => Err(unauthorized("the token is not valid (or was revoked)")),

@@ -44,10 +44,40 @@ fn doctor_reports_every_level_and_a_contained_self_test() {
             .ends_with("tw-sandbox-helper")
     );
 
+    // Every protection strict needs is listed, and held on the machines this is tested on.
+    let mut protections: Vec<(String, bool)> = report["protections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["held"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let mut expect: Vec<(String, bool)> = [
+        "Landlock ABI 6+ (file rights, abstract-socket and signal scoping)",
+        "seccomp filters",
+        "a process cap per pid namespace (pid_max, Linux 6.14+)",
+        "id-mapped and detached mounts (Linux 5.12+)",
+    ]
+    .iter()
+    .map(|n| ((*n).to_owned(), true))
+    .collect();
+    if !super::support::running_as_root() {
+        expect.push(("unprivileged user namespaces".to_owned(), true));
+    }
+    protections.sort();
+    expect.sort();
+    assert_eq!(protections, expect);
+
     // The text form says the same.
     let text = env.cmd(&["sandbox", "doctor"]).run().ok().stdout;
     assert!(text.contains("strict      yes"), "{text}");
     assert!(!text.contains("ESCAPED"), "{text}");
+    assert!(!text.contains("MISSING"), "{text}");
+    assert!(text.contains("seccomp filters"), "{text}");
 }
 
 #[test]

@@ -232,3 +232,11 @@ pub fn check_status(run: &Run, code: i32, status: &str, error_code: Option<&str>
         run.stderr
     );
 }
+
+/// Whether the tests run as root (CI runs them as root and again as an unprivileged user).
+pub fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .expect("read /proc/self/status")
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}

@@ -63,6 +63,16 @@ fn render(d: &Doctor) -> String {
     ]);
     out.push_str(&facts.render_rows());
     out.push('\n');
+    let mut held = Table::new(&["STRICT NEEDS", "HERE", "DETAIL"]).max_width(110);
+    for p in &d.protections {
+        held.row(vec![
+            p.name.clone(),
+            if p.held { "held" } else { "MISSING" }.into(),
+            p.detail.clone(),
+        ]);
+    }
+    out.push_str(&held.render());
+    out.push('\n');
     let mut levels = Table::new(&["LEVEL", "AVAILABLE", "DETAIL"]).max_width(110);
     for l in &d.levels {
         levels.row(vec![

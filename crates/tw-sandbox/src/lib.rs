@@ -23,8 +23,8 @@ pub mod workspace;
 pub use error::{Result, SandboxError};
 pub use process::{
     Doctor, ExitInfo, FsView, Interactive, InteractiveExit, LevelSupport, OutputChunk,
-    ProcessOutput, ProcessSpec, ResourceLimits, RunMetrics, RunOutcome, Sandbox, SandboxConfig,
-    SelfTestCase,
+    ProcessOutput, ProcessSpec, Protection, ResourceLimits, RunMetrics, RunOutcome, Sandbox,
+    SandboxConfig, SelfTestCase,
 };
 pub use resolve::HostResolver;
 pub use workspace::{PathError, Workspace, WsPath};

@@ -58,7 +58,7 @@ use tw_core::IsolationLevel;
 use crate::error::{Result, SandboxError};
 use crate::helper::wire::{self, Finished, Level, Message};
 
-pub use host::{Doctor, LevelSupport, SandboxConfig, SelfTestCase};
+pub use host::{Doctor, LevelSupport, Protection, SandboxConfig, SelfTestCase};
 
 /// The search path every child gets unless its spec sets `PATH` itself.
 pub(crate) const BASE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";

@@ -248,14 +248,28 @@ async fn check(spec: ProcessSpec, expect: Seen) -> ProcessOutput {
     check_any(spec, vec![expect]).await
 }
 
-/// A write outside the writable paths meets two walls: the host's filesystems are mounted
-/// read-only in the sandbox (EROFS, which the kernel checks first) and Landlock (EACCES). Either
-/// message is the containment.
+/// A write outside the writable paths meets three walls: the fixtures' `/var` is hidden (an
+/// empty directory over it: dash says "Directory nonexistent"), the host's filesystems are
+/// mounted read-only in the sandbox (EROFS, which the kernel checks first) and Landlock
+/// (EACCES). Any of these messages is the containment;
+/// [`landlock_alone_refuses_what_the_hidden_directories_hide`] takes the first wall away.
 fn refused(seen: impl Fn(&str) -> Seen) -> Vec<Seen> {
-    ["Read-only file system", "Permission denied"]
-        .iter()
-        .map(|why| seen(why))
-        .collect()
+    [
+        "Directory nonexistent",
+        "Read-only file system",
+        "Permission denied",
+    ]
+    .iter()
+    .map(|why| seen(why))
+    .collect()
+}
+
+/// What reading a file outside the view gives: hidden (ENOENT) or refused by Landlock (EACCES).
+fn unreadable(path: &str) -> [String; 2] {
+    [
+        format!("{path}: No such file or directory"),
+        format!("{path}: Permission denied"),
+    ]
 }
 
 /// [`check`] for a run that may end in any of `expect` (the first is shown in a failure's diff).
@@ -387,13 +401,17 @@ attempt("symlink", lambda: os.symlink("/etc/passwd", os.path.join(out, "link")))
                 script,
                 &[&display(&fx.outside), &display(&fx.canary)],
             ),
-            ["PermissionError EACCES", "OSError EROFS"]
-                .iter()
-                .map(|e| {
-                    let out: String = lines.iter().map(|l| format!("{l}: {e}\n")).collect();
-                    exited(level, 0, &out, "")
-                })
-                .collect(),
+            [
+                "FileNotFoundError ENOENT",
+                "PermissionError EACCES",
+                "OSError EROFS",
+            ]
+            .iter()
+            .map(|e| {
+                let out: String = lines.iter().map(|l| format!("{l}: {e}\n")).collect();
+                exited(level, 0, &out, "")
+            })
+            .collect(),
         )
         .await;
         // A hard link from the workspace: Landlock refuses it, or the kernel does first, the
@@ -402,12 +420,12 @@ attempt("symlink", lambda: os.symlink("/etc/passwd", os.path.join(out, "link")))
             "os.link(os.path.join({ws:?}, 'inside.txt'), os.path.join({:?}, 'hard'))",
             display(&fx.outside)
         );
-        let expect = ["EACCES", "EXDEV", "EROFS"]
+        let expect = ["ENOENT", "EACCES", "EXDEV", "EROFS"]
             .map(|e| {
-                let kind = if e == "EACCES" {
-                    "PermissionError"
-                } else {
-                    "OSError"
+                let kind = match e {
+                    "EACCES" => "PermissionError",
+                    "ENOENT" => "FileNotFoundError",
+                    _ => "OSError",
                 };
                 exited(level, 0, &format!("hardlink: {kind} {e}\n"), "")
             })
@@ -466,9 +484,12 @@ async fn ssh_keys_and_etc_shadow_cannot_be_read() {
     let fx = Fixture::new();
     let key = display(&fx.ssh_key);
     for level in CONFINED {
-        check(
+        check_any(
             fx.spec(level, "cat", &[&key]),
-            exited(level, 1, "", &format!("cat: {key}: Permission denied")),
+            unreadable(&key)
+                .iter()
+                .map(|why| exited(level, 1, "", &format!("cat: {why}")))
+                .collect(),
         )
         .await;
         check(
@@ -484,18 +505,25 @@ attempt("read shadow", lambda: read("/etc/shadow"))
 attempt("read gshadow", lambda: read("/etc/gshadow"))
 attempt("list /root", lambda: os.listdir("/root"))
 "#;
-        check(
+        check_any(
             fx.py(level, script, &[&key]),
-            exited(
-                level,
-                0,
-                "read key: PermissionError EACCES\n\
-                 list .ssh: PermissionError EACCES\n\
-                 read shadow: PermissionError EACCES\n\
-                 read gshadow: PermissionError EACCES\n\
-                 list /root: PermissionError EACCES\n",
-                "",
-            ),
+            ["FileNotFoundError ENOENT", "PermissionError EACCES"]
+                .iter()
+                .map(|outside| {
+                    exited(
+                        level,
+                        0,
+                        &format!(
+                            "read key: {outside}\n\
+                             list .ssh: {outside}\n\
+                             read shadow: PermissionError EACCES\n\
+                             read gshadow: PermissionError EACCES\n\
+                             list /root: PermissionError EACCES\n"
+                        ),
+                        "",
+                    )
+                })
+                .collect(),
         )
         .await;
     }
@@ -825,19 +853,26 @@ attempt("read sibling", lambda: read("outside/canary.txt"))
 attempt("list parent", lambda: os.listdir("."))
 "#;
     for level in CONFINED {
-        check(
+        check_any(
             fx.py(level, script, &[&display(&fx.canary)]),
-            exited(
-                level,
-                0,
-                "pid 1 root: PermissionError EACCES\n\
-                 pid 1 cwd: PermissionError EACCES\n\
-                 self root: PermissionError EACCES\n\
-                 chdir up: ok None\n\
-                 read sibling: PermissionError EACCES\n\
-                 list parent: PermissionError EACCES\n",
-                "",
-            ),
+            ["FileNotFoundError ENOENT", "PermissionError EACCES"]
+                .iter()
+                .map(|outside| {
+                    exited(
+                        level,
+                        0,
+                        &format!(
+                            "pid 1 root: PermissionError EACCES\n\
+                             pid 1 cwd: PermissionError EACCES\n\
+                             self root: {outside}\n\
+                             chdir up: ok None\n\
+                             read sibling: {outside}\n\
+                             list parent: PermissionError EACCES\n"
+                        ),
+                        "",
+                    )
+                })
+                .collect(),
         )
         .await;
     }
@@ -1121,9 +1156,12 @@ async fn restricted_cannot_write_its_workspace_while_strict_can() {
 async fn standard_reads_what_strict_refuses() {
     let fx = Fixture::new();
     let canary = display(&fx.canary);
-    check(
+    check_any(
         fx.spec(Strict, "cat", &[&canary]),
-        exited(Strict, 1, "", &format!("cat: {canary}: Permission denied")),
+        unreadable(&canary)
+            .iter()
+            .map(|why| exited(Strict, 1, "", &format!("cat: {why}")))
+            .collect(),
     )
     .await;
     let out = run(fx.spec(Standard, "cat", &[&canary])).await;
@@ -1139,4 +1177,380 @@ fn running_as_root() -> bool {
         .unwrap()
         .lines()
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+// 19. Set-id files, device nodes and file capabilities (issue 15, hole 1).
+
+/// Regression (issue 15): `cp /bin/sh ./sh && chmod u+s ./sh` at strict left
+/// `-rwsr-xr-x root root sh` in the workspace: when Toolwarden runs as root the workspace is an
+/// id-mapped mount, so the sandbox uid's files are root's on the host, and any local user could
+/// then run that shell as root. Every route to a set-user-ID or set-group-ID file, a device node
+/// or a file capability is tried here; each must fail, and the workspace is then searched from
+/// outside for anything of the kind.
+#[tokio::test]
+async fn no_route_leaves_a_set_id_file_a_device_or_a_file_capability_in_the_workspace() {
+    let fx = Fixture::new();
+    // The tool makes its own archive (tar needs no privilege to describe a set-id file or a
+    // device) and then unpacks it with the options that keep modes.
+    let script = r#"
+import shutil, stat, tarfile
+nr = dict(a.split("=") for a in sys.argv[1:])
+CAP = bytes.fromhex("0100000200200000000000000000000000000000")  # v2: cap_setuid, effective
+shutil.copyfile("/bin/sh", "sh")
+attempt("chmod u+s", lambda: os.chmod("sh", 0o4755))
+attempt("chmod g+s", lambda: os.chmod("sh", 0o2755))
+fd = os.open("plain", os.O_CREAT | os.O_WRONLY, 0o755)
+attempt("fchmod u+s", lambda: os.fchmod(fd, 0o4755))
+attempt("open with 04755", lambda: os.open("made-suid", os.O_CREAT | os.O_WRONLY, 0o4755))
+attempt("open O_TMPFILE with 02755", lambda: os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o2755))
+syscall("fchmodat2 u+s", lambda: libc.syscall(int(nr["fchmodat2"]), -100, b"plain", 0o4755, 0))
+how = ctypes.create_string_buffer(24)
+syscall("openat2", lambda: libc.syscall(int(nr["openat2"]), -100, b"plain", how, 24))
+if "creat" in nr:
+    syscall("creat with 02755", lambda: libc.syscall(int(nr["creat"]), b"made-sgid", 0o2755))
+    syscall("mknod set-uid file", lambda: libc.syscall(int(nr["mknod"]), b"node-suid", stat.S_IFREG | 0o4755, 0))
+attempt("mknodat set-uid file", lambda: os.mknod("node-suid2", stat.S_IFREG | 0o4755))
+attempt("mknod character device", lambda: os.mknod("null2", stat.S_IFCHR | 0o666, os.makedev(1, 3)))
+attempt("mknod block device", lambda: os.mknod("disk", stat.S_IFBLK | 0o600, os.makedev(8, 0)))
+attempt("mknod fifo", lambda: os.mknod("fifo", stat.S_IFIFO | 0o600))
+attempt("mkdir with 02755", lambda: os.mkdir("dir", 0o2755))
+attempt("chmod directory g+s", lambda: os.chmod("dir", 0o2755))
+attempt("setxattr security.capability", lambda: os.setxattr("plain", "security.capability", CAP))
+attempt("setxattr user", lambda: os.setxattr("plain", "user.tw", b"1"))
+attempt("hard link a set-uid program", lambda: os.link("/usr/bin/passwd", "passwd"))
+shutil.copyfile("/bin/sh", "/tmp/prepared")
+attempt("prepare in /tmp", lambda: os.chmod("/tmp/prepared", 0o4755))
+attempt("move it in", lambda: shutil.move("/tmp/prepared", "moved") and None)
+with tarfile.open("evil.tar", "w") as t:
+    data = open("/bin/sh", "rb").read()
+    for name, mode, kind in [("t-suid", 0o4755, tarfile.REGTYPE), ("t-sgid", 0o2755, tarfile.REGTYPE),
+                             ("t-null", 0o666, tarfile.CHRTYPE), ("t-disk", 0o600, tarfile.BLKTYPE)]:
+        info = tarfile.TarInfo(name)
+        info.mode, info.type = mode, kind
+        if kind == tarfile.REGTYPE:
+            info.size = len(data)
+            t.addfile(info, __import__("io").BytesIO(data))
+        else:
+            info.devmajor, info.devminor = (1, 3) if kind == tarfile.CHRTYPE else (8, 0)
+            t.addfile(info)
+import subprocess
+# cp drops the set-id bits by itself where it cannot keep the owner (not root in the sandbox);
+# its exit status differs with the identity, so only what it leaves is checked.
+for cmd in (["cp", "-p", "/usr/bin/passwd", "cp-p"], ["cp", "-a", "/usr/bin/passwd", "cp-a"]):
+    subprocess.run(cmd, capture_output=True)
+for cmd in (["install", "-m", "4755", "/bin/sh", "installed"], ["tar", "-xpf", "evil.tar"],
+            ["sh", "-c", "chmod 6755 sh"]):
+    r = subprocess.run(cmd, capture_output=True)
+    print(f"{cmd[0]} {cmd[1]}: exit {r.returncode}")
+"#;
+    let mut numbers = vec![
+        format!("fchmodat2={}", libc::SYS_fchmodat2),
+        format!("openat2={}", libc::SYS_openat2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    numbers.extend([
+        format!("creat={}", libc::SYS_creat),
+        format!("mknod={}", libc::SYS_mknod),
+    ]);
+    let args: Vec<&str> = numbers.iter().map(String::as_str).collect();
+    let mut expect = String::from(
+        "chmod u+s: PermissionError EPERM\n\
+         chmod g+s: PermissionError EPERM\n\
+         fchmod u+s: PermissionError EPERM\n\
+         open with 04755: PermissionError EPERM\n\
+         open O_TMPFILE with 02755: PermissionError EPERM\n\
+         fchmodat2 u+s: -1 EPERM\n\
+         openat2: -1 ENOSYS\n",
+    );
+    #[cfg(target_arch = "x86_64")]
+    expect.push_str("creat with 02755: -1 EPERM\nmknod set-uid file: -1 EPERM\n");
+    expect.push_str(
+        "mknodat set-uid file: PermissionError EPERM\n\
+         mknod character device: PermissionError EPERM\n\
+         mknod block device: PermissionError EPERM\n\
+         mknod fifo: ok None\n\
+         mkdir with 02755: ok None\n\
+         chmod directory g+s: PermissionError EPERM\n\
+         setxattr security.capability: OSError ENOTSUP\n\
+         setxattr user: OSError ENOTSUP\n\
+         hard link a set-uid program: OSError EXDEV\n\
+         prepare in /tmp: PermissionError EPERM\n\
+         move it in: ok None\n\
+         install -m: exit 1\n\
+         tar -xpf: exit 2\n\
+         sh -c: exit 1\n",
+    );
+    let out = run(fx.py(Strict, script, &args)).await;
+    assert_eq!(
+        Seen::of(Strict, &out),
+        exited(Strict, 0, &expect, ""),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.output().stderr)
+    );
+    // What the attempts left behind: the files exist (the copies, the unpacked archive), none
+    // of them special.
+    let left = workspace_entries(&fx.ws);
+    for name in [
+        "sh",
+        "plain",
+        "moved",
+        "cp-p",
+        "installed",
+        "t-suid",
+        "fifo",
+        "dir",
+    ] {
+        assert!(
+            left.iter().any(|(n, _)| n == name),
+            "{name} missing: {left:?}"
+        );
+    }
+    let special: Vec<_> = left.iter().filter(|(_, why)| !why.is_empty()).collect();
+    assert_eq!(special, Vec::<&(String, String)>::new());
+}
+
+/// Every entry under `dir` (relative), with what makes it dangerous on the host, if anything:
+/// a set-user-ID or set-group-ID bit, a device node, a file capability.
+fn workspace_entries(dir: &Path) -> Vec<(String, String)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut out = Vec::new();
+    let mut queue = vec![dir.to_owned()];
+    while let Some(d) = queue.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mut why = Vec::new();
+            if meta.mode() & 0o4000 != 0 {
+                why.push("set-user-ID");
+            }
+            if meta.mode() & 0o2000 != 0 {
+                why.push("set-group-ID");
+            }
+            if meta.file_type().is_char_device() || meta.file_type().is_block_device() {
+                why.push("device");
+            }
+            let mut buf = [0u8; 64];
+            if !meta.file_type().is_symlink()
+                && rustix::fs::lgetxattr(&path, "security.capability", &mut buf).is_ok()
+            {
+                why.push("file capability");
+            }
+            if meta.is_dir() {
+                queue.push(path.clone());
+            }
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            out.push((rel, why.join(", ")));
+        }
+    }
+    out.sort();
+    out
+}
+
+// 20. Host UNIX sockets by path (issue 15, hole 7).
+
+/// A listening socket the test made, to be checked from outside afterwards.
+struct Listener {
+    label: String,
+    path: PathBuf,
+    socket: std::os::unix::net::UnixListener,
+}
+
+impl Listener {
+    /// Listens at `path` (making its directory), open to every uid so that only the sandbox
+    /// stands in the way; `None`, with a visible skip, where this uid cannot make it.
+    fn at(label: &str, path: PathBuf) -> Option<Self> {
+        let made = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| {
+                let _ = std::fs::remove_file(&path);
+                std::os::unix::net::UnixListener::bind(&path)
+            });
+        match made {
+            Ok(socket) => {
+                socket.set_nonblocking(true).unwrap();
+                chmod(&path, 0o777);
+                Some(Self {
+                    label: label.to_owned(),
+                    path,
+                    socket,
+                })
+            }
+            Err(e) => {
+                skip(&format!(
+                    "SKIP {label} at {}: this uid cannot listen there ({e}); CI runs the suite \
+                     as root too, where it can",
+                    path.display()
+                ));
+                None
+            }
+        }
+    }
+
+    fn accepted(&self) -> bool {
+        self.socket.accept().is_ok()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Issue 15, hole 7: Landlock does not govern connecting to a UNIX socket by its path, so the
+/// sockets of the host (D-Bus, systemd, Docker, containerd, the user's runtime directory) were
+/// open to any tool whose uid the socket's permissions let in. The directories that hold them
+/// are now hidden in the sandbox; a connection to each fails, and no listener sees one.
+#[tokio::test]
+async fn host_unix_sockets_cannot_be_reached_by_path() {
+    let fx = Fixture::new();
+    let tag = format!("tw-escape-{}", std::process::id());
+    let uid = rustix::process::getuid().as_raw();
+    // The user's runtime directory: where logind puts it, or $XDG_RUNTIME_DIR.
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{uid}")));
+    let mut listeners: Vec<Listener> = [
+        ("docker", PathBuf::from(format!("/run/{tag}/docker.sock"))),
+        (
+            "containerd",
+            PathBuf::from(format!("/run/{tag}/containerd/containerd.sock")),
+        ),
+        (
+            "system bus",
+            PathBuf::from(format!("/run/{tag}/dbus/system_bus_socket")),
+        ),
+        ("/var/run", PathBuf::from(format!("/var/run/{tag}.sock"))),
+        ("session bus", runtime_dir.join(format!("{tag}-bus"))),
+        (
+            "systemd user manager",
+            runtime_dir.join(format!("{tag}-systemd/private")),
+        ),
+        (
+            "docker desktop",
+            fx.outside.join("home/.docker/desktop/docker.sock"),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(label, path)| Listener::at(label, path))
+    .collect();
+    // The home's socket is always made; the others where this uid may.
+    assert!(listeners.iter().any(|l| l.label == "docker desktop"));
+    if running_as_root() {
+        assert_eq!(listeners.len(), 7, "root makes every listener");
+    }
+    // The host's own sockets, where there are some.
+    let real: Vec<String> = [
+        "/run/dbus/system_bus_socket",
+        "/var/run/docker.sock",
+        "/run/containerd/containerd.sock",
+        "/run/systemd/private",
+    ]
+    .iter()
+    .map(|p| (*p).to_owned())
+    .chain(
+        [runtime_dir.join("bus"), runtime_dir.join("systemd/private")]
+            .iter()
+            .map(|p| display(p)),
+    )
+    .filter(|p| Path::new(p).exists())
+    .collect();
+    let script = r#"
+for label_path in sys.argv[1:]:
+    label, path = label_path.split("=", 1)
+    def connect(p=path):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(2)
+        s.connect(p)
+    attempt(label, connect)
+"#;
+    let args: Vec<String> = listeners
+        .iter()
+        .map(|l| format!("{}={}", l.label, display(&l.path)))
+        .chain(real.iter().map(|p| format!("{p}={p}")))
+        .collect();
+    let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    for level in CONFINED {
+        let expect: String = args
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}: FileNotFoundError ENOENT\n",
+                    a.split_once('=').unwrap().0
+                )
+            })
+            .collect();
+        check(
+            fx.py(level, script, &arg_refs),
+            exited(level, 0, &expect, ""),
+        )
+        .await;
+    }
+    let reached: Vec<&str> = listeners
+        .iter()
+        .filter(|l| l.accepted())
+        .map(|l| l.label.as_str())
+        .collect();
+    assert_eq!(reached, Vec::<&str>::new());
+    listeners.clear();
+    let _ = std::fs::remove_dir_all(format!("/run/{tag}"));
+    let _ = std::fs::remove_dir_all(runtime_dir.join(format!("{tag}-systemd")));
+}
+
+/// The hidden directories are a wall of their own, in front of Landlock. With the fixtures'
+/// parent made part of the view (an allowed path beneath it keeps `/var` visible), Landlock
+/// alone still refuses what is outside the workspace.
+#[tokio::test]
+async fn landlock_alone_refuses_what_the_hidden_directories_hide() {
+    let fx = Fixture::new();
+    let anchor = fx._root.path().join("anchor");
+    std::fs::create_dir(&anchor).unwrap();
+    let sandbox = Sandbox::with_config(tw_sandbox::SandboxConfig {
+        extra_read_only: vec![anchor],
+        ..Default::default()
+    });
+    let script = r#"
+canary = sys.argv[1]
+attempt("stat", lambda: os.stat(canary) and None)
+attempt("read", lambda: read(canary))
+attempt("write", lambda: open(canary, "a"))
+attempt("list", lambda: os.listdir(os.path.dirname(canary)))
+"#;
+    for level in CONFINED {
+        let outcome = sandbox
+            .run(
+                fx.py(level, script, &[&display(&fx.canary)]),
+                CancellationToken::new(),
+                None,
+            )
+            .await
+            .unwrap();
+        // The file is there (stat works: the directory is not hidden), and Landlock refuses the
+        // rest; a write may meet the read-only host first.
+        let seen = Seen::of(level, &outcome);
+        let expect: Vec<Seen> = ["PermissionError EACCES", "OSError EROFS"]
+            .iter()
+            .map(|write| {
+                exited(
+                    level,
+                    0,
+                    &format!(
+                        "stat: ok None\nread: PermissionError EACCES\nwrite: {write}\n\
+                         list: PermissionError EACCES\n"
+                    ),
+                    "",
+                )
+            })
+            .collect();
+        assert!(expect.contains(&seen), "{seen:#?}");
+    }
+    assert_eq!(fx.outside_tree(), Fixture::pristine_outside());
+}
+
+/// Says that part of a test did not run and why, on the real standard error: the test harness
+/// captures `eprintln!` of passing tests, and a skip must never be silent.
+fn skip(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{message}");
 }

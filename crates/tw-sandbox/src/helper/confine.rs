@@ -29,8 +29,13 @@ const PID_MAX_FLOOR: u64 = 301;
 const RESERVED_PIDS: u64 = 300;
 /// Size of the private `/tmp` and `/dev/shm`.
 const TMPFS_OPTIONS: &str = "mode=1777,size=268435456,nr_inodes=65536";
-/// Landlock access rights are taken from this ABI (filesystem rights stopped growing at 5).
-const LANDLOCK_ABI: ABI = ABI::V5;
+/// A hidden host directory: empty but for the mount points of allowed paths beneath it.
+const HIDDEN_OPTIONS: &str = "mode=755,size=1048576,nr_inodes=4096";
+/// The Landlock ABI strict requires: every filesystem right (they stopped growing at 5) and the
+/// abstract-socket and signal scopes (6). A kernel with less fails strict; nothing is dropped.
+const LANDLOCK_ABI: ABI = ABI::V6;
+/// [`LANDLOCK_ABI`] as the number the kernel reports.
+pub(crate) const MIN_LANDLOCK_ABI: i64 = 6;
 /// Device nodes every program expects to open.
 const DEVICES: [&str; 5] = [
     "/dev/null",
@@ -41,6 +46,8 @@ const DEVICES: [&str; 5] = [
 ];
 
 const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
@@ -98,11 +105,19 @@ pub(crate) fn enter_namespaces(req: &Request, fds: &[OwnedFd]) -> Step<()> {
                     ),
                 )
             })?;
+            // The helper made itself non-dumpable, which hands its /proc files to the host's
+            // root, a uid the new namespace does not map: its own id maps would be closed to
+            // it. Dumpable again for the three writes (nothing runs in the namespace yet, and
+            // only the user's own processes could look), then closed again.
+            check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) })
+                .at("prctl(PR_SET_DUMPABLE)")?;
             sys::write_file("/proc/self/setgroups", "deny").at("writing setgroups")?;
             sys::write_file("/proc/self/uid_map", &format!("{uid} {uid} 1"))
                 .at("writing uid_map")?;
             sys::write_file("/proc/self/gid_map", &format!("{gid} {gid} 1"))
                 .at("writing gid_map")?;
+            check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) })
+                .at("prctl(PR_SET_DUMPABLE)")?;
         }
     }
     mount(
@@ -119,11 +134,17 @@ pub(crate) fn enter_namespaces(req: &Request, fds: &[OwnedFd]) -> Step<()> {
     // (`/root` above a workspace in root's home). Landlock already denies everything else in
     // such a directory; the tmpfs makes the allowed path reachable without opening the rest.
     let mut hidden: Vec<PathBuf> = PRIVATE_DIRS.iter().map(PathBuf::from).collect();
+    hidden.extend(req.hidden.iter().cloned());
     if req.run_as.is_some() {
         hidden.extend(closed_ancestors(
             req.read_only.iter().chain(&req.read_write),
         ));
     }
+    // A directory inside one already hidden needs no mount of its own.
+    hidden.sort();
+    hidden.dedup();
+    let all = hidden.clone();
+    hidden.retain(|d| !all.iter().any(|o| o != d && d.starts_with(o)));
     // The paths the tool may write, those the private mounts would hide, and those that need an
     // id mapping or a read-only mount of their own are cloned first and put back on top of the
     // read-only host afterwards.
@@ -171,7 +192,16 @@ pub(crate) fn enter_namespaces(req: &Request, fds: &[OwnedFd]) -> Step<()> {
         .at("making the host's filesystems read-only")?;
     for dir in &hidden {
         if dir.is_dir() {
-            tmpfs(dir).map_err(|e| {
+            let private = PRIVATE_DIRS.iter().any(|p| dir == Path::new(p));
+            tmpfs(
+                dir,
+                if private {
+                    TMPFS_OPTIONS
+                } else {
+                    HIDDEN_OPTIONS
+                },
+            )
+            .map_err(|e| {
                 Failure::new(
                     "mounting a private directory",
                     format!("{}: {e}", dir.display()),
@@ -270,13 +300,13 @@ fn mount(
     .map(drop)
 }
 
-fn tmpfs(at: &Path) -> Result<(), Errno> {
+fn tmpfs(at: &Path, options: &str) -> Result<(), Errno> {
     mount(
         Some("tmpfs"),
         at,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some(TMPFS_OPTIONS),
+        Some(options),
     )
 }
 
@@ -362,16 +392,16 @@ fn clone_tree(path: &Path, idmap: Option<&OwnedFd>, read_only: bool) -> Result<O
         )
     };
     let tree = owned(i32::try_from(check(tree)?).map_err(|_| Errno(libc::EBADF))?);
-    let mut attr = 0;
+    // No set-id program or device node in a carried tree works inside the sandbox, whatever
+    // was there before the run (the seccomp filter keeps the tool from making new ones).
+    let mut attr = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     if read_only {
         attr |= MOUNT_ATTR_RDONLY;
     }
     if idmap.is_some() {
         attr |= MOUNT_ATTR_IDMAP;
     }
-    if attr != 0 {
-        set_attr(tree.as_raw_fd(), c"", attr, idmap)?;
-    }
+    set_attr(tree.as_raw_fd(), c"", attr, idmap)?;
     Ok(tree)
 }
 
@@ -473,45 +503,74 @@ impl Plan {
         Ok(())
     }
 
+    /// Landlock with every right of [`LANDLOCK_ABI`] handled and both scopes (abstract UNIX
+    /// sockets and signals) on, fully enforced or not at all: a kernel that would enforce only
+    /// part of it (an older ABI) fails the run, since strict relies on each part.
     fn landlock(&self) -> Step<()> {
         let abi = LANDLOCK_ABI;
-        let unavailable = |e: landlock::RulesetError| {
+        let missing = |e: landlock::RulesetError| {
             Failure::new(
                 "setting up Landlock",
-                format!("{e} (strict needs Landlock: Linux 5.13+ with lsm=landlock enabled)"),
+                format!("{e}; {}", landlock_requirement()),
             )
         };
         let mut ruleset = Ruleset::default()
-            .set_compatibility(CompatLevel::BestEffort)
+            .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(AccessFs::from_all(abi))
-            .map_err(unavailable)?
-            .scope(Scope::Signal | Scope::AbstractUnixSocket)
-            .map_err(unavailable)?
+            .map_err(missing)?
+            .scope(Scope::from_all(abi))
+            .map_err(missing)?
             .create()
-            .map_err(unavailable)?;
+            .map_err(missing)?;
         let grants = self
             .read_only
             .iter()
             .map(|p| (p, AccessFs::from_read(abi)))
             .chain(self.read_write.iter().map(|p| (p, AccessFs::from_all(abi))));
         for (path, access) in grants {
-            // A path that does not exist grants nothing. On a file, the rights that only
-            // directories have are dropped by the crate (best-effort compatibility).
+            // A path that does not exist grants nothing. A file gets only the rights a file can
+            // have (Landlock refuses directory rights on a file).
+            let Ok(meta) = std::fs::metadata(path) else {
+                continue;
+            };
             let Ok(fd) = PathFd::new(path) else { continue };
+            let access = if meta.is_dir() {
+                access
+            } else {
+                access & AccessFs::from_file(abi)
+            };
             ruleset = ruleset
                 .add_rule(PathBeneath::new(fd, access))
-                .map_err(unavailable)?;
+                .map_err(missing)?;
         }
-        let status = ruleset.restrict_self().map_err(unavailable)?;
-        if status.ruleset == RulesetStatus::NotEnforced {
+        let status = ruleset.restrict_self().map_err(missing)?;
+        if status.ruleset != RulesetStatus::FullyEnforced {
             return Err(Failure::new(
                 "setting up Landlock",
-                "this kernel does not enforce Landlock (strict needs Linux 5.13+ with \
-                 lsm=landlock enabled)",
+                format!(
+                    "the kernel would enforce it {}; {}",
+                    match status.ruleset {
+                        RulesetStatus::PartiallyEnforced => "only partially",
+                        _ => "not at all",
+                    },
+                    landlock_requirement()
+                ),
             ));
         }
         Ok(())
     }
+}
+
+/// What strict needs of Landlock, and what this kernel offers.
+pub(crate) fn landlock_requirement() -> String {
+    let offered = match sys::landlock_abi() {
+        Some(v) => format!("this kernel offers ABI {v}"),
+        None => "this kernel offers none (is `landlock` in the lsm= boot parameter?)".to_owned(),
+    };
+    format!(
+        "strict needs Landlock ABI {MIN_LANDLOCK_ABI} (Linux 6.12+: file rights, abstract-socket \
+         and signal scoping); {offered}"
+    )
 }
 
 /// The seccomp program, packed for a request: one `u64` per instruction (code, jt, jf, k from the

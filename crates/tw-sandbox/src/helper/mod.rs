@@ -486,6 +486,8 @@ pub(crate) fn compiled_seccomp() -> Result<Vec<u64>, String> {
     confine::compiled_seccomp()
 }
 
+pub(crate) use confine::MIN_LANDLOCK_ABI;
+
 /// The Landlock ABI version this kernel offers, if any.
 pub(crate) fn landlock_abi() -> Option<i64> {
     sys::landlock_abi()

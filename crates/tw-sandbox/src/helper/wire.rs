@@ -59,6 +59,12 @@ pub struct Request {
     pub read_only_mounts: Vec<PathBuf>,
     /// Paths hidden from the tool (an empty read-only file or directory is mounted over them).
     pub masked: Vec<PathBuf>,
+    /// Host directories replaced by an empty one (strict and stricter): every top-level
+    /// directory the system allowlist does not need (`/home`, `/root`, `/run`, `/var`, ...), so
+    /// what Landlock does not govern (connecting to a UNIX socket by path, `stat`) finds nothing
+    /// there. Allowed paths beneath them (the workspace) are put back on top.
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
     /// Whether the tool keeps the host's network (strict and stricter only).
     pub network: bool,
     /// When the runtime is root: the unprivileged uid and gid the tool runs as. The paths in

@@ -109,6 +109,17 @@ pub struct SelfTestCase {
     pub detail: String,
 }
 
+/// One protection strict relies on, and whether this host gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Protection {
+    /// What it is.
+    pub name: String,
+    /// Whether this host gives it. Strict and restricted refuse to run without every one.
+    pub held: bool,
+    /// How it was found out, or what is missing and what gives it.
+    pub detail: String,
+}
+
 /// The `toolwarden sandbox doctor` report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Doctor {
@@ -129,6 +140,8 @@ pub struct Doctor {
     /// Where each run's memory and process caps over its whole tree live (cgroup v1), or why
     /// the caps are per process only.
     pub tree_limits: std::result::Result<String, String>,
+    /// Each protection strict and restricted need, held or missing.
+    pub protections: Vec<Protection>,
     /// Each level's status.
     pub levels: Vec<LevelSupport>,
     /// The escape self-test, case by case (empty when strict could not be built).
@@ -147,6 +160,10 @@ pub(crate) struct Host {
     config: SandboxConfig,
     helper: std::result::Result<PathBuf, String>,
     system_read: Vec<PathBuf>,
+    /// Top-level host directories hidden from confined tools (see `Request::hidden`).
+    hidden: Vec<PathBuf>,
+    /// What the kernel offers, read once.
+    pub(super) facts: HostFacts,
     root: bool,
     strict: OnceCell<Verdict>,
     shared: OnceCell<Option<SharedNamespaces>>,
@@ -172,11 +189,15 @@ impl Host {
         system_read.dedup();
         let all = system_read.clone();
         system_read.retain(|p| !all.iter().any(|o| o != p && p.starts_with(o)));
+        let hidden = hidden_roots(Path::new("/"), &system_read);
+        let root = rustix::process::geteuid().is_root();
         Self {
-            root: rustix::process::geteuid().is_root(),
+            root,
+            facts: HostFacts::read(root),
             config,
             helper,
             system_read,
+            hidden,
             strict: OnceCell::new(),
             shared: OnceCell::new(),
             seccomp: crate::helper::compiled_seccomp(),
@@ -226,10 +247,29 @@ impl Host {
                         "the seccomp filter cannot be built: {e}"
                     )));
                 }
+                let missing: Vec<String> = self
+                    .protections()
+                    .into_iter()
+                    .filter(|p| !p.held)
+                    .map(|p| format!("{}: {}", p.name, p.detail))
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(unsupported(format!(
+                        "this host lacks what strict needs: {}",
+                        missing.join("; ")
+                    )));
+                }
                 let verdict = self.strict.get_or_init(|| self_test(sandbox)).await;
                 verdict.result.clone().map_err(unsupported)
             }
         }
+    }
+
+    /// What strict needs of the kernel, judged from the facts read when the host was set up.
+    /// The self-test then builds a strict sandbox, which fails at the first step the host
+    /// refuses.
+    pub(crate) fn protections(&self) -> Vec<Protection> {
+        self.facts.protections()
     }
 
     pub(crate) async fn doctor(&self, sandbox: &Sandbox) -> Doctor {
@@ -266,12 +306,11 @@ impl Host {
         };
         Doctor {
             helper: self.helper.clone(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_owned())
-                .unwrap_or_else(|_| "unknown".to_owned()),
+            kernel: self.facts.kernel.clone(),
+            protections: self.protections(),
             running_as_root: self.root,
             sandbox_ids: self.config.sandbox_ids,
-            landlock_abi: crate::helper::landlock_abi(),
+            landlock_abi: self.facts.landlock_abi,
             user_namespaces: [
                 "/proc/sys/kernel/unprivileged_userns_clone",
                 "/proc/sys/user/max_user_namespaces",
@@ -352,6 +391,11 @@ impl Host {
             read_only_mounts,
             masked: if confined {
                 spec.fs.masked.clone()
+            } else {
+                Vec::new()
+            },
+            hidden: if confined {
+                self.hidden.clone()
             } else {
                 Vec::new()
             },
@@ -454,6 +498,144 @@ fn level_summary(level: IsolationLevel, root: bool, ids: (u32, u32)) -> String {
         ),
         _ => format!("strict with a read-only workspace and tighter limits; runs {who}"),
     }
+}
+
+/// What this host's kernel offers that strict needs, read once per `Sandbox`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct HostFacts {
+    /// `uname -r`.
+    pub(super) kernel: String,
+    /// The Landlock ABI the kernel offers.
+    pub(super) landlock_abi: Option<i64>,
+    /// Whether the kernel has seccomp filters.
+    pub(super) seccomp_filters: bool,
+    /// Whether Toolwarden runs as root (no user namespace needed then).
+    pub(super) root: bool,
+    /// Settings that refuse unprivileged user namespaces, as `name=value`.
+    pub(super) userns_refused_by: Vec<String>,
+}
+
+impl HostFacts {
+    fn read(root: bool) -> Self {
+        let sysctl = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned());
+        let refusing = [
+            ("/proc/sys/kernel/unprivileged_userns_clone", "0"),
+            ("/proc/sys/user/max_user_namespaces", "0"),
+            (
+                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1",
+            ),
+        ];
+        Self {
+            kernel: kernel_release(),
+            landlock_abi: crate::helper::landlock_abi(),
+            seccomp_filters: std::fs::read_to_string("/proc/self/status")
+                .is_ok_and(|s| s.lines().any(|l| l.starts_with("Seccomp_filters:"))),
+            root,
+            userns_refused_by: refusing
+                .iter()
+                .filter(|(path, bad)| sysctl(path).as_deref() == Some(*bad))
+                .map(|(path, bad)| {
+                    format!(
+                        "{}={bad}",
+                        path.trim_start_matches("/proc/sys/").replace('/', ".")
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Each protection strict needs, held or missing, with what gives it.
+    pub(super) fn protections(&self) -> Vec<Protection> {
+        let version = kernel_version(&self.kernel);
+        let at_least = |want: (u32, u32)| version.is_some_and(|v| v >= want);
+        let kernel = &self.kernel;
+        let min_abi = crate::helper::MIN_LANDLOCK_ABI;
+        let mut out = vec![
+            Protection {
+                name: format!(
+                    "Landlock ABI {min_abi}+ (file rights, abstract-socket and signal scoping)"
+                ),
+                held: self.landlock_abi.is_some_and(|v| v >= min_abi),
+                detail: match self.landlock_abi {
+                    Some(v) if v >= min_abi => format!("the kernel offers ABI {v}"),
+                    Some(v) => format!(
+                        "the kernel offers only ABI {v}; Linux 6.12+ gives {min_abi}, and strict \
+                         never runs with part of it"
+                    ),
+                    None => "not available: Linux 6.12+ with landlock in the lsm= boot parameter"
+                        .to_owned(),
+                },
+            },
+            Protection {
+                name: "seccomp filters".to_owned(),
+                held: self.seccomp_filters,
+                detail: if self.seccomp_filters {
+                    "the kernel filters syscalls".to_owned()
+                } else {
+                    "the kernel has no seccomp filters (CONFIG_SECCOMP_FILTER)".to_owned()
+                },
+            },
+            Protection {
+                name: "a process cap per pid namespace (pid_max, Linux 6.14+)".to_owned(),
+                held: at_least((6, 14)),
+                detail: format!("kernel {kernel}"),
+            },
+            Protection {
+                name: "id-mapped and detached mounts (Linux 5.12+)".to_owned(),
+                held: at_least((5, 12)),
+                detail: format!("kernel {kernel}"),
+            },
+        ];
+        if !self.root {
+            out.push(Protection {
+                name: "unprivileged user namespaces".to_owned(),
+                held: self.userns_refused_by.is_empty(),
+                detail: if self.userns_refused_by.is_empty() {
+                    "allowed for this user (Toolwarden is not root)".to_owned()
+                } else {
+                    format!("refused by {}", self.userns_refused_by.join(", "))
+                },
+            });
+        }
+        out
+    }
+}
+
+/// `uname -r`.
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+/// The major and minor version of a kernel release such as `6.18.44-fc-v657`.
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The directories directly under `root` that a confined tool gets an empty one in place of:
+/// every real directory (not a link) except `/proc` and `/dev` (the sandbox's own), `/tmp`
+/// (private anyway) and those holding a path of the system allowlist (`/usr`, `/etc`). The
+/// sockets of the host live in them: `/run` (D-Bus, systemd, Docker, containerd, the user's
+/// runtime directory), `/var/run`, and the homes (`~/.docker/desktop/docker.sock`).
+fn hidden_roots(root: &Path, system_read: &[PathBuf]) -> Vec<PathBuf> {
+    const OWN: [&str; 3] = ["proc", "dev", "tmp"];
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| !OWN.iter().any(|o| e.file_name() == *o))
+        .map(|e| e.path())
+        .filter(|dir| !system_read.iter().any(|p| p.starts_with(dir)))
+        .collect();
+    out.sort();
+    out
 }
 
 /// `/etc/python3*`: Debian's Python reads its site configuration there.

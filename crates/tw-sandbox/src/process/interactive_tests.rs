@@ -219,9 +219,16 @@ async fn a_strict_server_cannot_read_or_write_outside_its_view_for_as_long_as_it
         s.ask(&format!("read {ws_s}/inside.txt")).await,
         "read ok: inside"
     );
-    assert_eq!(
-        s.ask(&format!("read {secret_s}")).await,
-        format!("read denied: cat: {secret_s}: Permission denied")
+    // `/var` is hidden in the sandbox (an empty directory over it), and Landlock would refuse
+    // the read if it were not.
+    let answer = s.ask(&format!("read {secret_s}")).await;
+    assert!(
+        [
+            format!("read denied: cat: {secret_s}: No such file or directory"),
+            format!("read denied: cat: {secret_s}: Permission denied"),
+        ]
+        .contains(&answer),
+        "{answer}"
     );
     assert_eq!(s.ask(&format!("write {ws_s}/made.txt")).await, "write ok");
     for target in [&secret, &planted] {
@@ -229,7 +236,8 @@ async fn a_strict_server_cannot_read_or_write_outside_its_view_for_as_long_as_it
         assert!(
             answer.starts_with("write denied: ")
                 && (answer.ends_with("Permission denied")
-                    || answer.ends_with("Read-only file system")),
+                    || answer.ends_with("Read-only file system")
+                    || answer.ends_with("Directory nonexistent")),
             "{answer}"
         );
     }

@@ -634,7 +634,17 @@ async fn the_process_cap_counts_the_whole_tree_exactly() {
             // Python itself and four children make five.
             assert_eq!(forked, 4, "{level}: {out:?}");
         } else {
-            assert!(forked < 10 || level == IsolationLevel::Standard, "{level}");
+            // Without cgroups (not root) the cap is per process at standard (RLIMIT_NPROC,
+            // counted over the whole uid) and the pid namespace's pid_max at strict: 5 + the 300
+            // pids the kernel reserves, so ten children fit (the fork bomb escape test holds it
+            // at its bound).
+            skip(&format!(
+                "SKIP exact process count at {level}: needs cgroup v1 pids writable by this uid \
+                 (root)"
+            ));
+            if level == IsolationLevel::Strict {
+                assert_eq!(forked, 10, "{level}: {out:?}");
+            }
         }
     }
 }
@@ -643,7 +653,13 @@ async fn the_process_cap_counts_the_whole_tree_exactly() {
 async fn the_memory_cap_holds_for_the_whole_tree() {
     if !tree_limits().await {
         // Per-process limits only: each process is held to its rlimit instead, which
-        // memory_limit_stops_a_large_allocation covers.
+        // memory_limit_stops_a_large_allocation covers. (`tree_limits` fails the test where
+        // the doctor should have found the cgroups.)
+        skip(&format!(
+            "SKIP the_memory_cap_holds_for_the_whole_tree: needs cgroup v1 memory and pids \
+             hierarchies writable by this uid (root); `sandbox doctor` says tree limits are: {:?}",
+            Sandbox::new().doctor().await.tree_limits
+        ));
         return;
     }
     let dir = TempDir::new().unwrap();
@@ -703,4 +719,96 @@ async fn the_tool_starts_with_no_signal_blocked_and_default_dispositions() {
         assert_eq!(mask("SigBlk:"), 0, "{level}: {text}");
         assert_eq!(mask("SigIgn:") & !GLIBC_INTERNAL, 0, "{level}: {text}");
     }
+}
+
+/// Issue 15, hole 6: Landlock "partially enforced" used to be accepted at strict, though strict
+/// relies on its abstract-socket and signal scoping (ABI 6). Every protection strict claims is
+/// now required: an older kernel makes strict and restricted refuse with a reason naming what is
+/// missing, before any run, and the helper itself asks Landlock for all or nothing.
+#[tokio::test]
+async fn strict_refuses_a_host_that_lacks_any_protection_and_names_it() {
+    let current = host::Host::new(SandboxConfig::default()).facts;
+    // This host: every protection held, or the doctor must say what is not.
+    let held: Vec<(String, bool)> = current
+        .protections()
+        .into_iter()
+        .map(|p| (p.name, p.held))
+        .collect();
+    assert!(held.iter().all(|(_, h)| *h), "{held:?}");
+    let cases = [
+        (
+            host::HostFacts {
+                landlock_abi: Some(5),
+                ..current.clone()
+            },
+            "Landlock ABI 6+ (file rights, abstract-socket and signal scoping): the kernel offers \
+             only ABI 5; Linux 6.12+ gives 6, and strict never runs with part of it",
+        ),
+        (
+            host::HostFacts {
+                landlock_abi: None,
+                ..current.clone()
+            },
+            "Landlock ABI 6+ (file rights, abstract-socket and signal scoping): not available: \
+             Linux 6.12+ with landlock in the lsm= boot parameter",
+        ),
+        (
+            host::HostFacts {
+                kernel: "6.12.9-amd64".to_owned(),
+                ..current.clone()
+            },
+            "a process cap per pid namespace (pid_max, Linux 6.14+): kernel 6.12.9-amd64",
+        ),
+        (
+            host::HostFacts {
+                seccomp_filters: false,
+                ..current.clone()
+            },
+            "seccomp filters: the kernel has no seccomp filters (CONFIG_SECCOMP_FILTER)",
+        ),
+        (
+            host::HostFacts {
+                root: false,
+                userns_refused_by: vec!["kernel.apparmor_restrict_unprivileged_userns=1".into()],
+                ..current.clone()
+            },
+            "unprivileged user namespaces: refused by \
+             kernel.apparmor_restrict_unprivileged_userns=1",
+        ),
+    ];
+    for (facts, missing) in cases {
+        let mut h = host::Host::new(SandboxConfig::default());
+        h.facts = facts;
+        let sandbox = Sandbox {
+            host: Arc::new(h),
+            drain: Sandbox::new().drain,
+        };
+        let dir = TempDir::new().unwrap();
+        for level in [IsolationLevel::Strict, IsolationLevel::Restricted] {
+            let mut s = spec(&dir, "true", &[]);
+            s.isolation = level;
+            let err = sandbox
+                .run(s, CancellationToken::new(), None)
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                SandboxError::Unsupported {
+                    level,
+                    reason: format!("this host lacks what strict needs: {missing}"),
+                }
+                .to_string()
+            );
+        }
+        // Standard needs none of it.
+        let out = run_with(&sandbox, spec(&dir, "true", &[])).await;
+        assert_eq!(out.output().exit.code, Some(0));
+    }
+}
+
+/// Says that part of a test did not run and why, on the real standard error: the test harness
+/// captures `eprintln!` of passing tests, and a skip must never be silent.
+fn skip(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{message}");
 }

@@ -5,6 +5,7 @@ mod audit;
 mod batch;
 mod custom_tools;
 mod escapes;
+mod holes;
 mod live;
 mod mcp;
 mod policy;

@@ -27,15 +27,21 @@
 #                                             -> {"list_changed": true}
 # Every wait gives up after WAIT_LIMIT seconds with an error, so a broken server fails the test
 # instead of hanging it.
+#
+# The report also holds every warning the SDK logged ("warnings": a failed session termination
+# is one), over HTTP the session id the server gave ("session_id"), and, when the server refused
+# the handshake, its error ("initialize_error": {"code", "message"}) instead of the steps.
 
 import contextlib
 import json
+import logging
 import os
 import sys
 
 import anyio
 import mcp_types as types
 from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -96,12 +102,29 @@ async def call(session, step):
     return out
 
 
+class Warnings(logging.Handler):
+    """Keeps what the SDK logs at WARNING and above."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.seen = []
+
+    def emit(self, record):
+        self.seen.append(f"{record.name}: {record.getMessage()}")
+
+
 @contextlib.asynccontextmanager
-async def transport(server):
+async def transport(server, report):
     """The plan's server as (read, write) streams: a child over stdio, or a URL over HTTP."""
     if "url" in server:
         headers = {"Authorization": f"Bearer {server['token']}"}
+
+        async def note_session(response):
+            if "mcp-session-id" in response.headers:
+                report["session_id"] = response.headers["mcp-session-id"]
+
         async with create_mcp_http_client(headers=headers) as http:
+            http.event_hooks["response"].append(note_session)
             async with streamable_http_client(server["url"], http_client=http) as streams:
                 yield streams[0], streams[1]
     else:
@@ -124,16 +147,23 @@ async def main(plan):
         if isinstance(message, types.ToolListChangedNotification):
             list_changed.set()
 
+    warnings = Warnings()
+    logging.getLogger().addHandler(warnings)
     report = {"steps": []}
-    async with transport(server) as (read, write):
+    async with transport(server, report) as (read, write):
         async with ClientSession(
             read,
             write,
             client_info=types.Implementation(name=client["name"], version=client["version"]),
             message_handler=on_message,
         ) as session:
-            init = await session.initialize()
-            report["initialize"] = dump(init)
+            try:
+                init = await session.initialize()
+            except MCPError as e:
+                report["initialize_error"] = {"code": e.code, "message": e.message}
+                plan["steps"] = []
+            else:
+                report["initialize"] = dump(init)
             for step in plan["steps"]:
                 op = step["op"]
                 if op == "list":
@@ -161,6 +191,8 @@ async def main(plan):
                     report["steps"].append({"list_changed": True})
                 else:
                     raise ValueError(f"unknown step {op!r}")
+    # Closed (the SDK sends the session's DELETE as the transport closes).
+    report["warnings"] = warnings.seen
     print(json.dumps(report, indent=2))
 
 

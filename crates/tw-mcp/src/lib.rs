@@ -15,35 +15,42 @@
 
 mod convert;
 mod server;
+pub mod sessions;
 pub mod upstream;
 
 use tokio_util::sync::CancellationToken;
-use tw_runtime::Runtime;
+use tw_runtime::{Runtime, SessionLimits};
 
 pub use server::{Identity, TokenAgent, ToolwardenServer};
+pub use sessions::{SessionOwner, SessionSlot, Sessions, SlotTicket};
 
 /// The streamable HTTP transport's tower service, for the HTTP endpoint to mount.
-pub type HttpService = rmcp::transport::StreamableHttpService<
-    ToolwardenServer,
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
->;
+pub type HttpService = rmcp::transport::StreamableHttpService<ToolwardenServer, Sessions>;
 
 /// The governed tools over MCP's streamable HTTP transport: one [`ToolwardenServer`] per
-/// session, calling as `identity` (or as the agent of the request's [`TokenAgent`]). The caller
-/// mounts it behind its own checks: this service checks neither `Host` nor `Origin` nor tokens.
-/// `shutdown` ends every session.
-pub fn http_service(rt: Runtime, identity: Identity, shutdown: CancellationToken) -> HttpService {
+/// session, calling as `identity` (or as the agent of the request's [`TokenAgent`]), and the
+/// [`Sessions`] it runs on, bounded by `limits`. The caller mounts it behind its own checks:
+/// this service checks neither `Host` nor `Origin` nor tokens, and it is the caller that asks
+/// [`Sessions`] before a request opens, uses or closes a session. `shutdown` ends every session.
+pub fn http_service(
+    rt: Runtime,
+    identity: Identity,
+    limits: SessionLimits,
+    shutdown: CancellationToken,
+) -> (HttpService, Sessions) {
     use rmcp::transport::StreamableHttpServerConfig;
 
     let mut config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .disable_allowed_origins();
     config.cancellation_token = shutdown;
-    rmcp::transport::StreamableHttpService::new(
+    let sessions = Sessions::new(limits);
+    let service = rmcp::transport::StreamableHttpService::new(
         move || Ok(ToolwardenServer::new(rt.clone(), identity.clone())),
-        std::sync::Arc::default(),
+        std::sync::Arc::new(sessions.clone()),
         config,
-    )
+    );
+    (service, sessions)
 }
 
 /// Why an MCP session could not run.
@@ -55,6 +62,27 @@ pub enum McpError {
     /// The session's task failed.
     #[error("the MCP session failed")]
     Session(#[from] tokio::task::JoinError),
+    /// A token asked for one more session than it may have open.
+    #[error(
+        "{owner} already has {limit} open MCP sessions, the most one token may have \
+         ([serve] max_sessions_per_token); close one (an HTTP DELETE with its Mcp-Session-Id, \
+         which MCP clients send when they close) or wait until one has had no request for \
+         {idle_secs} s ([serve] session_idle_timeout_secs)"
+    )]
+    TooManySessions {
+        /// Whose token.
+        owner: String,
+        /// The cap.
+        limit: usize,
+        /// The idle timeout, in seconds.
+        idle_secs: u64,
+    },
+    /// A request named a session that is not open for its token.
+    #[error(
+        "no open MCP session {0} for this token: it was closed, it expired after being idle, or \
+         it was never opened with this token; start a new session (initialize)"
+    )]
+    NoSuchSession(String),
 }
 
 /// The result type of this crate.

@@ -6,6 +6,12 @@
 //! session lasts) and compared once a second by a watcher that tells the client when it changed:
 //! the runtime has no "policy changed" event, and computing the listing is a few hash lookups
 //! per tool.
+//!
+//! Everything a session starts in the background (the watcher, a call's progress reports) ends
+//! with it: the handler holds a guard that stops that work when rmcp drops the handler at the
+//! session's end, and the tasks themselves hold only what they need, never the handler (a task
+//! holding the handler would keep its own stop from ever firing: issue 15 found every HTTP
+//! session's watcher, and its copy of the listing, alive forever).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +24,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tw_core::{Caller, Decision, TraceId};
 use tw_runtime::{EventKind, Received, Runtime, Subscription, new_trace_id};
 
@@ -65,22 +71,27 @@ pub struct ToolwardenServer {
     identity: Arc<Identity>,
     /// One trace per session, so the audit log groups what one agent session did.
     trace_id: TraceId,
-    /// Stops the session's background work (the listing watcher) when the session ends.
+    /// Stops the session's background work (the listing watcher, progress reports).
     stop: CancellationToken,
+    /// Fires `stop` when the last copy of the handler goes, i.e. when the session ends.
+    _stop_when_dropped: Arc<DropGuard>,
 }
 
 impl ToolwardenServer {
     /// A server for one session over `rt`, calling as `identity`.
     pub fn new(rt: Runtime, identity: Identity) -> Self {
+        let stop = CancellationToken::new();
         Self {
             rt,
             identity: Arc::new(identity),
             trace_id: new_trace_id(),
-            stop: CancellationToken::new(),
+            _stop_when_dropped: Arc::new(stop.clone().drop_guard()),
+            stop,
         }
     }
 
-    /// Cancelling this token stops the session's background work.
+    /// Cancelling this token stops the session's background work; it is cancelled when the
+    /// last copy of this server is dropped.
     pub fn stop_token(&self) -> CancellationToken {
         self.stop.clone()
     }
@@ -98,42 +109,19 @@ impl ToolwardenServer {
         }
     }
 
-    /// The tools `caller` may call now (Ask included: those wait for a person), as listed.
-    fn listing(&self, caller: &Caller) -> Vec<Value> {
-        self.callable(caller)
-            .iter()
-            .map(|t| convert::tool_json(&t.definition))
-            .collect()
-    }
-
-    fn callable(&self, caller: &Caller) -> Vec<Arc<tw_runtime::runtime::Entry>> {
-        self.rt
-            .registry()
-            .list()
-            .into_iter()
-            .filter(|t| {
-                let name = t.definition.name.as_str();
-                // An upstream tool whose server is down is left out until it is back.
-                self.rt.tool_available(name)
-                    && self
-                        .rt
-                        .tool_decision(name, caller)
-                        .is_some_and(|d| d.decision != Decision::Deny)
-            })
-            .collect()
-    }
-
-    /// Tells the client when its listing changes, until the session ends.
+    /// Tells the client when its listing changes, until the session ends. The task holds the
+    /// runtime and the stop token, not the handler.
     fn watch_listing(&self, peer: Peer<RoleServer>, caller: Caller) {
-        let this = self.clone();
+        let rt = self.rt.clone();
+        let stop = self.stop.clone();
         tokio::spawn(async move {
-            let mut last = this.listing(&caller);
+            let mut last = listing(&rt, &caller);
             loop {
                 tokio::select! {
-                    () = this.stop.cancelled() => return,
+                    () = stop.cancelled() => return,
                     () = tokio::time::sleep(LIST_CHECK_EVERY) => {}
                 }
-                let now = this.listing(&caller);
+                let now = listing(&rt, &caller);
                 if now != last {
                     tracing::info!("the tool listing changed; telling the client");
                     if let Err(e) = peer.notify_tool_list_changed().await {
@@ -144,6 +132,39 @@ impl ToolwardenServer {
                 }
             }
         });
+    }
+}
+
+/// The tools `caller` may call now (Ask included: those wait for a person), as listed.
+fn listing(rt: &Runtime, caller: &Caller) -> Vec<Value> {
+    callable(rt, caller)
+        .iter()
+        .map(|t| convert::tool_json(&t.definition))
+        .collect()
+}
+
+fn callable(rt: &Runtime, caller: &Caller) -> Vec<Arc<tw_runtime::runtime::Entry>> {
+    rt.registry()
+        .list()
+        .into_iter()
+        .filter(|t| {
+            let name = t.definition.name.as_str();
+            // An upstream tool whose server is down is left out until it is back.
+            rt.tool_available(name)
+                && rt
+                    .tool_decision(name, caller)
+                    .is_some_and(|d| d.decision != Decision::Deny)
+        })
+        .collect()
+}
+
+/// Aborts a task when dropped: a call's progress reports end with the call even when its future
+/// is dropped rather than finished.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -159,13 +180,19 @@ fn token_agent(extensions: &Extensions) -> Option<&str> {
 }
 
 /// Sends a progress notification every [`PROGRESS_EVERY`] while the call waits for a person.
-/// Runs until aborted (when the call ends) or the event bus closes.
-async fn report_waiting(mut events: Subscription, peer: Peer<RoleServer>, token: ProgressToken) {
+/// Runs until aborted (when the call ends), the session stops or the event bus closes.
+async fn report_waiting(
+    mut events: Subscription,
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    stop: CancellationToken,
+) {
     let mut waiting: Option<String> = None;
     let mut sent = 0_u32;
     let mut tick = tokio::time::interval(PROGRESS_EVERY);
     loop {
         tokio::select! {
+            () = stop.cancelled() => return,
             received = events.recv() => match received {
                 None => return,
                 Some(Received::Event(e)) => match &e.kind {
@@ -245,8 +272,7 @@ impl ServerHandler for ToolwardenServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller_for(context.client_info().as_ref(), &context.extensions);
-        let tools = self
-            .callable(&caller)
+        let tools = callable(&self.rt, &caller)
             .iter()
             .filter_map(|t| convert::tool(&t.definition))
             .collect();
@@ -267,12 +293,15 @@ impl ServerHandler for ToolwardenServer {
                 .rt
                 .events()
                 .subscribe_execution(call.execution_id.clone());
-            tokio::spawn(report_waiting(events, context.peer.clone(), token))
+            AbortOnDrop(tokio::spawn(report_waiting(
+                events,
+                context.peer.clone(),
+                token,
+                self.stop.clone(),
+            )))
         });
         let result = self.rt.execute_with_cancel(call, context.ct.clone()).await;
-        if let Some(task) = progress {
-            task.abort();
-        }
+        drop(progress);
         let entry = self.rt.registry().get(&result.tool);
         let structured = entry
             .as_ref()
@@ -314,5 +343,51 @@ mod tests {
                 Caller::agent("mcp:unknown"),
             ]
         );
+    }
+
+    /// Issue 15: every HTTP session's listing watcher (and its copy of the listing) outlived
+    /// the session, because the watcher held the handler. A real session over an in-memory
+    /// pipe: once the client has initialized (the watcher runs) and gone, the session's stop
+    /// token fires.
+    #[tokio::test]
+    async fn a_sessions_background_work_stops_when_the_session_ends() {
+        use rmcp::ServiceExt as _;
+
+        let dir = tempfile::tempdir().unwrap();
+        let config = tw_runtime::Config::parse(
+            "license_tier = \"pro\"\n",
+            std::path::Path::new("/etc/tw/config.toml"),
+            None,
+        )
+        .unwrap();
+        let rt = Runtime::open(tw_runtime::RuntimeOptions::new(
+            dir.path().join("data"),
+            vec![dir.path().to_owned()],
+            config,
+        ))
+        .await
+        .unwrap();
+        let server = ToolwardenServer::new(rt.clone(), Identity::default());
+        let stop = server.stop_token();
+        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+        let serving = tokio::spawn(server.serve(server_io));
+        let client = ().serve(client_io).await.unwrap();
+        let listed = client.list_all_tools().await.unwrap();
+        assert!(!listed.is_empty());
+        let session = serving.await.unwrap().unwrap();
+        // The watcher started with the client's `initialized` and runs past a check or two.
+        tokio::time::sleep(LIST_CHECK_EVERY * 2).await;
+        assert!(!stop.is_cancelled(), "stopped while the session was open");
+        client.cancel().await.unwrap();
+        session.waiting().await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !stop.is_cancelled() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the session ended 5 s ago and its background work still runs"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        rt.close().await;
     }
 }

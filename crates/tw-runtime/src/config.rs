@@ -149,6 +149,8 @@ pub struct ServeSettings {
     pub allowed_hosts: Vec<String>,
     /// Further browser origins (`scheme://host:port`) requests may come from.
     pub allowed_origins: Vec<String>,
+    /// How long MCP sessions live and how many one token may hold.
+    pub sessions: SessionLimits,
 }
 
 impl Default for ServeSettings {
@@ -158,6 +160,43 @@ impl Default for ServeSettings {
             allow_non_loopback: false,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            sessions: SessionLimits::default(),
+        }
+    }
+}
+
+/// The bounds on the endpoint's MCP sessions (`[serve] session_idle_timeout_secs` and
+/// `max_sessions_per_token`), enforced by tw-mcp's session table. An agent that connects all day
+/// holds one session; one that forgets to close its sessions, or dies without closing them, must
+/// not grow the server without bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// A session with no request open (no call running, no notification stream held) for this
+    /// long is closed; the client's next request gets 404 and it starts a new session.
+    pub idle_timeout: std::time::Duration,
+    /// Sessions one token (the administrator's, or one agent token) may have open at once; a
+    /// new one past it is refused with 429 and no open session is closed to make room.
+    pub max_per_token: usize,
+}
+
+impl SessionLimits {
+    /// The default idle timeout: a client that went away without closing is forgotten after
+    /// half an hour; one that keeps its notification stream open is never idle.
+    pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1800);
+    /// The default cap per token: far above what one agent (or a few sharing a token) keeps
+    /// open, low enough that a leaking client is stopped early.
+    pub const DEFAULT_MAX_PER_TOKEN: usize = 64;
+    /// The longest idle timeout accepted: a week.
+    pub const MAX_IDLE_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
+    /// The largest cap per token accepted.
+    pub const MAX_PER_TOKEN: usize = 10_000;
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            max_per_token: Self::DEFAULT_MAX_PER_TOKEN,
         }
     }
 }
@@ -298,6 +337,8 @@ struct ServeDoc {
     allowed_hosts: Vec<Spanned<String>>,
     #[serde(default)]
     allowed_origins: Vec<Spanned<String>>,
+    session_idle_timeout_secs: Option<Spanned<u64>>,
+    max_sessions_per_token: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -604,7 +645,8 @@ fn upstream_server(
     })
 }
 
-/// Checks `[serve]`: an address that parses, host names without schemes, origins with one.
+/// Checks `[serve]`: an address that parses, host names without schemes, origins with one,
+/// session limits in range.
 fn serve_settings(d: ServeDoc) -> std::result::Result<ServeSettings, (usize, String)> {
     let mut s = ServeSettings {
         allow_non_loopback: d.allow_non_loopback,
@@ -660,6 +702,32 @@ fn serve_settings(d: ServeDoc) -> std::result::Result<ServeSettings, (usize, Str
         }
         s.allowed_origins
             .push(v.trim_end_matches('/').to_ascii_lowercase());
+    }
+    if let Some(t) = d.session_idle_timeout_secs {
+        if !(1..=SessionLimits::MAX_IDLE_TIMEOUT_SECS).contains(t.get_ref()) {
+            return Err((
+                t.span().start,
+                format!(
+                    "serve.session_idle_timeout_secs must be between 1 and {} (a week); got {}",
+                    SessionLimits::MAX_IDLE_TIMEOUT_SECS,
+                    t.get_ref()
+                ),
+            ));
+        }
+        s.sessions.idle_timeout = std::time::Duration::from_secs(t.into_inner());
+    }
+    if let Some(m) = d.max_sessions_per_token {
+        if !(1..=SessionLimits::MAX_PER_TOKEN).contains(m.get_ref()) {
+            return Err((
+                m.span().start,
+                format!(
+                    "serve.max_sessions_per_token must be between 1 and {}; got {}",
+                    SessionLimits::MAX_PER_TOKEN,
+                    m.get_ref()
+                ),
+            ));
+        }
+        s.sessions.max_per_token = m.into_inner();
     }
     Ok(s)
 }
@@ -859,6 +927,10 @@ requires_confirmation = false
                 allow_non_loopback: false,
                 allowed_hosts: vec!["tw.lan".into()],
                 allowed_origins: vec!["https://console.example:8443".into()],
+                sessions: SessionLimits {
+                    idle_timeout: std::time::Duration::from_secs(1800),
+                    max_per_token: 64,
+                },
             }
         );
         assert_eq!(Config::default().serve.listen, DEFAULT_LISTEN);
@@ -893,6 +965,52 @@ requires_confirmation = false
                 "/etc/tw/config.toml:2:20: serve.allowed_origins: \"console.example\" is not an origin (like \"https://console.example:8443\")",
             ),
         );
+    }
+
+    #[test]
+    fn session_limits_are_read_and_kept_in_range() {
+        let c = Config::parse(
+            "[serve]\nsession_idle_timeout_secs = 90\nmax_sessions_per_token = 3\n",
+            Path::new("/etc/tw/config.toml"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.serve.sessions,
+            SessionLimits {
+                idle_timeout: std::time::Duration::from_secs(90),
+                max_per_token: 3,
+            }
+        );
+        let cases = [
+            (
+                "[serve]\nsession_idle_timeout_secs = 0\n",
+                "/etc/tw/config.toml:2:29: serve.session_idle_timeout_secs must be between 1 and 604800 (a week); got 0",
+            ),
+            (
+                "[serve]\nlisten = \"127.0.0.1:1\"\nsession_idle_timeout_secs = 604801\n",
+                "/etc/tw/config.toml:3:29: serve.session_idle_timeout_secs must be between 1 and 604800 (a week); got 604801",
+            ),
+            (
+                "[serve]\nmax_sessions_per_token = 0\n",
+                "/etc/tw/config.toml:2:26: serve.max_sessions_per_token must be between 1 and 10000; got 0",
+            ),
+            (
+                "[serve]\nmax_sessions_per_token = 10001\n",
+                "/etc/tw/config.toml:2:26: serve.max_sessions_per_token must be between 1 and 10000; got 10001",
+            ),
+            (
+                "[serve]\nmax_sessions_per_token = -1\n",
+                "/etc/tw/config.toml:2:26: invalid value: integer `-1`, expected usize",
+            ),
+            (
+                "[serve]\nsession_idle_timeout_secs = \"30m\"\n",
+                "/etc/tw/config.toml:2:29: invalid type: string \"30m\", expected u64",
+            ),
+        ];
+        for (text, want) in cases {
+            check(text, Err(want));
+        }
     }
 
     #[test]

@@ -28,8 +28,8 @@ pub mod upstream;
 pub use batch::BatchMode;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::{
-    Commands, Config, ConfigError, SandboxSettings, ServeSettings, ToolOverride, UpstreamServer,
-    UpstreamTransport,
+    Commands, Config, ConfigError, SandboxSettings, ServeSettings, SessionLimits, ToolOverride,
+    UpstreamServer, UpstreamTransport,
 };
 pub use confirm::{Answer, GrantSpec, Remember, Who};
 pub use error::{Result, RuntimeError};

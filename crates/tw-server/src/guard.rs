@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use tw_mcp::SessionOwner;
 use tw_runtime::{Runtime, ServeSettings, TokenHolder};
 
 /// The names a loopback endpoint is always reachable by.
@@ -109,7 +110,9 @@ impl Guard {
         }
     }
 
-    async fn holder(&self, headers: &HeaderMap) -> Result<Access, Response> {
+    /// Who holds the request's token, and the token as a session owner (sessions are counted
+    /// and bound per token, see `tw_mcp::sessions`).
+    async fn holder(&self, headers: &HeaderMap) -> Result<(Access, SessionOwner), Response> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
             return Err(unauthorized(
                 "no token: send `Authorization: Bearer <token>` (the administrator's token is in \
@@ -127,9 +130,15 @@ impl Guard {
                 "the Authorization header is not `Bearer <token>`",
             ));
         }
+        let owner = |name: String| SessionOwner::new(tw_runtime::tokens::token_sha256(token), name);
         match self.rt.token_holder(token, &self.admin_sha256).await {
-            Ok(Some(TokenHolder::Admin)) => Ok(Access::Admin),
-            Ok(Some(TokenHolder::Agent(a))) => Ok(Access::Agent(a)),
+            Ok(Some(TokenHolder::Admin)) => {
+                Ok((Access::Admin, owner("the administrator's token".to_owned())))
+            }
+            Ok(Some(TokenHolder::Agent(a))) => {
+                let name = format!("agent {a}'s token");
+                Ok((Access::Agent(a), owner(name)))
+            }
             Ok(None) => Err(unauthorized("the token is not valid (or was revoked)")),
             Err(e) => {
                 tracing::error!(error = %e, "cannot check a token");
@@ -155,7 +164,7 @@ pub(crate) async fn check(
     if let Err(m) = guard.origin_allowed(req.headers()) {
         return error(StatusCode::FORBIDDEN, "origin_not_allowed", &m);
     }
-    let access = match guard.holder(req.headers()).await {
+    let (access, owner) = match guard.holder(req.headers()).await {
         Ok(a) => a,
         Err(r) => return r,
     };
@@ -174,6 +183,7 @@ pub(crate) async fn check(
             .insert(tw_mcp::TokenAgent(agent.clone()));
     }
     req.extensions_mut().insert(access);
+    req.extensions_mut().insert(owner);
     next.run(req).await
 }
 

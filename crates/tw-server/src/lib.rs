@@ -15,18 +15,22 @@
 //!   token.
 //! - **A transport.** Tool calls go through `tw-mcp` into `Runtime::execute`; the admin API calls
 //!   the same runtime methods the CLI and the desktop do. Nothing here judges a call.
+//! - **Sessions are bounded per token.** A request to `/mcp` passes the `sessions` gate, which
+//!   asks tw-mcp's session table whether it may open, use or close a session (a cap per token,
+//!   an idle timeout, a session answering only the token that opened it) and translates.
 
 mod api;
 mod events;
 pub mod guard;
 mod openapi;
+mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
 use tokio_util::sync::CancellationToken;
-use tw_runtime::{Runtime, ServeSettings};
+use tw_runtime::{Runtime, ServeSettings, SessionLimits};
 
 pub use api::tool_summary;
 pub use guard::Guard;
@@ -75,13 +79,26 @@ pub(crate) struct Gateway {
     pub(crate) shutdown: CancellationToken,
 }
 
-/// The whole endpoint as a router, behind `guard`; `shutdown` ends MCP sessions and event
-/// streams. Tests drive it without a socket.
-pub fn app(rt: Runtime, guard: Guard, shutdown: CancellationToken) -> Router {
-    let mcp = tw_mcp::http_service(rt.clone(), tw_mcp::Identity::default(), shutdown.clone());
+/// The whole endpoint as a router, behind `guard`; MCP sessions bounded by `limits`;
+/// `shutdown` ends MCP sessions and event streams. Tests drive it without a socket.
+pub fn app(
+    rt: Runtime,
+    guard: Guard,
+    limits: SessionLimits,
+    shutdown: CancellationToken,
+) -> Router {
+    let (mcp, table) = tw_mcp::http_service(
+        rt.clone(),
+        tw_mcp::Identity::default(),
+        limits,
+        shutdown.clone(),
+    );
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(table, sessions::gate));
     let state = Arc::new(Gateway { rt, shutdown });
     Router::new()
-        .nest_service("/mcp", mcp)
+        .merge(mcp)
         .nest("/api/v1", api::routes(state))
         .fallback(guard::not_found)
         .layer(axum::middleware::from_fn_with_state(
@@ -134,7 +151,7 @@ pub async fn start(
         source,
     })?;
     let guard = Guard::new(rt.clone(), token, addr, settings);
-    let router = app(rt, guard, shutdown.clone());
+    let router = app(rt, guard, settings.sessions, shutdown.clone());
     tracing::info!(%addr, "HTTP endpoint listening");
     let task = tokio::spawn(async move {
         axum::serve(listener, router)

@@ -1,7 +1,9 @@
 //! The endpoint's router driven without a socket: the guard's refusals (attack tests: no token,
 //! a forged token, a rebinding Host, a foreign Origin, an agent reaching for the admin API), the
-//! OpenAPI document against the routes, and the admin API against a real runtime on a fresh
-//! data directory.
+//! OpenAPI document against the routes, the admin API against a real runtime on a fresh
+//! data directory, and MCP's sessions: closed by DELETE, closed when idle, capped per token and
+//! bound to the token that opened them (attack tests: a token past its cap, another token's
+//! session id).
 
 use std::net::SocketAddr;
 
@@ -25,6 +27,10 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(tw_runtime::SessionLimits::default()).await
+}
+
+async fn fixture_with(limits: tw_runtime::SessionLimits) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
@@ -45,7 +51,7 @@ async fn fixture() -> Fixture {
     let (admin, _) = rt.admin_token().unwrap();
     let addr: SocketAddr = ADDR.parse().unwrap();
     let guard = Guard::new(rt.clone(), admin.clone(), addr, &ServeSettings::default());
-    let router = app(rt.clone(), guard, CancellationToken::new());
+    let router = app(rt.clone(), guard, limits, CancellationToken::new());
     Fixture {
         _dir: dir,
         rt,
@@ -187,7 +193,12 @@ async fn configured_hosts_and_origins_are_let_in() {
         ADDR.parse().unwrap(),
         &settings,
     );
-    let router = app(f.rt.clone(), guard, CancellationToken::new());
+    let router = app(
+        f.rt.clone(),
+        guard,
+        tw_runtime::SessionLimits::default(),
+        CancellationToken::new(),
+    );
     let mut req = request(Method::GET, "/api/v1/tools", Some(&f.admin), None);
     req.headers_mut()
         .insert("host", "tw.lan:8790".parse().unwrap());
@@ -655,4 +666,264 @@ async fn the_event_stream_carries_each_call_as_it_happens() {
     assert!(seen.contains("event: execution"), "{seen}");
     assert!(seen.contains(&id), "{seen}");
     assert!(seen.contains("\"type\":\"started\""), "{seen}");
+}
+
+/// An MCP POST to the endpoint (in session `session`, if any): the status, the session id the
+/// answer names, and the body (an SSE answer as text).
+async fn mcp_post(
+    router: &Router,
+    token: &str,
+    session: Option<&str>,
+    message: &Value,
+) -> (StatusCode, Option<String>, Value) {
+    let mut req = request(
+        Method::POST,
+        "/mcp",
+        Some(token),
+        Some(&message.to_string()),
+    );
+    req.headers_mut().insert(
+        "accept",
+        "application/json, text/event-stream".parse().unwrap(),
+    );
+    if let Some(id) = session {
+        req.headers_mut()
+            .insert("mcp-session-id", id.parse().unwrap());
+    }
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let id = resp
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, id, body)
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}})
+}
+
+fn list_tools() -> Value {
+    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+}
+
+/// Opens a session as a client does (initialize, then `initialized`) and returns its id, or the
+/// refusal's status and body.
+async fn open_session(
+    router: &Router,
+    token: &str,
+) -> std::result::Result<String, (StatusCode, Value)> {
+    let (status, id, body) = mcp_post(router, token, None, &initialize()).await;
+    let Some(id) = id.filter(|_| status == StatusCode::OK) else {
+        return Err((status, body));
+    };
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, body) = mcp_post(router, token, Some(&id), &initialized).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    Ok(id)
+}
+
+async fn delete_session(
+    router: &Router,
+    token: &str,
+    session: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut req = request(Method::DELETE, "/mcp", Some(token), None);
+    if let Some(id) = session {
+        req.headers_mut()
+            .insert("mcp-session-id", id.parse().unwrap());
+    }
+    send(router, req).await
+}
+
+/// Whether `session` answers `tools/list` for `token` (200), or is unknown to it (404).
+async fn lists(router: &Router, token: &str, session: &str) -> StatusCode {
+    let (status, _, body) = mcp_post(router, token, Some(session), &list_tools()).await;
+    if status == StatusCode::OK {
+        assert!(body.to_string().contains("read_file"), "{body}");
+    }
+    status
+}
+
+fn reason(body: &Value) -> &str {
+    body["error"]["data"]["reason"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_deleted_session_is_closed_at_once_and_answered_204() {
+    let f = fixture().await;
+    let id = open_session(&f.router, &f.admin).await.unwrap();
+    assert_eq!(lists(&f.router, &f.admin, &id).await, StatusCode::OK);
+
+    let (status, body) = delete_session(&f.router, &f.admin, Some(&id)).await;
+    assert_eq!((status, body), (StatusCode::NO_CONTENT, json!("")));
+    // Gone: the MCP specification's answer for a terminated session is 404.
+    let (status, _, body) = mcp_post(&f.router, &f.admin, Some(&id), &list_tools()).await;
+    assert_eq!(
+        (status, reason(&body)),
+        (StatusCode::NOT_FOUND, "no_such_session"),
+        "{body}"
+    );
+    let (status, body) = delete_session(&f.router, &f.admin, Some(&id)).await;
+    assert_eq!(
+        (status, reason(&body)),
+        (StatusCode::NOT_FOUND, "no_such_session")
+    );
+    let (status, body) = delete_session(&f.router, &f.admin, None).await;
+    assert_eq!(
+        (status, reason(&body)),
+        (StatusCode::BAD_REQUEST, "session_id_required")
+    );
+}
+
+#[tokio::test]
+async fn a_token_past_its_session_cap_is_refused_with_429_and_no_open_session_is_evicted() {
+    let f = fixture_with(tw_runtime::SessionLimits {
+        idle_timeout: std::time::Duration::from_secs(600),
+        max_per_token: 2,
+    })
+    .await;
+    let (agent, _) = f.rt.issue_api_token("ci-bot", None, "ana").await.unwrap();
+    let (other_agent_token, _) = f.rt.issue_api_token("ci-bot", None, "ana").await.unwrap();
+
+    let a = open_session(&f.router, &f.admin).await.unwrap();
+    let b = open_session(&f.router, &f.admin).await.unwrap();
+    let (status, body) = open_session(&f.router, &f.admin).await.unwrap_err();
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "the administrator's token already has 2 open MCP sessions, the most one token may have \
+         ([serve] max_sessions_per_token); close one (an HTTP DELETE with its Mcp-Session-Id, \
+         which MCP clients send when they close) or wait until one has had no request for 600 s \
+         ([serve] session_idle_timeout_secs)"
+    );
+    assert_eq!(reason(&body), "too_many_sessions");
+    // The sessions already open were left alone.
+    assert_eq!(lists(&f.router, &f.admin, &a).await, StatusCode::OK);
+    assert_eq!(lists(&f.router, &f.admin, &b).await, StatusCode::OK);
+
+    // Each token has its own allowance: an agent's, and a second token of the same agent.
+    let c = open_session(&f.router, &agent).await.unwrap();
+    open_session(&f.router, &agent).await.unwrap();
+    let (status, body) = open_session(&f.router, &agent).await.unwrap_err();
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("agent ci-bot's token already has 2 open MCP sessions"),
+        "{body}"
+    );
+    open_session(&f.router, &other_agent_token).await.unwrap();
+
+    // Requests that open no session give their place back: refused (no Accept header), not a
+    // handshake, or a handshake from a client that is not listening any more.
+    let mut refused = request(Method::POST, "/mcp", Some(&agent), Some("{}"));
+    refused.headers_mut().remove("accept");
+    assert_eq!(
+        send(&f.router, refused).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let (status, _) = delete_session(&f.router, &agent, Some(&c)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    for _ in 0..5 {
+        let (status, id, _) = mcp_post(&f.router, &agent, None, &list_tools()).await;
+        assert!(status.is_client_error() && id.is_none(), "{status}");
+        let mut no_accept = request(
+            Method::POST,
+            "/mcp",
+            Some(&agent),
+            Some(&initialize().to_string()),
+        );
+        no_accept.headers_mut().remove("accept");
+        assert_eq!(
+            send(&f.router, no_accept).await.0,
+            StatusCode::NOT_ACCEPTABLE
+        );
+    }
+    // The place the DELETE freed is still there for a real session, and only one.
+    open_session(&f.router, &agent).await.unwrap();
+    assert_eq!(
+        open_session(&f.router, &agent).await.unwrap_err().0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn another_tokens_session_id_opens_nothing() {
+    let f = fixture().await;
+    let (agent, _) = f.rt.issue_api_token("ci-bot", None, "ana").await.unwrap();
+    let admins = open_session(&f.router, &f.admin).await.unwrap();
+    let (status, _, body) = mcp_post(&f.router, &agent, Some(&admins), &list_tools()).await;
+    assert_eq!(
+        (status, reason(&body)),
+        (StatusCode::NOT_FOUND, "no_such_session")
+    );
+    let (status, _) = delete_session(&f.router, &agent, Some(&admins)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let mut stream = request(Method::GET, "/mcp", Some(&agent), None);
+    stream
+        .headers_mut()
+        .insert("accept", "text/event-stream".parse().unwrap());
+    stream
+        .headers_mut()
+        .insert("mcp-session-id", admins.parse().unwrap());
+    assert_eq!(send(&f.router, stream).await.0, StatusCode::NOT_FOUND);
+    // The administrator's session is untouched.
+    assert_eq!(lists(&f.router, &f.admin, &admins).await, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_session_nobody_uses_is_closed_after_the_idle_timeout_and_one_listening_is_not() {
+    let idle = std::time::Duration::from_millis(400);
+    let f = fixture_with(tw_runtime::SessionLimits {
+        idle_timeout: idle,
+        max_per_token: 1,
+    })
+    .await;
+    // With room for one session per token, a token can open another only once its first is
+    // closed: asking does not touch the first, so this watches it expire.
+    let wait_until_closed = |token: String| {
+        let router = f.router.clone();
+        async move {
+            let began = tokio::time::Instant::now();
+            loop {
+                match open_session(&router, &token).await {
+                    Ok(id) => return (began.elapsed(), id),
+                    Err((status, _)) => assert_eq!(status, StatusCode::TOO_MANY_REQUESTS),
+                }
+                assert!(began.elapsed() < idle * 20, "never closed");
+                tokio::time::sleep(idle / 8).await;
+            }
+        }
+    };
+    let first = open_session(&f.router, &f.admin).await.unwrap();
+    let (after, second) = wait_until_closed(f.admin.clone()).await;
+    assert!(after >= idle / 2, "closed after {after:?}");
+    assert_eq!(
+        lists(&f.router, &f.admin, &first).await,
+        StatusCode::NOT_FOUND
+    );
+
+    // A client holding the session's notification stream is using it, however quiet.
+    let mut get = request(Method::GET, "/mcp", Some(&f.admin), None);
+    get.headers_mut()
+        .insert("accept", "text/event-stream".parse().unwrap());
+    get.headers_mut()
+        .insert("mcp-session-id", second.parse().unwrap());
+    let listening = f.router.clone().oneshot(get).await.unwrap();
+    assert_eq!(listening.status(), StatusCode::OK);
+    tokio::time::sleep(idle * 3).await;
+    assert_eq!(lists(&f.router, &f.admin, &second).await, StatusCode::OK);
+    // Once it hangs up, the clock runs from then.
+    drop(listening);
+    let (after, _) = wait_until_closed(f.admin.clone()).await;
+    assert!(after >= idle / 2, "closed after {after:?}");
 }

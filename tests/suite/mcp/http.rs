@@ -1,8 +1,10 @@
 //! `toolwarden serve` with real peers: the official MCP Python SDK over streamable HTTP (listing,
 //! calls and refusals, an agent's token, a confirmation approved through the admin API,
-//! cancellation), and attack tests against the endpoint over a real socket: no token, a forged
-//! one, a foreign Origin, a rebound Host, an agent's token reaching for the admin API, and a
-//! non-loopback address, which is refused unless configured.
+//! cancellation, closing a session, the cap on sessions per token), and attack tests against the
+//! endpoint over a real socket: no token, a forged one, a foreign Origin, a rebound Host, an
+//! agent's token reaching for the admin API, a token past its session cap, and a non-loopback
+//! address, which is refused unless configured. The soak (issue 15) opens and closes 2,000
+//! sessions and fails if the server's resident memory grew more than 10% after its warm-up.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
@@ -48,6 +50,10 @@ impl Served {
 
     fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
     }
 
     /// Stops it with SIGTERM and returns its exit code and stderr.
@@ -531,4 +537,174 @@ fn a_custom_tool_added_or_removed_with_the_cli_reaches_a_running_endpoint() {
     assert_eq!(outcome(&report["steps"][0]).2, json!("success"), "{report}");
     env.cmd(&["tools", "remove", "say_hi"]).run().ok();
     wait_for_tools(&served, &token, |n| !n.iter().any(|t| t == "say_hi"));
+}
+
+/// The headers of an MCP POST, with `token` and (if any) `session`.
+fn mcp_headers<'a>(auth: &'a str, session: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![
+        ("Authorization", auth),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    if let Some(id) = session {
+        h.push(("Mcp-Session-Id", id));
+    }
+    h
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+/// Opens a session with a hand-written handshake and leaves it open; its id, or the refusal.
+fn open_raw_session(served: &Served, token: &str) -> Result<String, (u16, String)> {
+    let auth = bearer(token);
+    let mut s = TcpStream::connect(served.addr()).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        served.addr(),
+        INITIALIZE.len()
+    );
+    for (k, v) in mcp_headers(&auth, None) {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(INITIALIZE);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let id = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_owned())
+    });
+    match (status, id) {
+        (200, Some(id)) => Ok(id),
+        _ => Err((status, body.to_owned())),
+    }
+}
+
+#[test]
+fn a_session_the_python_sdk_closes_is_gone_and_its_delete_is_not_a_failure() {
+    let env = Env::new().with_config(FS_AND_ECHO);
+    let served = Served::start(&env);
+    let token = admin_token(&env);
+    let report = Client::start_plan(
+        &env,
+        &http_plan(
+            &served,
+            &token,
+            json!([{"op": "call", "tool": "echo", "arguments": {"n": 1}}]),
+        ),
+    )
+    .finish();
+    assert_eq!(outcome(&report["steps"][0]).2, json!("success"));
+    // rmcp answered the SDK's DELETE with 202, which it logs as "Session termination failed".
+    assert_eq!(report["warnings"], json!([]), "{report}");
+    let id = report["session_id"].as_str().unwrap();
+    let auth = bearer(&token);
+    let (status, body) = request(&served, "POST", "/mcp", &mcp_headers(&auth, Some(id)), LIST);
+    assert_eq!(status, 404, "the closed session still answers: {body}");
+    let (status, _) = request(&served, "DELETE", "/mcp", &mcp_headers(&auth, Some(id)), "");
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn a_token_past_its_session_cap_is_refused_until_it_closes_one() {
+    let env = Env::new().with_config(&format!(
+        "{FS_AND_ECHO}[serve]\nmax_sessions_per_token = 2\n"
+    ));
+    let served = Served::start(&env);
+    let token = admin_token(&env);
+    let auth = bearer(&token);
+    let first = open_raw_session(&served, &token).unwrap();
+    let second = open_raw_session(&served, &token).unwrap();
+    let (status, body) = open_raw_session(&served, &token).unwrap_err();
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("\"too_many_sessions\""), "{body}");
+
+    // The official client hears why.
+    let plan = http_plan(&served, &token, json!([{"op": "list"}]));
+    let report = Client::start_plan(&env, &plan).finish();
+    assert_eq!(
+        report["initialize_error"]["message"],
+        "the administrator's token already has 2 open MCP sessions, the most one token may have \
+         ([serve] max_sessions_per_token); close one (an HTTP DELETE with its Mcp-Session-Id, \
+         which MCP clients send when they close) or wait until one has had no request for 1800 s \
+         ([serve] session_idle_timeout_secs)",
+        "{report}"
+    );
+    // An agent's token has its own allowance.
+    let agent = env
+        .cmd(&["serve", "issue", "ci-bot"])
+        .run()
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    let report =
+        Client::start_plan(&env, &http_plan(&served, &agent, json!([{"op": "list"}]))).finish();
+    assert!(report["steps"][0]["tools"].is_array(), "{report}");
+
+    // The open sessions were never touched; closing one makes room.
+    for id in [&first, &second] {
+        let (status, body) = request(&served, "POST", "/mcp", &mcp_headers(&auth, Some(id)), LIST);
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = request(
+        &served,
+        "DELETE",
+        "/mcp",
+        &mcp_headers(&auth, Some(&first)),
+        "",
+    );
+    assert_eq!((status, body.as_str()), (204, ""));
+    let report = Client::start_plan(&env, &plan).finish();
+    assert!(report["steps"][0]["tools"].is_array(), "{report}");
+    assert_eq!(report["warnings"], json!([]), "{report}");
+}
+
+/// Issue 15: every session opened and closed cost the server about 100 KB for good (each one's
+/// listing watcher never stopped), and rmcp answered the DELETE with 202. The official client
+/// opens and closes 2,000 sessions (after 200 to warm up) against a real `toolwarden serve`; the
+/// server's resident memory after them may be at most 10% above what it was after the warm-up.
+#[test]
+fn serve_frees_every_session_it_closes_over_two_thousand_sessions() {
+    const SESSIONS: u32 = 2000;
+    let env = Env::new().with_config(FS_AND_ECHO);
+    let served = Served::start(&env);
+    let token = admin_token(&env);
+    let out = std::process::Command::new(super::python())
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/soak.py"))
+        .args(["--url", &format!("{}/mcp", served.base), "--token", &token])
+        .args(["--pid", &served.pid().to_string()])
+        .args(["--sessions", &SESSIONS.to_string(), "--warmup", "200"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.root.path())
+        .current_dir(env.root.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the soak failed: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rss = &report["rss_kib"];
+    let (warm, end) = (rss["warm"].as_f64().unwrap(), rss["end"].as_f64().unwrap());
+    let figures = format!(
+        "RSS {} KiB at start, {warm} KiB after 200 sessions, {end} KiB after {SESSIONS} more \
+         ({:+.1}%); {} sessions/s over {} s",
+        rss["start"],
+        (end / warm - 1.0) * 100.0,
+        report["sessions_per_s"],
+        report["seconds"]
+    );
+    eprintln!("soak: {figures}");
+    assert_eq!(report["warnings"], json!([]), "{figures}");
+    assert!(
+        end <= warm * 1.10,
+        "memory grew with the sessions: {figures}"
+    );
 }

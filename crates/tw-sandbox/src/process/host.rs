@@ -162,6 +162,9 @@ pub(crate) struct Host {
     system_read: Vec<PathBuf>,
     /// Top-level host directories hidden from confined tools (see `Request::hidden`).
     hidden: Vec<PathBuf>,
+    /// Sockets directly in `/dev` (`/dev/log` where no systemd links it into `/run`), masked
+    /// for confined tools like a forbidden path.
+    dev_sockets: Vec<PathBuf>,
     /// What the kernel offers, read once.
     pub(super) facts: HostFacts,
     root: bool,
@@ -190,6 +193,7 @@ impl Host {
         let all = system_read.clone();
         system_read.retain(|p| !all.iter().any(|o| o != p && p.starts_with(o)));
         let hidden = hidden_roots(Path::new("/"), &system_read);
+        let dev_sockets = sockets_in(Path::new("/dev"));
         let root = rustix::process::geteuid().is_root();
         Self {
             root,
@@ -198,6 +202,7 @@ impl Host {
             helper,
             system_read,
             hidden,
+            dev_sockets,
             strict: OnceCell::new(),
             shared: OnceCell::new(),
             seccomp: crate::helper::compiled_seccomp(),
@@ -390,7 +395,12 @@ impl Host {
             read_write,
             read_only_mounts,
             masked: if confined {
-                spec.fs.masked.clone()
+                spec.fs
+                    .masked
+                    .iter()
+                    .chain(&self.dev_sockets)
+                    .cloned()
+                    .collect()
             } else {
                 Vec::new()
             },
@@ -633,6 +643,21 @@ fn hidden_roots(root: &Path, system_read: &[PathBuf]) -> Vec<PathBuf> {
         .filter(|e| !OWN.iter().any(|o| e.file_name() == *o))
         .map(|e| e.path())
         .filter(|dir| !system_read.iter().any(|p| p.starts_with(dir)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The UNIX sockets directly in `dir`.
+fn sockets_in(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+        .map(|e| e.path())
         .collect();
     out.sort();
     out

@@ -959,3 +959,5 @@ command = "no-such-program-anywhere status"
         ]
     );
 }
+
+mod combine;

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::compile::Policy;
+use super::compile::{EXEC_TOOLS_DEFAULT, Policy};
 use super::{PolicyRule, SelectorSet};
 use crate::definition::ToolDefinition;
 
@@ -133,8 +133,12 @@ fn all_findings(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
             unmatched(&format!("modes.{mode}.forbid"), rule, tools, &mut out);
         }
     }
-    for rule in policy.exec.tools.rules() {
-        unmatched("exec.tools", rule, tools, &mut out);
+    for rule in policy.exec.documents.iter().flat_map(|d| d.tools.rules()) {
+        // The default `category:code_execution` of a document without `exec.tools` is no one's
+        // mistake.
+        if !rule.source.ends_with(EXEC_TOOLS_DEFAULT) {
+            unmatched("exec.tools", rule, tools, &mut out);
+        }
     }
     for entry in &policy.exec.allow {
         if entry.program.is_none() {
@@ -154,7 +158,7 @@ fn all_findings(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
             }
         }
     }
-    for (set, level) in &policy.access.needs {
+    for (set, level) in policy.access.documents.iter().flat_map(|d| &d.needs) {
         for rule in set.rules() {
             unmatched(&format!("access needing {level}"), rule, tools, &mut out);
         }

@@ -1024,6 +1024,8 @@ fn expand(command: Pending, depth: usize, out: &mut Vec<SimpleCommand>) -> Parse
         return nothing_runs(&command);
     };
     check_program(program)?;
+    let mut command = command;
+    command.redirects.extend(wrapper_writes(&command.args));
     match unwrap(&command.args)? {
         Step::Run => {
             check_arguments(&command.args)?;
@@ -1457,6 +1459,42 @@ fn unwrap(args: &[Arg]) -> Parse<Step> {
         _ => Step::Run,
     };
     Ok(step)
+}
+
+/// Files a wrapper itself writes, as writing redirections of the command it runs: the output
+/// file of `strace -o`, `ltrace -o` and `time -o`, and the lock file `flock` creates. A tracer may
+/// add a process id to the name, so its file is never a known path.
+fn wrapper_writes(args: &[Arg]) -> Vec<Redir> {
+    let Some((program, rest)) = args.split_first() else {
+        return Vec::new();
+    };
+    let name = program.text.rsplit('/').next().unwrap_or(&program.text);
+    let Ok((at, seen)) = options(name, rest) else {
+        return Vec::new();
+    };
+    let write = |op: String, target: Arg| Redir {
+        op,
+        target,
+        effect: Effect::Write,
+        named: None,
+    };
+    match name {
+        "strace" | "ltrace" | "time" => seen
+            .into_iter()
+            .filter(|(o, _)| o == "-o" || o == "--output")
+            .filter_map(|(o, v)| {
+                let dynamic = (name != "time").then_some("a file name the tracer extends");
+                Some(write(format!("{name} {o} "), Arg { text: v?, dynamic }))
+            })
+            .collect(),
+        "flock" => match rest.get(at) {
+            Some(file) if !file.text.chars().all(|c| c.is_ascii_digit()) => {
+                vec![write("flock ".to_owned(), file.clone())]
+            }
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
 }
 
 /// `VAR=value` words a wrapper takes before its command. `env` accepts any name; `sudo` only

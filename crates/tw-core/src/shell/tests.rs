@@ -365,16 +365,26 @@ fn wrappers_are_unwrapped() {
         "chroot --userspec=a:b /jail",
         "UNCERTAIN: `chroot` without a command",
     );
-    check("flock /tmp/l rm x", "rm x [via flock]");
-    check("flock -w 5 /tmp/l -c 'rm -rf /'", "rm -rf / [via flock -c]");
+    check("flock /tmp/l rm x", "rm x flock /tmp/l [via flock]");
+    check(
+        "flock -w 5 /tmp/l -c 'rm -rf /'",
+        "rm -rf / flock /tmp/l [via flock -c]",
+    );
     check(
         "watch -n 1 'ls; rm -rf /'",
         "ls [via watch]\nrm -rf / [via watch]",
     );
     check("watch -x rm x", "rm x [via watch]");
-    check("strace -f -o /tmp/t rm x", "rm x [via strace]");
+    check(
+        "strace -f -o /tmp/t rm x",
+        "rm x strace -o /tmp/t [dyn] [via strace]",
+    );
     check("strace -p 1", "UNCERTAIN: unknown option `-p` to `strace`");
-    check("ltrace -o /tmp/t rm x", "rm x [via ltrace]");
+    check(
+        "ltrace -o /tmp/t rm x",
+        "rm x ltrace -o /tmp/t [dyn] [via ltrace]",
+    );
+    check("time -o /tmp/t rm x", "rm x time -o /tmp/t [via time]");
     check("busybox rm -rf /", "rm -rf / [via busybox]");
     check("busybox sh -c 'rm x'", "rm x [via busybox,sh -c]");
     check(

@@ -502,7 +502,8 @@ impl Parser {
                 Some(c) => {
                     if let Some(r) = self.redirect()? {
                         if r.op.starts_with('&') {
-                            both_outputs.get_or_insert_with(|| format!("{}{}", r.op, r.target.text));
+                            both_outputs
+                                .get_or_insert_with(|| format!("{}{}", r.op, r.target.text));
                         }
                         redirects.push(r);
                         continue;
@@ -551,11 +552,19 @@ impl Parser {
         let mark = self.out.len();
         expand(command, self.depth, &mut self.out)?;
         // After `cd`, relative paths of later commands name other files.
-        if let Some(cd) = self.out.get(mark..).unwrap_or_default().iter().find_map(|c| {
-            let program = c.argv.first()?;
-            let name = program.rsplit('/').next().unwrap_or(program);
-            ["cd", "pushd", "popd"].contains(&name).then(|| name.to_owned())
-        }) {
+        if let Some(cd) = self
+            .out
+            .get(mark..)
+            .unwrap_or_default()
+            .iter()
+            .find_map(|c| {
+                let program = c.argv.first()?;
+                let name = program.rsplit('/').next().unwrap_or(program);
+                ["cd", "pushd", "popd"]
+                    .contains(&name)
+                    .then(|| name.to_owned())
+            })
+        {
             self.ctx
                 .moved
                 .get_or_insert(format!("`{cd}` earlier in the line changes the directory"));

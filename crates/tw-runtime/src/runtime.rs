@@ -1525,7 +1525,10 @@ impl Runtime {
 
     async fn run_process(
         &self,
-        planned: (Arc<dyn ProcessTool>, std::result::Result<Planned, builtins::ToolFailure>),
+        planned: (
+            Arc<dyn ProcessTool>,
+            std::result::Result<Planned, builtins::ToolFailure>,
+        ),
         cwd: PathBuf,
         call: &ToolCall,
         def: &ToolDefinition,
@@ -1814,7 +1817,10 @@ pub(crate) struct RunPlan {
     /// workspace root.
     cwd: PathBuf,
     /// A process tool's plan (or why it cannot run), kept for running.
-    planned: Option<(Arc<dyn ProcessTool>, std::result::Result<Planned, builtins::ToolFailure>)>,
+    planned: Option<(
+        Arc<dyn ProcessTool>,
+        std::result::Result<Planned, builtins::ToolFailure>,
+    )>,
 }
 
 /// The sandbox the configuration describes; its self-test scratch files go in the data

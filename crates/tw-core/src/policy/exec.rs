@@ -318,10 +318,7 @@ impl ExecEntry {
                 continue;
             }
             if let Some(why) = self.write_refused(r, command, call, resolver) {
-                return Some(format!(
-                    "writes {} through `{}`: {why}",
-                    r.target, r.op
-                ));
+                return Some(format!("writes {} through `{}`: {why}", r.target, r.op));
             }
         }
         None
@@ -380,10 +377,9 @@ impl ExecEntry {
             return Some(not_allowed());
         }
         match reached {
-            Some(c) if !allowed(c, &canonical_cwd) => Some(format!(
-                "it leads to {c}, and {}",
-                not_allowed()
-            )),
+            Some(c) if !allowed(c, &canonical_cwd) => {
+                Some(format!("it leads to {c}, and {}", not_allowed()))
+            }
             _ => None,
         }
     }
@@ -616,7 +612,9 @@ impl ExecPolicy {
         for (settings, applies) in &judging {
             let judged = match settings.security.0 {
                 Security::Deny => None,
-                _ => Some(&*judged.get_or_insert_with(|| self.judge(argv, arguments, cwd, resolver))),
+                _ => {
+                    Some(&*judged.get_or_insert_with(|| self.judge(argv, arguments, cwd, resolver)))
+                }
             };
             let v = verdict(settings, applies, tool, judged);
             if worst.as_ref().is_none_or(|w| v.decision > w.decision) {

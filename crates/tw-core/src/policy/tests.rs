@@ -1041,7 +1041,10 @@ fn adding_a_document_cannot_loosen_exec_modes_access_or_the_default() {
 
     // `default = "allow"` holds only when every document says so.
     let p = compile_docs(&[OPEN, "allow = [\"echo\"]\n"]);
-    assert_eq!(outcome(&judge_call(&p, &call("read_file", json!({})))), "deny tools policy_denied");
+    assert_eq!(
+        outcome(&judge_call(&p, &call("read_file", json!({})))),
+        "deny tools policy_denied"
+    );
 
     // Access: each document's default applies to what its own selectors leave out.
     let admin = "default = \"allow\"\n[access]\ndefault = \"admin\"\n";
@@ -1107,8 +1110,16 @@ not_match = ["echo hi > out", "echo x > build/../out", "GIT_PAGER=x echo", "echo
         check(&p, call("run", json!({ "command": line })), expect);
     }
     // The call's own `env` counts too, and names that change how programs are found are refused.
-    check(&p, call("run", json!({"argv": ["echo"], "env": {"TZ": "UTC"}})), "allow");
-    check(&p, call("run", json!({"argv": ["ls"], "env": {"TZ": "UTC"}})), "deny exec exec_denied");
+    check(
+        &p,
+        call("run", json!({"argv": ["echo"], "env": {"TZ": "UTC"}})),
+        "allow",
+    );
+    check(
+        &p,
+        call("run", json!({"argv": ["ls"], "env": {"TZ": "UTC"}})),
+        "deny exec exec_denied",
+    );
     check(
         &p,
         call("run", json!({"argv": ["echo"], "env": {"PATH": "/tmp"}})),

@@ -93,7 +93,10 @@ fn operators_split_commands() {
     check("a\nb\n\nc", "a\nb\nc");
     check("a &&\n b", "a\nb");
     check("ls\t-la\trm", "ls -la rm");
-    check("(cd x && make) | tee log", "cd x\nmake [moved]\ntee log [moved]");
+    check(
+        "(cd x && make) | tee log",
+        "cd x\nmake [moved]\ntee log [moved]",
+    );
     check("{ ls; pwd; } > out", "ls >out\npwd >out");
     check("! grep -q x f", "grep -q x f");
     check("a ; ; b", "UNCERTAIN: empty command before `;`");
@@ -632,8 +635,14 @@ fn redirection_effects() {
         ("ls >& f", ">&f write"),
         ("ls >&$X", ">&$X write (expanded)"),
         ("ls 2>&$X", "2>&$X write (expanded)"),
-        ("ls 2>&1 >&2 1>&3- <&0", "2>&1 duplicate, >&2 duplicate, 1>&3- duplicate, <&0 duplicate"),
-        ("ls >&- 2>&- <&- 3<&-", ">&- close, 2>&- close, <&- close, 3<&- close"),
+        (
+            "ls 2>&1 >&2 1>&3- <&0",
+            "2>&1 duplicate, >&2 duplicate, 1>&3- duplicate, <&0 duplicate",
+        ),
+        (
+            "ls >&- 2>&- <&- 3<&-",
+            ">&- close, 2>&- close, <&- close, 3<&- close",
+        ),
         ("ls <<< text", "<<<text text"),
         ("ls {fd}>f", "{fd}>f write"),
         ("ls {fd}<f {g}<>h", "{fd}<f read, {g}<>h write"),
@@ -675,17 +684,23 @@ fn later_commands_inherit_assignments_and_directory_changes() {
     check("X=1 ls; ls", "X=1 ls\nls");
     check("X=1; Y=2; ls | wc", "ls [set X,Y]\nwc [set X,Y]");
     check("ls {fd}>f; ls", "ls {fd}>f [set fd]\nls [set fd]");
-    check(
-        "X=1; bash -c 'Y=2; ls'",
-        "ls [set X,Y] [via bash -c]",
-    );
+    check("X=1; bash -c 'Y=2; ls'", "ls [set X,Y] [via bash -c]");
     check("X=$(id); ls", "id [sub]\nls [set X]");
     check("cd sub && ./run.sh", "cd sub\n./run.sh [moved]");
     check("pushd sub; ./run.sh", "pushd sub\n./run.sh [moved]");
-    check("builtin cd sub; ./run.sh", "cd sub [via builtin]\n./run.sh [moved]");
-    check("cd sub; bash -c ./run.sh", "cd sub\n./run.sh [moved] [via bash -c]");
+    check(
+        "builtin cd sub; ./run.sh",
+        "cd sub [via builtin]\n./run.sh [moved]",
+    );
+    check(
+        "cd sub; bash -c ./run.sh",
+        "cd sub\n./run.sh [moved] [via bash -c]",
+    );
     // A substitution's `cd` moves only its own subshell.
-    check("echo `cd sub`; ./run.sh", "cd sub [sub]\necho '`cd sub`' [dyn]\n./run.sh");
+    check(
+        "echo `cd sub`; ./run.sh",
+        "cd sub [sub]\necho '`cd sub`' [dyn]\n./run.sh",
+    );
     check("env -C sub ./run.sh", "./run.sh [moved] [via env]");
     check("env --chdir=sub ./run.sh", "./run.sh [moved] [via env]");
     check("sudo -D sub ./run.sh", "./run.sh [moved] [via sudo]");

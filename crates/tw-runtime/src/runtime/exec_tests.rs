@@ -374,18 +374,28 @@ async fn relative_programs_are_judged_where_they_run() {
     assert_eq!(output(&r)["stdout"], "root\n", "{r:?}");
     let r = call("run_tests", json!({})).await;
     assert_eq!(r.status, ToolStatus::Success, "{r:?}");
-    assert!(output(&r)["output_tail"].as_str().unwrap().contains("root"), "{r:?}");
+    assert!(
+        output(&r)["output_tail"].as_str().unwrap().contains("root"),
+        "{r:?}"
+    );
     // Every way of running sub/run.sh instead is refused before anything runs.
     for (tool, args) in [
         ("exec", json!({"argv": ["./run.sh"], "cwd": "sub"})),
         ("exec", json!({"command": "./run.sh", "cwd": "sub"})),
         ("exec", json!({"command": "env -C sub ./run.sh"})),
         ("exec", json!({"argv": ["env", "--chdir=sub", "./run.sh"]})),
-        ("exec", json!({"command": "find sub -name run.sh -execdir ./run.sh \\;"})),
+        (
+            "exec",
+            json!({"command": "find sub -name run.sh -execdir ./run.sh \\;"}),
+        ),
         ("run_tests", json!({"path": "sub"})),
     ] {
         let r = call(tool, args.clone()).await;
-        assert_eq!(r.status, ToolStatus::PermissionDenied, "{tool} {args}: {r:?}");
+        assert_eq!(
+            r.status,
+            ToolStatus::PermissionDenied,
+            "{tool} {args}: {r:?}"
+        );
         let message = r.error.map(|e| e.message).unwrap_or_default();
         assert!(
             message.contains("sub/run.sh") || message.contains("cannot be known"),
@@ -394,13 +404,15 @@ async fn relative_programs_are_judged_where_they_run() {
     }
 }
 
-/// What the parser says a line's redirections do: `write` if one can write a file, `none` if
-/// none can, `refused` if the line is uncertain.
+/// What the parser says a line's redirections do, as the exec layer reads it: `write` if one can
+/// write a file other than `/dev/null` (which every entry may write), `none` if none can,
+/// `refused` if the line is uncertain.
 fn redirect_class(line: &str) -> &'static str {
     match tw_core::shell::parse_command_line(line) {
         tw_core::Parsed::Uncertain { .. } => "refused",
         tw_core::Parsed::Commands(cmds) => {
-            if cmds.iter().flat_map(|c| &c.redirects).any(|r| r.writes()) {
+            let file = |r: &tw_core::Redirect| r.writes() && (r.expanded || r.target != "/dev/null");
+            if cmds.iter().flat_map(|c| &c.redirects).any(file) {
                 "write"
             } else {
                 "none"
@@ -464,7 +476,9 @@ async fn redirection_table_matches_what_bash_and_dash_do() {
     for (i, (line, class)) in table.iter().enumerate() {
         let parsed = redirect_class(line);
         if parsed != *class {
-            wrong.push(format!("{line:?}: the table says {class}, the parser {parsed}"));
+            wrong.push(format!(
+                "{line:?}: the table says {class}, the parser {parsed}"
+            ));
         }
         let mut wrote = Vec::new();
         for shell in ["/bin/bash", "/bin/dash"] {
@@ -480,7 +494,9 @@ async fn redirection_table_matches_what_bash_and_dash_do() {
         }
         let writes = !wrote.is_empty();
         if *class != "refused" && (*class == "write") != writes {
-            wrong.push(format!("{line:?}: the table says {class}, but the file was written by {wrote:?}"));
+            wrong.push(format!(
+                "{line:?}: the table says {class}, but the file was written by {wrote:?}"
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

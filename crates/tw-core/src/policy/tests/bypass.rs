@@ -309,5 +309,11 @@ fn bypass_table() {
             ));
         }
     }
-    assert!(wrong.is_empty(), "{} of {} rows wrong:\n{}", wrong.len(), TABLE.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} of {} rows wrong:\n{}",
+        wrong.len(),
+        TABLE.len(),
+        wrong.join("\n")
+    );
 }

@@ -84,7 +84,12 @@ fn doc() -> impl Strategy<Value = Doc> {
         rules,
     )
         .prop_map(
-            |((default, deny, exec_tools, security, ask), modes, (access_default, needs), rules)| {
+            |(
+                (default, deny, exec_tools, security, ask),
+                modes,
+                (access_default, needs),
+                rules,
+            )| {
                 Doc {
                     default,
                     deny,

@@ -468,10 +468,10 @@ impl Parser {
             for r in &redirects {
                 command.dynamic |= r.target.dynamic.is_some();
                 command.redirects.push(r.finish());
-                if let Some(name) = &r.named {
-                    if !command.set_before.contains(name) {
-                        command.set_before.push(name.clone());
-                    }
+                if let Some(name) = &r.named
+                    && !command.set_before.contains(name)
+                {
+                    command.set_before.push(name.clone());
                 }
             }
         }

@@ -232,6 +232,9 @@ impl Loc<'_> {
     }
 }
 
+/// One document's `[access]` needs, as gathered: its default and (selector, level) pairs.
+type AccessVote = (Option<Held>, Vec<(PolicyRule, AccessLevel)>);
+
 /// One document's exec switches, as gathered.
 type ExecVote = (Vec<PolicyRule>, (Security, String), (AskMode, String));
 
@@ -249,7 +252,7 @@ struct Gather {
     exec: Vec<ExecVote>,
     exec_allow: Vec<ExecEntry>,
     rules: Vec<ArgRule>,
-    access: Vec<(Option<Held>, Vec<(PolicyRule, AccessLevel)>)>,
+    access: Vec<AccessVote>,
     callers: HashMap<String, Held>,
     skills: HashMap<String, Held>,
     rates: Vec<RateRule>,

@@ -68,7 +68,7 @@ pub fn lint(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
     findings.retain(|f| {
         !(f.source.starts_with(super::compile::BUILTIN_FILE)
             || f.source.starts_with(super::compile::MODE_DEFAULTS_FILE)
-            || f.source == "exec default")
+            || f.source.ends_with(EXEC_TOOLS_DEFAULT))
     });
     findings
 }
@@ -134,11 +134,7 @@ fn all_findings(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
         }
     }
     for rule in policy.exec.documents.iter().flat_map(|d| d.tools.rules()) {
-        // The default `category:code_execution` of a document without `exec.tools` is no one's
-        // mistake.
-        if !rule.source.ends_with(EXEC_TOOLS_DEFAULT) {
-            unmatched("exec.tools", rule, tools, &mut out);
-        }
+        unmatched("exec.tools", rule, tools, &mut out);
     }
     for entry in &policy.exec.allow {
         if entry.program.is_none() {

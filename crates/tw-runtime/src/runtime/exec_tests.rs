@@ -411,7 +411,8 @@ fn redirect_class(line: &str) -> &'static str {
     match tw_core::shell::parse_command_line(line) {
         tw_core::Parsed::Uncertain { .. } => "refused",
         tw_core::Parsed::Commands(cmds) => {
-            let file = |r: &tw_core::Redirect| r.writes() && (r.expanded || r.target != "/dev/null");
+            let file =
+                |r: &tw_core::Redirect| r.writes() && (r.expanded || r.target != "/dev/null");
             if cmds.iter().flat_map(|c| &c.redirects).any(file) {
                 "write"
             } else {

@@ -94,6 +94,7 @@ fn bench(c: &mut Criterion) {
         requires_confirmation: false,
         disabled: None,
         switched_off: None,
+        cwd: None,
     };
     let cases = [
         ("read_file", request(&read, &read_args)),

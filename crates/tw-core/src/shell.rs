@@ -16,6 +16,16 @@
 //! - Wrappers (`sudo`, `env`, `nice`, `bash -c`, `xargs`, `find -exec`, ...) are unwrapped to the
 //!   command they run, recording the chain in `wrappers`. Their options are parsed from a table; an
 //!   option we do not know might take a value, so it makes the line uncertain instead of a guess.
+//! - Every redirection is classified by what the shell does with its target ([`Effect`]): read,
+//!   write (create, truncate, append, open read-write: `>`, `>>`, `>|`, `<>`, `&>`, `&>>`,
+//!   `>&file`, with a descriptor number or a `{var}`), duplicate, close, or text (`<<<`). Forms
+//!   that bash and dash (`/bin/sh` on Debian) read differently are refused or taken the way that
+//!   writes: `cmd &> f more` is one command to bash and two to dash. The table is checked
+//!   against real bash and dash by tw-runtime's tests.
+//! - What a later command inherits is recorded: variables assigned earlier in the line
+//!   (`set_before`; the shell exports them if they already were) and whether a `cd`, `env -C` or
+//!   `find -execdir` may have moved it to another directory (`moved`), so that the policy never
+//!   places `./x` or `> out` in the wrong directory.
 //! - Arithmetic is only accepted on literal numbers: bash evaluates variable values and array
 //!   subscripts inside `$((..))`, `${a[..]}`, `let` and `printf -v 'a[..]'` as code, so
 //!   `x='a[$(id)]'; echo $((x))` runs `id`. The same goes for assignments to variables that change
@@ -35,13 +45,44 @@ use serde::{Deserialize, Serialize};
 /// anything deeper is uncertain rather than a risk to the stack.
 pub const MAX_DEPTH: usize = 16;
 
+/// What the shell does with a redirection's target, by bash's rules (and dash's, which is
+/// `/bin/sh` on Debian; where they differ, the one that writes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Opens the file for reading: `<`.
+    Read,
+    /// Opens the file so that it can be written, creating it if it is missing: `>`, `>>`, `>|`,
+    /// `<>`, `&>`, `&>>`, `>&FILE` and `1>&FILE` (stdout and stderr to FILE in bash), with any
+    /// descriptor number or `{var}`; and `>&`/`<&` to a word only known when the shell runs.
+    Write,
+    /// Copies or moves a descriptor: `2>&1`, `<&3`, `1>&3-`.
+    Duplicate,
+    /// Closes a descriptor: `>&-`, `<&-`.
+    Close,
+    /// Gives the word itself as input: the here-string `<<<`.
+    Text,
+}
+
 /// A redirection of one of a command's file descriptors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Redirect {
-    /// The operator with its descriptor number, if any: `>`, `>>`, `<`, `2>`, `2>&`, `&>`, `<>`, `<<<`.
+    /// The operator with its descriptor, if any: `>`, `>>`, `<`, `2>`, `2>&`, `&>`, `<>`, `<<<`,
+    /// `{fd}>` (bash picks a free descriptor and stores it in `fd`).
     pub op: String,
     /// The file (or descriptor, after `>&`) after quote removal.
     pub target: String,
+    /// What the shell does with the target.
+    pub effect: Effect,
+    /// The target is only known when the shell runs (`> $OUT`, `> ~/x`, `> *.log`).
+    pub expanded: bool,
+}
+
+impl Redirect {
+    /// Whether the shell may create, truncate or write a file for this redirection.
+    pub fn writes(&self) -> bool {
+        self.effect == Effect::Write
+    }
 }
 
 /// One program that a command line would run.
@@ -63,6 +104,19 @@ pub struct SimpleCommand {
     pub dynamic: bool,
     /// This command itself came from inside `$(..)`, backquotes, `<(..)` or `>(..)`.
     pub substituted: bool,
+    /// For each word of `argv`, whether the shell or a wrapper computes it when it runs (an
+    /// expansion, a glob, a placeholder such as `find`'s `{}`): it may become any number of words,
+    /// with any text.
+    pub computed: Vec<bool>,
+    /// A wrapper adds words after `argv` when it runs (`xargs` without `-I`).
+    pub appended: bool,
+    /// Variables that earlier commands of the line assigned (`X=1; cmd`) or a named descriptor
+    /// set (`{fd}>f`). The shell passes them to this command if they are exported (they came from
+    /// the environment, or `set -a` is on), which the line alone cannot tell.
+    pub set_before: Vec<String>,
+    /// Why this command may run in another directory than the one the line starts in (a `cd`
+    /// earlier in the line, `env -C`, `find -execdir`): its relative paths cannot be placed.
+    pub moved: Option<String>,
 }
 
 /// Everything a command line would run, or why that cannot be known.
@@ -80,7 +134,7 @@ pub enum Parsed {
 
 /// Parses a POSIX-sh-ish command line, what `sh -c LINE` would run.
 pub fn parse_command_line(line: &str) -> Parsed {
-    into_parsed(parse_script(line, 0))
+    into_parsed(parse_script(line, 0, Context::default()))
 }
 
 /// Expands an argv that is executed without a shell (a custom tool's rendered command): unwraps
@@ -107,7 +161,24 @@ fn into_parsed(result: Parse<Vec<SimpleCommand>>) -> Parsed {
     }
 }
 
-fn parse_script(src: &str, depth: usize) -> Parse<Vec<SimpleCommand>> {
+/// What a script inherits from the commands before it: where it runs and what it has assigned.
+#[derive(Debug, Clone, Default)]
+struct Context {
+    /// Why the directory may have changed (see [`SimpleCommand::moved`]).
+    moved: Option<String>,
+    /// Variables assigned so far (see [`SimpleCommand::set_before`]).
+    assigned: Vec<String>,
+}
+
+impl Context {
+    fn assign(&mut self, name: &str) {
+        if !self.assigned.iter().any(|n| n == name) {
+            self.assigned.push(name.to_owned());
+        }
+    }
+}
+
+fn parse_script(src: &str, depth: usize, ctx: Context) -> Parse<Vec<SimpleCommand>> {
     if depth > MAX_DEPTH {
         return Err(too_deep());
     }
@@ -116,6 +187,7 @@ fn parse_script(src: &str, depth: usize) -> Parse<Vec<SimpleCommand>> {
         pos: 0,
         depth,
         out: Vec::new(),
+        ctx,
     };
     parser.list(End::Eof)?;
     Ok(parser.out)
@@ -238,6 +310,7 @@ struct Parser {
     pos: usize,
     depth: usize,
     out: Vec<SimpleCommand>,
+    ctx: Context,
 }
 
 impl Parser {
@@ -392,12 +465,14 @@ impl Parser {
             }
         }
         for command in self.out.get_mut(mark..inside).unwrap_or_default() {
-            for (op, target) in &redirects {
-                command.dynamic |= target.dynamic.is_some();
-                command.redirects.push(Redirect {
-                    op: op.clone(),
-                    target: target.text.clone(),
-                });
+            for r in &redirects {
+                command.dynamic |= r.target.dynamic.is_some();
+                command.redirects.push(r.finish());
+                if let Some(name) = &r.named
+                    && !command.set_before.contains(name)
+                {
+                    command.set_before.push(name.clone());
+                }
             }
         }
         Ok(())
@@ -405,7 +480,10 @@ impl Parser {
 
     fn simple(&mut self) -> Parse<()> {
         let mut words: Vec<Word> = Vec::new();
-        let mut redirects = Vec::new();
+        let mut redirects: Vec<Redir> = Vec::new();
+        // dash, which is /bin/sh on Debian, reads `cmd &> f more words` as `cmd &` and then
+        // `> f more words`: a second command that bash never sees.
+        let mut both_outputs: Option<String> = None;
         loop {
             self.skip_blanks();
             match self.peek() {
@@ -423,14 +501,26 @@ impl Parser {
                 }
                 Some(c) => {
                     if let Some(r) = self.redirect()? {
+                        if r.op.starts_with('&') {
+                            both_outputs
+                                .get_or_insert_with(|| format!("{}{}", r.op, r.target.text));
+                        }
                         redirects.push(r);
                         continue;
                     }
                     let start = self.pos;
-                    words.push(self.word()?);
+                    let word = self.word()?;
                     if self.pos == start {
                         return Err(format!("unexpected `{c}`"));
                     }
+                    if let Some(r) = &both_outputs {
+                        return Err(format!(
+                            "`{r}` before `{}`: bash redirects, but POSIX sh (dash) runs the \
+                             command in the background and the words after it as another command",
+                            word.text
+                        ));
+                    }
+                    words.push(word);
                 }
             }
         }
@@ -440,32 +530,85 @@ impl Parser {
             assignments.push(a);
             words.next();
         }
+        let args: Vec<Arg> = words.map(Word::into_arg).collect();
+        for name in redirects.iter().filter_map(|r| r.named.as_ref()) {
+            check_variable(name)?;
+            self.ctx.assign(name);
+        }
         let command = Pending {
             assignments,
-            args: words.map(Word::into_arg).collect(),
+            args,
             redirects,
+            set_before: self.ctx.assigned.clone(),
+            moved: self.ctx.moved.clone(),
             ..Pending::default()
         };
-        expand(command, self.depth, &mut self.out)
+        // A bare assignment stays set for the rest of the line.
+        if command.args.is_empty() {
+            for (name, _) in &command.assignments {
+                self.ctx.assign(name);
+            }
+        }
+        let mark = self.out.len();
+        expand(command, self.depth, &mut self.out)?;
+        // After `cd`, relative paths of later commands name other files.
+        if let Some(cd) = self
+            .out
+            .get(mark..)
+            .unwrap_or_default()
+            .iter()
+            .find_map(|c| {
+                let program = c.argv.first()?;
+                let name = program.rsplit('/').next().unwrap_or(program);
+                ["cd", "pushd", "popd"]
+                    .contains(&name)
+                    .then(|| name.to_owned())
+            })
+        {
+            self.ctx
+                .moved
+                .get_or_insert(format!("`{cd}` earlier in the line changes the directory"));
+        }
+        Ok(())
     }
 
-    /// A redirection operator (with its optional descriptor number) and its target, if one
-    /// starts here.
-    fn redirect(&mut self) -> Parse<Option<(String, Arg)>> {
+    /// A redirection operator (with its optional descriptor number or `{var}`) and its target,
+    /// if one starts here.
+    fn redirect(&mut self) -> Parse<Option<Redir>> {
         const OPS: [&str; 11] = [
             "&>>", "&>", "<<<", "<<", ">>", ">|", ">&", "<&", "<>", ">", "<",
         ];
         let mut at = self.pos;
-        while self.chars.get(at).is_some_and(char::is_ascii_digit) {
-            at += 1;
+        let mut named = None;
+        if self.peek() == Some('{') {
+            // `{var}>file`: bash opens the file on a descriptor it picks and stores the number in
+            // `var`; the word is not an argument.
+            let mut end = at + 1;
+            while self
+                .chars
+                .get(end)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+            {
+                end += 1;
+            }
+            let name = self.source(at + 1, end);
+            if self.chars.get(end) == Some(&'}') && is_name(&name) {
+                named = Some(name);
+                at = end + 1;
+            }
+        } else {
+            while self.chars.get(at).is_some_and(char::is_ascii_digit) {
+                at += 1;
+            }
         }
         let ahead: String = self.chars.iter().skip(at).take(3).collect();
         let Some(op) = OPS.iter().find(|op| ahead.starts_with(*op)) else {
             return Ok(None);
         };
-        let digits = at > self.pos;
+        let prefixed = at > self.pos;
         let process_substitution = op.len() == 1 && ahead[1..].starts_with('(');
-        if process_substitution || (digits && op.starts_with('&')) {
+        // `2&>f` and `{v}&>f` are a word followed by `&>f`, in bash too.
+        if process_substitution || (prefixed && op.starts_with('&')) {
             return Ok(None);
         }
         if *op == "<<" {
@@ -474,13 +617,19 @@ impl Parser {
         let fd = self.source(self.pos, at);
         self.pos = at;
         self.advance(op.len());
-        let op = format!("{fd}{op}");
         self.skip_blanks();
         let substitution = matches!((self.peek(), self.peek_at(1)), (Some('<' | '>'), Some('(')));
         if self.peek().is_none_or(is_meta) && !substitution {
-            return Err(format!("redirection `{op}` without a target"));
+            return Err(format!("redirection `{fd}{op}` without a target"));
         }
-        Ok(Some((op, self.word()?.into_arg())))
+        let target = self.word()?.into_arg();
+        let effect = effect(op, &fd, &target)?;
+        Ok(Some(Redir {
+            op: format!("{fd}{op}"),
+            target,
+            effect,
+            named,
+        }))
     }
 
     /// One word up to an unquoted metacharacter, substitutions included.
@@ -695,7 +844,8 @@ impl Parser {
             }
         }
         self.advance(1);
-        let commands = self.nested(|p| parse_script(&inner, p.depth))?;
+        let ctx = self.ctx.clone();
+        let commands = self.nested(|p| parse_script(&inner, p.depth, ctx))?;
         self.out.extend(commands.into_iter().map(|mut c| {
             c.substituted = true;
             c
@@ -714,14 +864,70 @@ impl Parser {
     }
 }
 
+/// A redirection as the parser found it.
+#[derive(Debug, Clone)]
+struct Redir {
+    op: String,
+    target: Arg,
+    effect: Effect,
+    /// The variable of a `{var}>` redirection.
+    named: Option<String>,
+}
+
+impl Redir {
+    fn finish(&self) -> Redirect {
+        Redirect {
+            op: self.op.clone(),
+            target: self.target.text.clone(),
+            effect: self.effect,
+            expanded: self.target.dynamic.is_some(),
+        }
+    }
+}
+
+/// What the shell does with a redirection (see [`Effect`]). A file name after `n>&` (n other
+/// than 1) or `<&` is an error in both bash ("ambiguous redirect") and dash ("bad fd number");
+/// the line is refused rather than the error modelled.
+fn effect(op: &str, fd: &str, target: &Arg) -> Parse<Effect> {
+    let descriptor = |t: &str| {
+        let digits = t.strip_suffix('-').unwrap_or(t);
+        !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+    };
+    Ok(match op {
+        "<" => Effect::Read,
+        "<<<" => Effect::Text,
+        ">&" | "<&" => {
+            let t = target.text.as_str();
+            if target.dynamic.is_some() {
+                // `>&$X` writes the file $X names unless it holds a number.
+                Effect::Write
+            } else if t == "-" {
+                Effect::Close
+            } else if descriptor(t) {
+                Effect::Duplicate
+            } else if op == ">&" && (fd.is_empty() || fd == "1") {
+                Effect::Write
+            } else {
+                return Err(format!(
+                    "`{fd}{op}{t}`: a file name after `{op}` is an error in bash and sh"
+                ));
+            }
+        }
+        _ => Effect::Write,
+    })
+}
+
 /// A command whose words are known but whose wrappers are not yet unwrapped.
 #[derive(Debug, Clone, Default)]
 struct Pending {
     assignments: Vec<(String, Arg)>,
     args: Vec<Arg>,
-    redirects: Vec<(String, Arg)>,
+    redirects: Vec<Redir>,
     wrappers: Vec<String>,
     dynamic: bool,
+    appended: bool,
+    set_before: Vec<String>,
+    moved: Option<String>,
 }
 
 impl Pending {
@@ -729,25 +935,22 @@ impl Pending {
         let dynamic = self.dynamic
             || self.args.iter().any(|a| a.dynamic.is_some())
             || self.assignments.iter().any(|(_, v)| v.dynamic.is_some())
-            || self.redirects.iter().any(|(_, t)| t.dynamic.is_some());
+            || self.redirects.iter().any(|r| r.target.dynamic.is_some());
         SimpleCommand {
+            computed: self.args.iter().map(|a| a.dynamic.is_some()).collect(),
             argv: self.args.into_iter().map(|a| a.text).collect(),
             assignments: self
                 .assignments
                 .into_iter()
                 .map(|(n, v)| (n, v.text))
                 .collect(),
-            redirects: self
-                .redirects
-                .into_iter()
-                .map(|(op, target)| Redirect {
-                    op,
-                    target: target.text,
-                })
-                .collect(),
+            redirects: self.redirects.iter().map(Redir::finish).collect(),
             wrappers: self.wrappers,
             dynamic,
             substituted: false,
+            appended: self.appended,
+            set_before: self.set_before,
+            moved: self.moved,
         }
     }
 
@@ -757,6 +960,10 @@ impl Pending {
         self.assignments.extend(inner.assignments);
         self.args = inner.args;
         self.dynamic |= inner.dynamic;
+        self.appended |= inner.appended;
+        if let Some(why) = inner.moved {
+            self.moved.get_or_insert(why);
+        }
         if let Some(placeholder) = &inner.placeholder {
             for arg in self
                 .args
@@ -793,7 +1000,11 @@ struct Inner {
     args: Vec<Arg>,
     assignments: Vec<(String, Arg)>,
     dynamic: bool,
+    /// The wrapper adds arguments after `args` (`xargs`).
+    appended: bool,
     placeholder: Option<String>,
+    /// Why the wrapper runs the command in another directory.
+    moved: Option<String>,
 }
 
 impl Inner {
@@ -803,7 +1014,9 @@ impl Inner {
             args: args.to_vec(),
             assignments: Vec::new(),
             dynamic: false,
+            appended: false,
             placeholder: None,
+            moved: None,
         }
     }
 }
@@ -820,6 +1033,8 @@ fn expand(command: Pending, depth: usize, out: &mut Vec<SimpleCommand>) -> Parse
         return nothing_runs(&command);
     };
     check_program(program)?;
+    let mut command = command;
+    command.redirects.extend(wrapper_writes(&command.args));
     match unwrap(&command.args)? {
         Step::Run => {
             check_arguments(&command.args)?;
@@ -841,7 +1056,15 @@ fn expand(command: Pending, depth: usize, out: &mut Vec<SimpleCommand>) -> Parse
             outer.args = Vec::new();
             outer.wrappers.push(label);
             let outer = outer.finish();
-            for mut inner in parse_script(&script.text, depth + 1)? {
+            // The script's shell inherits the directory and whatever was exported to it.
+            let mut ctx = Context {
+                moved: outer.moved.clone(),
+                assigned: Vec::new(),
+            };
+            for name in &outer.set_before {
+                ctx.assign(name);
+            }
+            for mut inner in parse_script(&script.text, depth + 1, ctx)? {
                 inner.wrappers.splice(0..0, outer.wrappers.iter().cloned());
                 inner
                     .assignments
@@ -859,16 +1082,15 @@ fn expand(command: Pending, depth: usize, out: &mut Vec<SimpleCommand>) -> Parse
 
 /// No program runs, but the shell still opens redirect targets: `> file` truncates it.
 fn nothing_runs(command: &Pending) -> Parse<()> {
-    let harmless = |op: &str, target: &Arg| {
-        target.dynamic.is_none()
-            && (target.text == "/dev/null"
-                || (op.ends_with('&')
-                    && (target.text == "-" || target.text.chars().all(|c| c.is_ascii_digit()))))
+    let harmless = |r: &Redir| {
+        r.target.dynamic.is_none()
+            && (r.target.text == "/dev/null"
+                || matches!(r.effect, Effect::Duplicate | Effect::Close))
     };
-    match command.redirects.iter().find(|(op, t)| !harmless(op, t)) {
-        Some((op, target)) => Err(format!(
-            "redirection `{op}{}` without a command",
-            target.text
+    match command.redirects.iter().find(|r| !harmless(r)) {
+        Some(r) => Err(format!(
+            "redirection `{}{}` without a command",
+            r.op, r.target.text
         )),
         None => Ok(()),
     }
@@ -912,6 +1134,13 @@ fn check_program(program: &Arg) -> Parse<()> {
         return Err(format!("`{name}` {why}"));
     }
     Ok(())
+}
+
+/// Why setting `name` would change which program a name runs, what it loads, or what a shell
+/// runs first; `None` for any other variable. For environments given outside a command line
+/// (a call's `env`), judged the same way as `NAME=value` in one.
+pub fn sensitive_variable(name: &str) -> Option<String> {
+    check_variable(name).err()
 }
 
 /// Variables that change which program a name runs, what it loads, or what a shell runs first.
@@ -1128,6 +1357,9 @@ fn unwrap(args: &[Arg]) -> Parse<Step> {
             let (at, assignments) = leading_assignments(name, rest, at, false)?;
             let mut inner = Inner::new(written, tail(rest, at));
             inner.assignments = assignments;
+            if seen_any(&seen, &["-C", "--chdir"]) {
+                inner.moved = Some(format!("`{written} -C` runs it in another directory"));
+            }
             if inner.args.is_empty() {
                 Step::Run
             } else {
@@ -1150,6 +1382,9 @@ fn unwrap(args: &[Arg]) -> Parse<Step> {
             }
             let mut inner = Inner::new(written, tail(rest, at));
             inner.assignments = assignments;
+            if seen_any(&seen, &["-D", "--chdir"]) {
+                inner.moved = Some(format!("`{written} -D` runs it in another directory"));
+            }
             Step::Inner(inner)
         }
         "timeout" => {
@@ -1220,6 +1455,8 @@ fn unwrap(args: &[Arg]) -> Parse<Step> {
                 "--replace" => Some(v.unwrap_or_else(|| "{}".to_owned())),
                 _ => None,
             });
+            // With -I each input line replaces the placeholder; otherwise it is appended.
+            inner.appended = inner.placeholder.is_none();
             Step::Inner(inner)
         }
         "find" => find(written, rest)?,
@@ -1231,6 +1468,42 @@ fn unwrap(args: &[Arg]) -> Parse<Step> {
         _ => Step::Run,
     };
     Ok(step)
+}
+
+/// Files a wrapper itself writes, as writing redirections of the command it runs: the output
+/// file of `strace -o`, `ltrace -o` and `time -o`, and the lock file `flock` creates. A tracer may
+/// add a process id to the name, so its file is never a known path.
+fn wrapper_writes(args: &[Arg]) -> Vec<Redir> {
+    let Some((program, rest)) = args.split_first() else {
+        return Vec::new();
+    };
+    let name = program.text.rsplit('/').next().unwrap_or(&program.text);
+    let Ok((at, seen)) = options(name, rest) else {
+        return Vec::new();
+    };
+    let write = |op: String, target: Arg| Redir {
+        op,
+        target,
+        effect: Effect::Write,
+        named: None,
+    };
+    match name {
+        "strace" | "ltrace" | "time" => seen
+            .into_iter()
+            .filter(|(o, _)| o == "-o" || o == "--output")
+            .filter_map(|(o, v)| {
+                let dynamic = (name != "time").then_some("a file name the tracer extends");
+                Some(write(format!("{name} {o} "), Arg { text: v?, dynamic }))
+            })
+            .collect(),
+        "flock" => match rest.get(at) {
+            Some(file) if !file.text.chars().all(|c| c.is_ascii_digit()) => {
+                vec![write("flock ".to_owned(), file.clone())]
+            }
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
 }
 
 /// `VAR=value` words a wrapper takes before its command. `env` accepts any name; `sudo` only
@@ -1292,6 +1565,11 @@ fn find(written: &str, rest: &[Arg]) -> Parse<Step> {
         let mut inner = Inner::new(&format!("{written} {action}"), command);
         inner.dynamic = true;
         inner.placeholder = Some("{}".to_owned());
+        if action.ends_with("dir") {
+            inner.moved = Some(format!(
+                "`{written} {action}` runs it in the directory of each file found"
+            ));
+        }
         execs.push(inner);
         i += 1;
     }

@@ -22,6 +22,7 @@ pub(crate) async fn run(
     policy: &Arc<Policy>,
     workspace: &Arc<Workspace>,
     template: &CommandTemplate,
+    cwd: std::path::PathBuf,
     limit: std::time::Duration,
     cancel: &CancellationToken,
 ) -> Result<Produced, ExecFailure> {
@@ -39,7 +40,7 @@ pub(crate) async fn run(
     let mut argv = argv.into_iter();
     let program = argv.next().unwrap_or_default();
     let (mut spec, raised_by) =
-        sandboxed::base_spec(policy, def, workspace, limit, program).await?;
+        sandboxed::base_spec(policy, def, workspace, limit, program, cwd).await?;
     spec.args = argv.collect();
     spec.env = template.env.clone();
     let launch = Launch {

@@ -45,7 +45,7 @@ use tw_core::{
 use tw_sandbox::{Sandbox, Workspace};
 use tw_store::{AuditRecord, AuditViolation, Store, StoreOptions};
 
-use crate::builtins::exec::{ProcessContext, ProcessTool};
+use crate::builtins::exec::{Planned, ProcessContext, ProcessTool};
 use crate::builtins::{self, BuiltinTool, ToolContext};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Commands, Config, ToolOverride};
@@ -980,14 +980,14 @@ impl Runtime {
         if let Some(p) = policy {
             state = Arc::new(state.with(|s| s.policy = Arc::clone(p)));
         }
-        let argv = render_argv(&entry, arguments, &self.process_context());
+        let run = self.plan_run(&entry, arguments);
         let hidden = redacted(arguments);
         let evaluation = self.evaluate(
             &state,
             &entry,
             hidden.as_ref().unwrap_or(arguments),
             &caller.sanitized(),
-            argv.as_deref(),
+            &run,
             false,
         );
         let mut decision = evaluation.decision;
@@ -1032,9 +1032,10 @@ impl Runtime {
         entry: &Entry,
         arguments: &Value,
         caller: &Caller,
-        argv: Option<&[String]>,
+        run: &RunPlan,
         count: bool,
     ) -> policy::Evaluation {
+        let argv = run.argv.as_deref();
         let def = &entry.definition;
         let name = def.name.as_str();
         let overrides = state.overrides.get(name);
@@ -1062,6 +1063,7 @@ impl Runtime {
                 requires_confirmation,
                 disabled,
                 switched_off,
+                cwd: run.cwd.to_str(),
             },
         );
         if matches!(entry.kind, ToolKind::Upstream(_))
@@ -1264,9 +1266,10 @@ impl Runtime {
         let entry = self.stage_lookup(&call.tool)?;
         let def = &entry.definition;
         let caller = call.caller.sanitized();
-        let argv = render_argv(&entry, &call.arguments, &self.process_context());
+        // Worked out once: policy judges the process this plan describes, and it is what runs.
+        let run = self.plan_run(&entry, &call.arguments);
         let state = self.policy_state();
-        let evaluation = self.evaluate(&state, &entry, redacted, &caller, argv.as_deref(), true);
+        let evaluation = self.evaluate(&state, &entry, redacted, &caller, &run, true);
         let decision = decision_out.insert(evaluation.decision);
         stage_policy(decision)?;
         self.stage_validate_arguments(def, &call.arguments)?;
@@ -1288,7 +1291,7 @@ impl Runtime {
                 "the call was cancelled before it started",
             ));
         }
-        let produced = self.stage_execute(&entry, call, cancel).await?;
+        let produced = self.stage_execute(&entry, call, run, cancel).await?;
         self.stage_validate_output(def, &produced)?;
         Ok(stage_cap(def, produced))
     }
@@ -1409,6 +1412,7 @@ impl Runtime {
         &self,
         entry: &Entry,
         call: &ToolCall,
+        run: RunPlan,
         cancel: &CancellationToken,
     ) -> Stage<Produced> {
         let def = &entry.definition;
@@ -1431,15 +1435,24 @@ impl Runtime {
                     &policy,
                     &self.inner.workspace,
                     template,
+                    run.cwd,
                     limit,
                     cancel,
                 )
                 .await
             }
-            ToolKind::Process(tool) => {
-                self.run_process(tool.as_ref(), call, def, limit, cancel)
-                    .await
-            }
+            ToolKind::Process(_) => match run.planned {
+                Some(planned) => {
+                    self.run_process(planned, run.cwd, call, def, limit, cancel)
+                        .await
+                }
+                None => Err(sandboxed::failure(
+                    ToolStatus::Failed,
+                    ErrorCode::EXECUTION_FAILED,
+                    "the process tool planned no process".to_owned(),
+                    Map::new(),
+                )),
+            },
             ToolKind::Upstream(tool) => {
                 self.run_builtin(tool.as_ref(), def, call, limit, cancel)
                     .await
@@ -1466,6 +1479,43 @@ impl Runtime {
         }
     }
 
+    /// Plans what a call will run (see [`RunPlan`]).
+    fn plan_run(&self, entry: &Entry, arguments: &Value) -> RunPlan {
+        let root = self
+            .inner
+            .workspace
+            .roots()
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        match &entry.kind {
+            ToolKind::Custom(template) => RunPlan {
+                argv: template
+                    .render(arguments, &entry.definition.parameters)
+                    .ok(),
+                cwd: root,
+                planned: None,
+            },
+            ToolKind::Process(tool) => {
+                let planned = tool.plan(&self.process_context(), arguments);
+                let (argv, cwd) = match &planned {
+                    Ok(p) => (tool.policy_argv(p), p.cwd.clone().unwrap_or(root)),
+                    Err(_) => (None, root),
+                };
+                RunPlan {
+                    argv,
+                    cwd,
+                    planned: Some((Arc::clone(tool), planned)),
+                }
+            }
+            ToolKind::Builtin(_) | ToolKind::Upstream(_) => RunPlan {
+                argv: None,
+                cwd: root,
+                planned: None,
+            },
+        }
+    }
+
     fn process_context(&self) -> ProcessContext<'_> {
         ProcessContext {
             workspace: &self.inner.workspace,
@@ -1475,7 +1525,11 @@ impl Runtime {
 
     async fn run_process(
         &self,
-        tool: &dyn ProcessTool,
+        planned: (
+            Arc<dyn ProcessTool>,
+            std::result::Result<Planned, builtins::ToolFailure>,
+        ),
+        cwd: PathBuf,
         call: &ToolCall,
         def: &ToolDefinition,
         limit: Duration,
@@ -1483,20 +1537,16 @@ impl Runtime {
     ) -> std::result::Result<Produced, ExecFailure> {
         let to_failure =
             |f: builtins::ToolFailure| sandboxed::failure(f.status, &f.code, f.message, Map::new());
-        let planned = tool
-            .plan(&self.process_context(), &call.arguments)
-            .map_err(to_failure)?;
+        let (tool, planned) = planned;
+        let planned = planned.map_err(to_failure)?;
         let mut argv = planned.argv.into_iter();
         let program = argv.next().unwrap_or_default();
         let policy = Arc::clone(&self.policy_state().policy);
         let (mut spec, raised_by) =
-            sandboxed::base_spec(&policy, def, &self.inner.workspace, limit, program).await?;
+            sandboxed::base_spec(&policy, def, &self.inner.workspace, limit, program, cwd).await?;
         spec.args = argv.collect();
         spec.env = planned.env;
         spec.stdin = planned.stdin;
-        if let Some(cwd) = planned.cwd {
-            spec.cwd = cwd;
-        }
         if let Some(t) = planned.timeout {
             spec.timeout = spec.timeout.min(t);
         }
@@ -1756,14 +1806,21 @@ fn redacted(arguments: &Value) -> Option<Value> {
 
 /// A custom tool's command for given arguments (for the exec layer); `None` for built-ins and for
 /// arguments the template cannot render (the exec layer then cannot judge, and denies).
-fn render_argv(entry: &Entry, arguments: &Value, ctx: &ProcessContext<'_>) -> Option<Vec<String>> {
-    match &entry.kind {
-        ToolKind::Custom(template) => template
-            .render(arguments, &entry.definition.parameters)
-            .ok(),
-        ToolKind::Process(tool) => tool.policy_argv(ctx, arguments),
-        ToolKind::Builtin(_) | ToolKind::Upstream(_) => None,
-    }
+/// What a call will run, worked out once from its arguments: the exec layer judges this argv in
+/// this directory, and the process is started from the same plan, so a relative program is judged
+/// where it will run.
+pub(crate) struct RunPlan {
+    /// The command policy judges (a custom tool's rendered argv, a process tool's planned one);
+    /// `None` lets the exec layer read the call's own `command` or `argv`.
+    argv: Option<Vec<String>>,
+    /// The directory the process starts in: exec's `cwd`, run_tests' `path`, else the first
+    /// workspace root.
+    cwd: PathBuf,
+    /// A process tool's plan (or why it cannot run), kept for running.
+    planned: Option<(
+        Arc<dyn ProcessTool>,
+        std::result::Result<Planned, builtins::ToolFailure>,
+    )>,
 }
 
 /// The sandbox the configuration describes; its self-test scratch files go in the data

@@ -39,9 +39,10 @@ pub(crate) struct Launch<'a> {
 /// pattern. Beyond it the run is refused: a partial list would leave the rest visible.
 pub(crate) const HIDE_WALK_LIMIT: usize = 200_000;
 
-/// The spec a tool's process starts from: `program` in the first workspace root, at the level
-/// policy requires, seeing the workspace read-write (read-only at restricted) minus policy's
-/// forbidden paths, with the call's limit and the definition's output cap.
+/// The spec a tool's process starts from: `program` in `cwd` (the directory policy judged the
+/// call in, see [`crate::runtime::RunPlan`]), at the level policy requires, seeing the workspace
+/// read-write (read-only at restricted) minus policy's forbidden paths, with the call's limit and
+/// the definition's output cap.
 ///
 /// Forbidden paths are hidden at strict and restricted, the levels with a filesystem view (a
 /// standard process sees the host as its uid does). Literal paths are masked as named; what a
@@ -52,10 +53,10 @@ pub(crate) async fn base_spec(
     workspace: &Arc<Workspace>,
     limit: Duration,
     program: String,
+    cwd: std::path::PathBuf,
 ) -> Result<(ProcessSpec, Option<String>), ExecFailure> {
     let needs = policy.sandbox_requirements(def);
     let roots = workspace.roots();
-    let cwd = roots.first().cloned().unwrap_or_default();
     let mut spec = ProcessSpec::new(program, cwd);
     spec.isolation = needs.isolation;
     spec.timeout = limit;

@@ -1,7 +1,9 @@
-//! Access levels: standard < elevated < admin. A tool needs a level (the strictest selector that
-//! names it, else the default); a call holds the higher of its caller's and its skill's levels (an
-//! administrator grants both; a skill's own SKILL.md cannot raise it). A call below the level it
-//! needs is denied.
+//! Access levels: standard < elevated < admin. A tool needs a level: in each policy document, the
+//! strictest of its selectors that name the tool, else its default; across documents, the highest
+//! of those (a document without `[access]` asks for standard). A call holds the higher of its
+//! caller's and its skill's levels (an administrator grants both, in any document, like `allow`;
+//! where two documents name the same caller or skill, the lower level stands; a skill's own
+//! SKILL.md cannot raise it). A call below the level it needs is denied.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -69,26 +71,20 @@ pub struct Held {
     pub source: String,
 }
 
-/// The compiled access layer.
+/// One document's `[access]` needs: its default and its selectors.
 #[derive(Debug, Clone, Default)]
-pub struct AccessPolicy {
-    /// Level needed by tools no selector names, and where it was set.
+pub struct AccessNeeds {
+    /// Level needed by tools none of its selectors names, and where it was set.
     pub default: Option<Held>,
     /// (selectors for one level, that level), strictest first.
     pub(crate) needs: Vec<(SelectorSet, AccessLevel)>,
-    /// Agent id -> level held.
-    pub callers: HashMap<String, Held>,
-    /// Skill -> level held.
-    pub skills: HashMap<String, Held>,
 }
 
-impl AccessPolicy {
-    /// Builds the layer from (selector rule, level) pairs.
+impl AccessNeeds {
+    /// Builds one document's needs from its default and (selector rule, level) pairs.
     pub fn new(
         default: Option<Held>,
         needs: Vec<(PolicyRule, AccessLevel)>,
-        callers: HashMap<String, Held>,
-        skills: HashMap<String, Held>,
     ) -> Result<Self, CoreError> {
         let mut by_level = Vec::new();
         for level in [
@@ -108,13 +104,10 @@ impl AccessPolicy {
         Ok(Self {
             default,
             needs: by_level,
-            callers,
-            skills,
         })
     }
 
-    /// The level a tool needs and the rule that says so.
-    pub fn needed(&self, def: &ToolDefinition) -> (AccessLevel, Option<RuleRef>) {
+    fn needed(&self, def: &ToolDefinition) -> (AccessLevel, Option<RuleRef>) {
         for (set, level) in &self.needs {
             if let Some(rule) = set.first_match(def) {
                 return (*level, Some(RuleRef::new(&rule.pattern, &rule.source)));
@@ -130,6 +123,44 @@ impl AccessPolicy {
             ),
             None => (AccessLevel::Standard, None),
         }
+    }
+}
+
+/// The compiled access layer.
+#[derive(Debug, Clone, Default)]
+pub struct AccessPolicy {
+    /// Each document's needs.
+    pub documents: Vec<AccessNeeds>,
+    /// Agent id -> level held.
+    pub callers: HashMap<String, Held>,
+    /// Skill -> level held.
+    pub skills: HashMap<String, Held>,
+}
+
+impl AccessPolicy {
+    /// Builds the layer.
+    pub fn new(
+        documents: Vec<AccessNeeds>,
+        callers: HashMap<String, Held>,
+        skills: HashMap<String, Held>,
+    ) -> Self {
+        Self {
+            documents,
+            callers,
+            skills,
+        }
+    }
+
+    /// The level a tool needs and the rule that says so: the highest any document asks for.
+    pub fn needed(&self, def: &ToolDefinition) -> (AccessLevel, Option<RuleRef>) {
+        let mut worst = (AccessLevel::Standard, None);
+        for doc in &self.documents {
+            let (level, rule) = doc.needed(def);
+            if level > worst.0 || (worst.1.is_none() && level == worst.0) {
+                worst = (level, rule);
+            }
+        }
+        worst
     }
 
     /// The level a caller holds, and what granted it.

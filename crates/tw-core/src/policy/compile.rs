@@ -1,7 +1,19 @@
 //! Compiling policy documents into one [`Policy`]. Several documents combine (the configuration's
-//! `[policy]` table and any number of policy files): lists add up, and where two documents set
-//! the same switch the stricter setting wins, so adding a file can tighten policy but a file
-//! cannot quietly loosen what another one set.
+//! `[policy]` table and any number of policy files) so that adding a document never loosens a
+//! decision another one makes, except through the lists that grant by name:
+//!
+//! - Grants add up: `allow`, `[[exec.allow]]` entries, and the levels `[access]` gives callers and
+//!   skills (where two documents name the same caller or skill, the lower level stands).
+//! - Restrictions add up: `deny`, `[[rules]]` (the strictest verdict of any rule stands), rate
+//!   limits, `[access] tools`.
+//! - Every switch is each document's own value, and the strictest of them stands. A document
+//!   that leaves a switch out counts as the built-in default, because that is what it would mean
+//!   alone: `default` (deny), `[exec]` `security`/`ask`/`tools` (allowlist, on-miss,
+//!   `category:code_execution`; each document judges with its own three, the strictest verdict
+//!   stands), `[access] default` (standard), `[modes.NAME]` (the built-in meaning of the mode:
+//!   one document defining lockdown does not replace it for the others) and
+//!   `[confirmation] timeout_secs` (120; the shortest stands). So a switch is only looser than
+//!   its default when every document says so.
 //!
 //! Every problem is reported with file:line:column, all of them at once, and every rule's
 //! examples (`match` / `not_match`) are run here: a policy whose examples fail does not load.
@@ -13,10 +25,10 @@ use std::sync::Arc;
 
 use regex::RegexSet;
 
-use super::access::{AccessLevel, AccessPolicy, Held};
+use super::access::{AccessLevel, AccessNeeds, AccessPolicy, Held};
 use super::args::{ArgLayer, ArgRule, Prepared};
 use super::doc::{DefaultDoc, PolicyDoc};
-use super::exec::{AskMode, ExecEntry, ExecPolicy, Security};
+use super::exec::{AskMode, ExecEntry, ExecPolicy, ExecSettings, Security};
 use super::rate::{Per, RateLayer, RateRule};
 use super::{Decision, PolicyRule, SelectorSet, ToolPolicy, selector};
 use crate::definition::{IsolationLevel, OperationalMode};
@@ -65,6 +77,9 @@ ask = ["side_effects"]
 
 /// Default time a call waits for a person.
 pub const DEFAULT_CONFIRMATION_TIMEOUT_SECS: u64 = 120;
+
+/// How the source of a document's default exec tools ends (`file (no exec.tools set: ...)`).
+pub const EXEC_TOOLS_DEFAULT: &str = "(no exec.tools set: category:code_execution)";
 
 /// What the policy needs to know about the host, supplied by the runtime (tw-core does no I/O).
 pub trait Resolver: Send + Sync + fmt::Debug {
@@ -217,25 +232,32 @@ impl Loc<'_> {
     }
 }
 
-/// Collects the rules of every source before compiling them.
+/// One document's `[access]` needs, as gathered: its default and (selector, level) pairs.
+type AccessVote = (Option<Held>, Vec<(PolicyRule, AccessLevel)>);
+
+/// One document's exec switches, as gathered.
+type ExecVote = (Vec<PolicyRule>, (Security, String), (AskMode, String));
+
+/// Collects the rules of every source before compiling them; switches are kept per document.
 #[derive(Default)]
 struct Gather {
     errors: Vec<PolicyError>,
-    default: Option<(bool, String)>,
+    /// Each document's `default`: (deny, where).
+    defaults: Vec<(bool, String)>,
     allow: Vec<PolicyRule>,
     deny: Vec<PolicyRule>,
     modes: BTreeMap<OperationalMode, (Vec<PolicyRule>, Vec<PolicyRule>)>,
-    exec_tools: Vec<PolicyRule>,
-    security: Option<(Security, String)>,
-    ask: Option<(AskMode, String)>,
+    /// Modes some document leaves out, which therefore keep their built-in meaning.
+    silent_modes: BTreeSet<OperationalMode>,
+    exec: Vec<ExecVote>,
     exec_allow: Vec<ExecEntry>,
     rules: Vec<ArgRule>,
-    access_default: Option<Held>,
-    access_needs: Vec<(PolicyRule, AccessLevel)>,
+    access: Vec<AccessVote>,
     callers: HashMap<String, Held>,
     skills: HashMap<String, Held>,
     rates: Vec<RateRule>,
-    timeout: Option<(u64, String)>,
+    /// Each document's confirmation timeout.
+    timeouts: Vec<(u64, String)>,
     summary: BTreeSet<String>,
 }
 
@@ -288,13 +310,10 @@ impl Gather {
         };
         let doc = src.doc;
         let errors = &mut self.errors;
-        if let Some(d) = &doc.default {
-            let deny = *d.get_ref() == DefaultDoc::Deny;
-            // Strictest wins: one document saying deny makes the default deny.
-            if self.default.as_ref().is_none_or(|(cur, _)| deny && !cur) {
-                self.default = Some((deny, loc.at(d.span())));
-            }
-        }
+        self.defaults.push(match &doc.default {
+            Some(d) => (*d.get_ref() == DefaultDoc::Deny, loc.at(d.span())),
+            None => (true, format!("{} (no default set: deny)", src.file)),
+        });
         for (list, target, verb) in [
             (&doc.allow, &mut self.allow, "allow"),
             (&doc.deny, &mut self.deny, "deny"),
@@ -304,6 +323,15 @@ impl Gather {
                 self.summary.insert(format!("{verb} {}", r.pattern));
             }
             target.extend(rules);
+        }
+        for m in OperationalMode::ALL {
+            if !doc
+                .modes
+                .keys()
+                .any(|k| k.get_ref().parse::<OperationalMode>().ok() == Some(*m))
+            {
+                self.silent_modes.insert(*m);
+            }
         }
         for (name, mode) in &doc.modes {
             let Ok(m) = name.get_ref().parse::<OperationalMode>() else {
@@ -326,42 +354,59 @@ impl Gather {
             entry.0.extend(ask);
             entry.1.extend(forbid);
         }
-        if let Some(exec) = &doc.exec {
-            if let Some(tools) = &exec.tools {
-                let rules = selectors(&loc, tools, "exec.tools", errors);
-                for r in &rules {
-                    self.summary
-                        .insert(format!("exec applies to {}", r.pattern));
-                }
-                self.exec_tools.extend(rules);
-            }
-            if let Some(s) = &exec.security {
-                match Security::parse(s.get_ref()) {
-                    Ok(sec) => {
-                        if self.security.as_ref().is_none_or(|(cur, _)| sec > *cur) {
-                            self.security = Some((sec, loc.at(s.span())));
-                        }
-                    }
-                    Err(e) => errors.push(loc.error(s.span(), format!("exec.security: {e}"))),
-                }
-            }
-            if let Some(a) = &exec.ask {
-                match AskMode::parse(a.get_ref()) {
-                    Ok(ask) => {
-                        if self.ask.as_ref().is_none_or(|(cur, _)| ask > *cur) {
-                            self.ask = Some((ask, loc.at(a.span())));
-                        }
-                    }
-                    Err(e) => errors.push(loc.error(a.span(), format!("exec.ask: {e}"))),
-                }
-            }
+        let exec = doc.exec.clone().unwrap_or_default();
+        let mut exec_tools = match &exec.tools {
+            Some(tools) => selectors(&loc, tools, "exec.tools", errors),
+            None => Vec::new(),
+        };
+        if exec_tools.is_empty() {
+            exec_tools.push(PolicyRule::new(
+                "category:code_execution",
+                format!("{} {EXEC_TOOLS_DEFAULT}", src.file),
+            ));
+        }
+        for r in &exec_tools {
+            self.summary
+                .insert(format!("exec applies to {}", r.pattern));
+        }
+        let security = match &exec.security {
+            Some(s) => Security::parse(s.get_ref())
+                .map(|sec| (sec, loc.at(s.span())))
+                .map_err(|e| errors.push(loc.error(s.span(), format!("exec.security: {e}"))))
+                .ok(),
+            None => Some((
+                Security::Allowlist,
+                format!("{} (no exec.security set: allowlist)", src.file),
+            )),
+        };
+        let ask = match &exec.ask {
+            Some(a) => AskMode::parse(a.get_ref())
+                .map(|ask| (ask, loc.at(a.span())))
+                .map_err(|e| errors.push(loc.error(a.span(), format!("exec.ask: {e}"))))
+                .ok(),
+            None => Some((
+                AskMode::OnMiss,
+                format!("{} (no exec.ask set: on-miss)", src.file),
+            )),
+        };
+        if let (Some(security), Some(ask)) = (security, ask) {
+            self.summary.insert(format!("exec security {}", security.0));
+            self.summary.insert(format!("exec ask {}", ask.0));
+            self.exec.push((exec_tools, security, ask));
+        }
+        {
             for entry in &exec.allow {
                 let e = entry.get_ref();
+                let written = |list: &[toml::Spanned<String>]| -> Vec<String> {
+                    list.iter().map(|w| w.get_ref().clone()).collect()
+                };
                 let compiled = match ExecEntry::compile(
                     e.command.get_ref(),
                     loc.at(e.command.span()),
                     &env.base,
                     env.resolver.as_ref(),
+                    &written(&e.writes),
+                    &written(&e.env),
                 ) {
                     Ok(c) => c,
                     Err(msg) => {
@@ -406,15 +451,17 @@ impl Gather {
         }
         if let Some(access) = &doc.access {
             let errors = &mut self.errors;
+            let mut default = None;
             if let Some(d) = &access.default
                 && let Some(l) = level(&loc, d, errors)
-                && self.access_default.as_ref().is_none_or(|cur| l > cur.level)
             {
-                self.access_default = Some(Held {
+                self.summary.insert(format!("access default {l}"));
+                default = Some(Held {
                     level: l,
                     source: loc.at(d.span()),
                 });
             }
+            let mut needs = Vec::new();
             for (sel, lvl) in &access.tools {
                 let ok = selector::check_selector(sel.get_ref())
                     .map_err(|e| errors.push(loc.error(sel.span(), format!("access.tools: {e}"))))
@@ -422,10 +469,10 @@ impl Gather {
                 if let (true, Some(l)) = (ok, level(&loc, lvl, errors)) {
                     self.summary
                         .insert(format!("access {} needs {l}", sel.get_ref()));
-                    self.access_needs
-                        .push((PolicyRule::new(sel.get_ref().trim(), loc.at(sel.span())), l));
+                    needs.push((PolicyRule::new(sel.get_ref().trim(), loc.at(sel.span())), l));
                 }
             }
+            self.access.push((default, needs));
             for (map, target) in [
                 (&access.callers, &mut self.callers),
                 (&access.skills, &mut self.skills),
@@ -503,20 +550,29 @@ impl Gather {
                 source: loc.at(rate.span()),
             });
         }
-        if let Some(t) = doc
+        match doc
             .confirmation
             .as_ref()
             .and_then(|c| c.timeout_secs.as_ref())
         {
-            let secs = *t.get_ref();
-            if secs == 0 || secs > 24 * 3600 {
-                self.errors.push(loc.error(
-                    t.span(),
-                    "confirmation.timeout_secs must be between 1 and 86400",
-                ));
-            } else if self.timeout.as_ref().is_none_or(|(cur, _)| secs < *cur) {
-                self.timeout = Some((secs, loc.at(t.span())));
+            Some(t) => {
+                let secs = *t.get_ref();
+                if secs == 0 || secs > 24 * 3600 {
+                    self.errors.push(loc.error(
+                        t.span(),
+                        "confirmation.timeout_secs must be between 1 and 86400",
+                    ));
+                } else {
+                    self.timeouts.push((secs, loc.at(t.span())));
+                }
             }
+            None => self.timeouts.push((
+                DEFAULT_CONFIRMATION_TIMEOUT_SECS,
+                format!(
+                    "{} (no timeout set: {DEFAULT_CONFIRMATION_TIMEOUT_SECS} s)",
+                    src.file
+                ),
+            )),
         }
     }
 
@@ -740,18 +796,22 @@ impl Policy {
             &env,
         );
         g.errors.extend(d.errors);
-        for (mode, rules) in d.modes {
-            g.modes.entry(mode).or_insert(rules);
+        // A mode some document leaves out keeps its built-in meaning, on top of what the others
+        // add: one document defining lockdown does not loosen it for the rest.
+        for (mode, (ask, forbid)) in d.modes {
+            if sources.is_empty() || g.silent_modes.contains(&mode) {
+                let entry = g.modes.entry(mode).or_default();
+                entry.0.extend(ask);
+                entry.1.extend(forbid);
+            }
         }
-        let (default_deny, default_source) = g.default.clone().unwrap_or_else(|| {
-            (
-                true,
-                format!(
-                    "{} (no default set: deny)",
-                    sources.first().map_or(BUILTIN_FILE, |s| s.file)
-                ),
-            )
-        });
+        let (default_deny, default_source) = g
+            .defaults
+            .iter()
+            .find(|(deny, _)| *deny)
+            .or(g.defaults.first())
+            .cloned()
+            .unwrap_or_else(|| (true, format!("{BUILTIN_FILE} (no default set: deny)")));
         g.summary.insert(format!(
             "default {}",
             if default_deny { "deny" } else { "allow" }
@@ -762,18 +822,14 @@ impl Policy {
                     .insert(format!("access {what} {who} holds {}", held.level));
             }
         }
-        if let Some(d) = &g.access_default {
-            g.summary.insert(format!("access default {}", d.level));
-        }
-        if let Some((sec, _)) = &g.security {
-            g.summary.insert(format!("exec security {sec}"));
-        }
-        if let Some((ask, _)) = &g.ask {
-            g.summary.insert(format!("exec ask {ask}"));
-        }
-        if let Some((t, _)) = &g.timeout {
-            g.summary.insert(format!("confirmation timeout {t}s"));
-        }
+        let timeout = g
+            .timeouts
+            .iter()
+            .min_by_key(|(secs, _)| *secs)
+            .cloned()
+            .unwrap_or((DEFAULT_CONFIRMATION_TIMEOUT_SECS, "default".to_owned()));
+        g.summary
+            .insert(format!("confirmation timeout {}s", timeout.0));
         let errors = &mut g.errors;
         let tools = ToolPolicy::new(g.allow, g.deny, default_deny, default_source);
         let modes = g
@@ -789,26 +845,27 @@ impl Policy {
                 )
             })
             .collect();
-        let exec_tools = if g.exec_tools.is_empty() {
-            vec![PolicyRule::new("category:code_execution", "exec default")]
-        } else {
-            g.exec_tools
-        };
         let exec = ExecPolicy {
-            tools: build_set(exec_tools, errors),
-            security: g
-                .security
-                .unwrap_or((Security::Allowlist, "exec default".to_owned())),
-            ask: g
-                .ask
-                .unwrap_or((AskMode::OnMiss, "exec default".to_owned())),
+            documents: g
+                .exec
+                .into_iter()
+                .map(|(tools, security, ask)| ExecSettings {
+                    tools: build_set(tools, errors),
+                    security,
+                    ask,
+                })
+                .collect(),
             allow: g.exec_allow,
         };
-        let access = AccessPolicy::new(g.access_default, g.access_needs, g.callers, g.skills);
-        let (tools, access) = match (tools, access) {
-            (Ok(t), Ok(a)) => (t, a),
-            (t, a) => {
-                for e in [t.err(), a.err()].into_iter().flatten() {
+        let needs: Result<Vec<AccessNeeds>, _> = g
+            .access
+            .into_iter()
+            .map(|(default, needs)| AccessNeeds::new(default, needs))
+            .collect();
+        let (tools, needs) = match (tools, needs) {
+            (Ok(t), Ok(n)) => (t, n),
+            (t, n) => {
+                for e in [t.err(), n.err()].into_iter().flatten() {
                     errors.push(PolicyError {
                         file: "policy".to_owned(),
                         line: None,
@@ -827,11 +884,9 @@ impl Policy {
             modes,
             exec,
             rules: ArgLayer::new(g.rules, &env.base, env.home.as_deref()),
-            access,
+            access: AccessPolicy::new(needs, g.callers, g.skills),
             rates: RateLayer::new(g.rates),
-            confirmation_timeout: g
-                .timeout
-                .unwrap_or((DEFAULT_CONFIRMATION_TIMEOUT_SECS, "default".to_owned())),
+            confirmation_timeout: timeout,
             env,
             files: sources.iter().map(|s| s.file.to_owned()).collect(),
             summary: g.summary,

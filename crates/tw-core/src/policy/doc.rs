@@ -19,7 +19,18 @@
 //! [[exec.allow]]
 //! command = "git status **"              # program, then one glob per argument; ** = any rest
 //! match = ["git status --short"]         # examples checked when the policy loads
-//! not_match = ["git push"]
+//! not_match = ["git push", "git status > out.txt", "GIT_PAGER=x git status"]
+//! [[exec.allow]]
+//! command = "make **"
+//! writes = ["build/**"]                  # what its redirections may write, relative to where
+//!                                        # it runs (or absolute); /dev/null always may
+//! env = ["CC", "LC_*"]                   # variables it may be given (NAME=v make, the call's env)
+//! match = ["CC=clang make > build/log 2>&1"]
+//! not_match = ["make > Makefile", "make 3<> build/../x", "MAKEFLAGS=x make"]
+//!
+//! # An entry covers a command only if it allows everything the command does: its redirections
+//! # that can write a file (any operator, with or without a descriptor number) and the variables
+//! # it is given. Several documents combine strictest-wins: see `compile` for each setting.
 //!
 //! [[rules]]                              # argument rules, on the final arguments
 //! tools = ["*"]
@@ -125,6 +136,14 @@ pub struct ExecDoc {
 pub struct ExecEntryDoc {
     /// The program (a name found on PATH, or an absolute path) and one glob per argument.
     pub command: Spanned<String>,
+    /// Paths the command's redirections may write (`>`, `>>`, `<>`, `&>`, ...): globs relative to
+    /// where the command runs, or absolute. `/dev/null` may always be written.
+    #[serde(default)]
+    pub writes: Vec<Spanned<String>>,
+    /// Variables the command may be given (`NAME=value cmd`, `env NAME=value cmd`, assigned
+    /// earlier in the line, or the call's `env`); globs such as `LC_*`.
+    #[serde(default)]
+    pub env: Vec<Spanned<String>>,
     /// Command lines this entry must allow.
     #[serde(default, rename = "match")]
     pub matches: Vec<Spanned<String>>,

@@ -36,6 +36,10 @@ pub struct Request<'a> {
     pub custom_rank: Option<usize>,
     /// For a custom tool: the command it would run, rendered from the arguments.
     pub argv: Option<&'a [String]>,
+    /// The absolute directory the call's process starts in, as the runtime will start it (exec's
+    /// `cwd`, run_tests' `path`); `None`: the policy's base, the first workspace root. Relative
+    /// programs and write targets are judged there.
+    pub cwd: Option<&'a str>,
     /// Whether the tool asks for approval on every call (after administrator overrides).
     pub requires_confirmation: bool,
     /// An administrator override that disables the tool, and where it was set.
@@ -180,7 +184,7 @@ pub fn evaluate(policy: &Policy, req: &Request<'_>) -> Evaluation {
         def,
         req.argv,
         req.arguments,
-        &env.base,
+        req.cwd.unwrap_or(&env.base),
         env.resolver.as_ref(),
     ) {
         trace.push(v);

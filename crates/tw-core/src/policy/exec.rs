@@ -6,9 +6,20 @@
 //! smuggled past an entry by a `;`, a `$( )` or quoting. A line that cannot be taken apart with
 //! certainty is denied.
 //!
+//! An entry covers a command only if, besides its program and argument globs, everything else the
+//! command does is allowed by the entry too: every redirection that can write a file must name a
+//! path its `writes` globs allow (`/dev/null` always may), every variable the command is given
+//! (`X=1 cmd`, `env X=1 cmd`, assigned earlier in the line, or in the call's `env`) must be one
+//! its `env` names, a word the shell computes (`$X`, a glob, `find`'s `{}`) or arguments a wrapper
+//! appends (`xargs`) only match `**`, and a relative program or write target is placed in the
+//! directory the command runs in (the call's working directory; after a `cd` in the line it
+//! cannot be placed, so it is a miss).
+//!
 //! `security`: `deny` refuses every command-running call, `allowlist` lets through calls whose
 //! every command matches an entry, `full` lets everything through. `ask`: `off` denies a miss,
-//! `on-miss` asks a person about a miss, `always` asks about every call.
+//! `on-miss` asks a person about a miss, `always` asks about every call. Each policy document
+//! judges with its own settings (a setting it leaves out is the default: `allowlist`,
+//! `on-miss`, on `category:code_execution`) and the strictest of their verdicts stands.
 
 use std::fmt;
 
@@ -17,7 +28,7 @@ use serde_json::Value;
 
 use super::compile::Resolver;
 use super::{Decision, Layer, LayerVerdict, RuleRef, SelectorSet, Severity};
-use crate::shell::{self, Parsed, SimpleCommand};
+use crate::shell::{self, Parsed, Redirect, SimpleCommand};
 use crate::target::normalize_path;
 
 /// How much command running is allowed; ordered from most to least permissive.
@@ -107,8 +118,22 @@ pub struct ExecEntry {
     /// entry then matches nothing).
     pub program: Option<String>,
     args: Vec<ArgPattern>,
+    /// Paths its redirections may write, as written and compiled (relative ones are relative to
+    /// where the command runs).
+    writes: Vec<(String, GlobMatcher)>,
+    /// Variables it may be given.
+    env: Vec<(String, GlobMatcher)>,
     /// Where it was written.
     pub source: String,
+}
+
+/// What a call adds to the commands it runs: where they start and the variables it sets.
+#[derive(Debug, Clone, Copy)]
+pub struct CallContext<'a> {
+    /// The absolute directory the call's process starts in.
+    pub cwd: &'a str,
+    /// Variables the call sets for every command (exec's `env` argument).
+    pub env: &'a [String],
 }
 
 /// Splits an entry into words: whitespace separated, with single and double quotes. Anything a
@@ -165,12 +190,15 @@ pub fn resolve_program(program: &str, base: &str, resolver: &dyn Resolver) -> Op
 }
 
 impl ExecEntry {
-    /// Compiles an entry; `resolver` finds its program.
+    /// Compiles an entry; `resolver` finds its program. `writes` and `env` are its write path
+    /// globs and variable name globs.
     pub fn compile(
         written: &str,
         source: impl Into<String>,
         base: &str,
         resolver: &dyn Resolver,
+        writes: &[String],
+        env: &[String],
     ) -> Result<Self, String> {
         let words = split_words(written)?;
         let Some((program, patterns)) = words.split_first() else {
@@ -193,44 +221,200 @@ impl ExecEntry {
                 args.push(ArgPattern::One(glob.compile_matcher()));
             }
         }
+        let mut write_globs = Vec::with_capacity(writes.len());
+        for w in writes {
+            if w.starts_with('~') || w.split('/').any(|part| part == "..") || w.is_empty() {
+                return Err(format!(
+                    "writes {w:?}: give a path relative to where the command runs, or an absolute \
+                     one, without `~` or `..`"
+                ));
+            }
+            let glob = GlobBuilder::new(w.trim_start_matches("./"))
+                .literal_separator(true)
+                .build()
+                .map_err(|e| format!("writes {w:?}: {e}"))?;
+            write_globs.push((w.clone(), glob.compile_matcher()));
+        }
+        let mut env_globs = Vec::with_capacity(env.len());
+        for name in env {
+            if let Some(why) = shell::sensitive_variable(name.trim_end_matches('*')) {
+                return Err(format!("env {name:?}: {why}, so no entry may allow it"));
+            }
+            let glob = GlobBuilder::new(name)
+                .build()
+                .map_err(|e| format!("env {name:?}: {e}"))?;
+            env_globs.push((name.clone(), glob.compile_matcher()));
+        }
         Ok(Self {
             written: written.to_owned(),
             program: resolve_program(program, base, resolver),
             args,
+            writes: write_globs,
+            env: env_globs,
             source: source.into(),
         })
     }
 
-    fn args_match(patterns: &[ArgPattern], args: &[String]) -> bool {
+    /// `args` are (text, computed) pairs: a computed word may become any number of words with
+    /// any text, so only `**` matches it.
+    fn args_match(patterns: &[ArgPattern], args: &[(&str, bool)]) -> bool {
         match patterns.split_first() {
             None => args.is_empty(),
             Some((ArgPattern::Rest, rest)) => {
                 (0..=args.len()).any(|skip| Self::args_match(rest, &args[skip..]))
             }
             Some((ArgPattern::One(glob), rest)) => match args.split_first() {
-                Some((first, others)) => glob.is_match(first) && Self::args_match(rest, others),
+                Some(((first, computed), others)) => {
+                    !computed && glob.is_match(first) && Self::args_match(rest, others)
+                }
                 None => false,
             },
         }
     }
 
-    /// Whether the entry allows one command whose program resolved to `program`.
+    /// Whether the entry's program and argument globs match one command whose program resolved
+    /// to `program`.
     pub fn matches(&self, program: &str, command: &SimpleCommand) -> bool {
-        self.program.as_deref() == Some(program)
-            && Self::args_match(&self.args, command.argv.get(1..).unwrap_or_default())
+        let mut args: Vec<(&str, bool)> = command
+            .argv
+            .iter()
+            .zip(command.computed.iter().chain(std::iter::repeat(&false)))
+            .skip(1)
+            .map(|(a, c)| (a.as_str(), *c))
+            .collect();
+        if command.appended {
+            // Whatever a wrapper appends stands for one computed word.
+            args.push(("", true));
+        }
+        self.program.as_deref() == Some(program) && Self::args_match(&self.args, &args)
+    }
+
+    /// Why the entry does not cover what `command` does besides running its program: a variable
+    /// it is given or a file it writes that the entry does not allow.
+    fn refuses(
+        &self,
+        command: &SimpleCommand,
+        call: &CallContext<'_>,
+        resolver: &dyn Resolver,
+    ) -> Option<String> {
+        let names = command
+            .assignments
+            .iter()
+            .map(|(n, _)| n)
+            .chain(&command.set_before)
+            .chain(call.env);
+        for name in names {
+            if !self.env.iter().any(|(_, g)| g.is_match(name)) {
+                return Some(format!(
+                    "is given variable {name}, which entry {:?} ({}) does not allow (its env: {})",
+                    self.written,
+                    self.source,
+                    listed(&self.env)
+                ));
+            }
+        }
+        for r in command.redirects.iter().filter(|r| r.writes()) {
+            if r.target == "/dev/null" && !r.expanded {
+                continue;
+            }
+            if let Some(why) = self.write_refused(r, command, call, resolver) {
+                return Some(format!("writes {} through `{}`: {why}", r.target, r.op));
+            }
+        }
+        None
+    }
+
+    fn write_refused(
+        &self,
+        r: &Redirect,
+        command: &SimpleCommand,
+        call: &CallContext<'_>,
+        resolver: &dyn Resolver,
+    ) -> Option<String> {
+        let not_allowed = || {
+            format!(
+                "entry {:?} ({}) does not allow it (its writes: {})",
+                self.written,
+                self.source,
+                listed(&self.writes)
+            )
+        };
+        if r.expanded {
+            return Some(format!(
+                "the target is only known when the shell runs, and {}",
+                not_allowed()
+            ));
+        }
+        if !r.target.starts_with('/')
+            && let Some(why) = &command.moved
+        {
+            return Some(format!("{why}, so the relative target cannot be placed"));
+        }
+        let lexical = normalize_path(&r.target, call.cwd, None);
+        // The file a write reaches: the target itself if it exists, else its directory's.
+        let canonical = resolver.canonicalize(&lexical).or_else(|| {
+            let (dir, name) = lexical.rsplit_once('/')?;
+            let dir = resolver.canonicalize(if dir.is_empty() { "/" } else { dir })?;
+            Some(format!("{}/{name}", dir.trim_end_matches('/')))
+        });
+        let canonical_cwd = resolver
+            .canonicalize(call.cwd)
+            .unwrap_or_else(|| call.cwd.to_owned());
+        let allowed = |path: &str, cwd: &str| {
+            let relative = path
+                .strip_prefix(cwd.trim_end_matches('/'))
+                .and_then(|p| p.strip_prefix('/'));
+            self.writes.iter().any(|(written, g)| {
+                if written.starts_with('/') {
+                    g.is_match(path)
+                } else {
+                    relative.is_some_and(|rel| g.is_match(rel))
+                }
+            })
+        };
+        let reached = canonical.as_deref().filter(|c| *c != lexical);
+        if !allowed(&lexical, call.cwd) {
+            return Some(not_allowed());
+        }
+        match reached {
+            Some(c) if !allowed(c, &canonical_cwd) => {
+                Some(format!("it leads to {c}, and {}", not_allowed()))
+            }
+            _ => None,
+        }
     }
 }
 
-/// The compiled exec layer.
+fn listed(globs: &[(String, GlobMatcher)]) -> String {
+    if globs.is_empty() {
+        "none".to_owned()
+    } else {
+        globs
+            .iter()
+            .map(|(w, _)| w.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// One document's exec settings.
 #[derive(Debug, Clone)]
-pub struct ExecPolicy {
-    /// Which tools are command-running.
+pub struct ExecSettings {
+    /// Which tools the document judges as command-running.
     pub tools: SelectorSet,
     /// Security, and where it was set.
     pub security: (Security, String),
     /// Ask mode, and where it was set.
     pub ask: (AskMode, String),
-    /// Allowlist entries.
+}
+
+/// The compiled exec layer.
+#[derive(Debug, Clone)]
+pub struct ExecPolicy {
+    /// Each document's settings, in document order; the strictest verdict of those whose tools
+    /// name a tool stands.
+    pub documents: Vec<ExecSettings>,
+    /// Allowlist entries, from every document.
     pub allow: Vec<ExecEntry>,
 }
 
@@ -238,7 +422,7 @@ pub struct ExecPolicy {
 fn miss(
     command: &SimpleCommand,
     entries: &[ExecEntry],
-    base: &str,
+    call: &CallContext<'_>,
     resolver: &dyn Resolver,
 ) -> Option<String> {
     let shown = command.argv.join(" ");
@@ -249,27 +433,24 @@ fn miss(
     {
         return Some(format!("`{shown}` would run under {w}"));
     }
-    // Duplicating a descriptor (`2>&1`) and reading input write nothing; any other redirection
-    // writes a file the allowlist entry never mentioned.
-    if let Some(r) = command.redirects.iter().find(|r| {
-        let reads =
-            r.op.trim_start_matches(|c: char| c.is_ascii_digit())
-                .starts_with('<')
-                && r.op != "<>";
-        !(reads || r.op.ends_with('&') || r.target == "/dev/null")
-    }) {
-        return Some(format!(
-            "`{shown}` writes to {} through a redirection",
-            r.target
-        ));
-    }
+    let unplaced = |word: &str| {
+        let relative = word.contains('/') && !word.starts_with('/');
+        command
+            .moved
+            .as_ref()
+            .filter(|_| relative)
+            .map(|why| format!("`{shown}`: {why}, so which file `{word}` is cannot be known"))
+    };
     // A wrapper runs too: one given by path must be the system's own program of that name, or
     // `./nice git status` would run whatever `./nice` is.
     for w in &command.wrappers {
         let word = w.split_whitespace().next().unwrap_or_default();
         if word.contains('/') {
+            if let Some(why) = unplaced(word) {
+                return Some(why);
+            }
             let name = word.rsplit('/').next().unwrap_or_default();
-            let given = resolve_program(word, base, resolver);
+            let given = resolve_program(word, call.cwd, resolver);
             if given.is_none() || given != resolver.resolve(name) {
                 return Some(format!(
                     "`{shown}` runs under {word}, which is not the system's {name}"
@@ -278,14 +459,25 @@ fn miss(
         }
     }
     let program = command.argv.first()?;
-    let Some(resolved) = resolve_program(program, base, resolver) else {
+    if let Some(why) = unplaced(program) {
+        return Some(why);
+    }
+    let Some(resolved) = resolve_program(program, call.cwd, resolver) else {
         return Some(format!("`{shown}`: program {program:?} was not found"));
     };
-    if entries.iter().any(|e| e.matches(&resolved, command)) {
-        None
-    } else {
-        Some(format!("`{shown}` ({resolved}) matches no allowlist entry"))
+    let mut refusal = None;
+    for entry in entries.iter().filter(|e| e.matches(&resolved, command)) {
+        match entry.refuses(command, call, resolver) {
+            None => return None,
+            Some(why) => {
+                refusal.get_or_insert(why);
+            }
+        }
     }
+    Some(match refusal {
+        Some(why) => format!("`{shown}` ({resolved}) {why}"),
+        None => format!("`{shown}` ({resolved}) matches no allowlist entry"),
+    })
 }
 
 /// The commands a call would run, from a custom tool's rendered argv or the arguments'
@@ -314,143 +506,226 @@ pub fn commands_of(argv: Option<&[String]>, arguments: &Value) -> Parsed {
     }
 }
 
+/// The variables a call sets for its commands: the names in its own `env` argument, when the
+/// commands come from its own `command` or `argv` (a custom tool's rendered argv has its
+/// environment fixed by the tool's author).
+fn call_env(argv: Option<&[String]>, arguments: &Value) -> Result<Vec<String>, String> {
+    if argv.is_some() {
+        return Ok(Vec::new());
+    }
+    match arguments.get("env") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(map)) => {
+            for name in map.keys() {
+                if let Some(why) = shell::sensitive_variable(name) {
+                    return Err(format!("the call's env: {why}"));
+                }
+            }
+            Ok(map.keys().cloned().collect())
+        }
+        Some(_) => Err("the call's env is not an object of variables".to_owned()),
+    }
+}
+
+/// The call's commands, judged against the allowlist once for every document's settings.
+enum Judged {
+    /// The commands could not be taken apart.
+    Uncertain(String),
+    /// The commands and why each one that is not covered is not.
+    Commands {
+        commands: Vec<SimpleCommand>,
+        misses: Vec<String>,
+    },
+}
+
 impl ExecPolicy {
-    /// Whether every command of `parsed` is covered by `entry` alone (for load-time examples).
+    /// Whether every command of `parsed` is covered by `entry` alone (for load-time examples,
+    /// judged as if run in `base`).
     pub fn entry_allows(
         entry: &ExecEntry,
         parsed: &Parsed,
         base: &str,
         resolver: &dyn Resolver,
     ) -> bool {
+        let call = CallContext {
+            cwd: base,
+            env: &[],
+        };
         match parsed {
             Parsed::Uncertain { .. } => false,
             Parsed::Commands(cmds) => {
                 !cmds.is_empty()
                     && cmds
                         .iter()
-                        .all(|c| miss(c, std::slice::from_ref(entry), base, resolver).is_none())
+                        .all(|c| miss(c, std::slice::from_ref(entry), &call, resolver).is_none())
             }
         }
     }
 
-    /// The exec layer's verdict, or `None` when the tool is not command-running.
+    fn judge(
+        &self,
+        argv: Option<&[String]>,
+        arguments: &Value,
+        cwd: &str,
+        resolver: &dyn Resolver,
+    ) -> Judged {
+        let env = match call_env(argv, arguments) {
+            Ok(env) => env,
+            Err(reason) => return Judged::Uncertain(reason),
+        };
+        let commands = match commands_of(argv, arguments) {
+            Parsed::Uncertain { reason } => return Judged::Uncertain(reason),
+            Parsed::Commands(c) => c,
+        };
+        let call = CallContext { cwd, env: &env };
+        let misses = commands
+            .iter()
+            .filter_map(|c| miss(c, &self.allow, &call, resolver))
+            .collect();
+        Judged::Commands { commands, misses }
+    }
+
+    /// The exec layer's verdict, or `None` when no document judges the tool as command-running.
+    /// `cwd` is the absolute directory the call's process starts in.
     pub fn evaluate(
         &self,
         tool: &crate::definition::ToolDefinition,
         argv: Option<&[String]>,
         arguments: &Value,
-        base: &str,
+        cwd: &str,
         resolver: &dyn Resolver,
     ) -> Option<LayerVerdict> {
-        let selector = self.tools.first_match(tool)?;
-        let applies = RuleRef::new(&selector.pattern, &selector.source);
-        let (security, security_source) = &self.security;
-        let (ask, ask_source) = &self.ask;
-        let settings = RuleRef::new(
+        let judging: Vec<(&ExecSettings, RuleRef)> = self
+            .documents
+            .iter()
+            .filter_map(|d| {
+                let s = d.tools.first_match(tool)?;
+                Some((d, RuleRef::new(&s.pattern, &s.source)))
+            })
+            .collect();
+        if judging.is_empty() {
+            return None;
+        }
+        // Parsed once, and only if some document does not deny outright.
+        let mut judged = None;
+        let mut worst: Option<LayerVerdict> = None;
+        for (settings, applies) in &judging {
+            let judged = match settings.security.0 {
+                Security::Deny => None,
+                _ => {
+                    Some(&*judged.get_or_insert_with(|| self.judge(argv, arguments, cwd, resolver)))
+                }
+            };
+            let v = verdict(settings, applies, tool, judged);
+            if worst.as_ref().is_none_or(|w| v.decision > w.decision) {
+                worst = Some(v);
+            }
+        }
+        worst
+    }
+}
+
+/// One document's verdict on a call; `judged` is `None` only when its security is `deny`.
+fn verdict(
+    settings: &ExecSettings,
+    applies: &RuleRef,
+    tool: &crate::definition::ToolDefinition,
+    judged: Option<&Judged>,
+) -> LayerVerdict {
+    let (security, security_source) = &settings.security;
+    let (ask, ask_source) = &settings.ask;
+    let rule = || {
+        RuleRef::new(
             format!("security = \"{security}\", ask = \"{ask}\""),
             format!("{security_source}; {ask_source}"),
-        );
-        if *security == Security::Deny {
-            return Some(
-                LayerVerdict::stop(
-                    Layer::Exec,
-                    Decision::Deny,
-                    "exec_denied",
-                    Severity::Error,
-                    format!("tool {} runs commands and exec security is deny", tool.name),
-                )
-                .by(RuleRef::new("security = \"deny\"", security_source)),
-            );
-        }
-        let parsed = commands_of(argv, arguments);
-        let commands = match parsed {
-            Parsed::Uncertain { reason } if *security == Security::Allowlist => {
-                return Some(
-                    LayerVerdict::stop(
-                        Layer::Exec,
-                        Decision::Deny,
-                        "command_uncertain",
-                        Severity::Critical,
-                        format!(
-                            "the command cannot be judged with certainty, so it is denied: {reason}"
-                        ),
-                    )
-                    .by(settings),
-                );
-            }
-            Parsed::Uncertain { .. } => Vec::new(),
-            Parsed::Commands(c) => c,
-        };
-        let ask_all = |what: String| {
-            LayerVerdict::stop(
-                Layer::Exec,
-                Decision::Ask,
-                "exec_ask",
-                Severity::Warning,
-                format!("{what}; exec ask is \"always\", so a person must approve it"),
-            )
-            .by(RuleRef::new("ask = \"always\"", ask_source))
-        };
-        if *security == Security::Full {
-            let what = format!(
-                "exec security is full (tool {} via {})",
-                tool.name, applies.rule
-            );
-            return Some(if *ask == AskMode::Always {
-                ask_all(what)
-            } else {
-                LayerVerdict::allow(Layer::Exec, what).by(settings)
-            });
-        }
-        let misses: Vec<String> = commands
-            .iter()
-            .filter_map(|c| miss(c, &self.allow, base, resolver))
-            .collect();
-        let shown = |cmds: &[SimpleCommand]| {
-            cmds.iter()
-                .map(|c| format!("`{}`", c.argv.join(" ")))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if commands.is_empty() {
-            return Some(
-                LayerVerdict::stop(
-                    Layer::Exec,
-                    Decision::Deny,
-                    "command_uncertain",
-                    Severity::Critical,
-                    "the command line runs no command that could be judged".to_owned(),
-                )
-                .by(settings),
-            );
-        }
-        if misses.is_empty() {
-            let what = format!("every command is on the allowlist: {}", shown(&commands));
-            return Some(if *ask == AskMode::Always {
-                ask_all(what)
-            } else {
-                LayerVerdict::allow(Layer::Exec, what).by(settings)
-            });
-        }
-        let reason = misses.join("; ");
-        Some(if *ask == AskMode::Off {
-            LayerVerdict::stop(
+        )
+    };
+    let (commands, misses) = match judged {
+        None => {
+            return LayerVerdict::stop(
                 Layer::Exec,
                 Decision::Deny,
                 "exec_denied",
                 Severity::Error,
-                format!("not on the exec allowlist: {reason}"),
+                format!("tool {} runs commands and exec security is deny", tool.name),
             )
-            .by(settings)
-        } else {
-            LayerVerdict::stop(
+            .by(RuleRef::new("security = \"deny\"", security_source));
+        }
+        Some(Judged::Uncertain(reason)) if *security == Security::Allowlist => {
+            return LayerVerdict::stop(
                 Layer::Exec,
-                Decision::Ask,
-                "exec_ask",
-                Severity::Warning,
-                format!("not on the exec allowlist, so a person must approve it: {reason}"),
+                Decision::Deny,
+                "command_uncertain",
+                Severity::Critical,
+                format!("the command cannot be judged with certainty, so it is denied: {reason}"),
             )
-            .by(settings)
-        })
+            .by(rule());
+        }
+        Some(Judged::Uncertain(_)) => (&[][..], &[][..]),
+        Some(Judged::Commands { commands, misses }) => (&commands[..], &misses[..]),
+    };
+    let ask_all = |what: String| {
+        LayerVerdict::stop(
+            Layer::Exec,
+            Decision::Ask,
+            "exec_ask",
+            Severity::Warning,
+            format!("{what}; exec ask is \"always\", so a person must approve it"),
+        )
+        .by(RuleRef::new("ask = \"always\"", ask_source))
+    };
+    if *security == Security::Full {
+        let what = format!(
+            "exec security is full (tool {} via {})",
+            tool.name, applies.rule
+        );
+        return if *ask == AskMode::Always {
+            ask_all(what)
+        } else {
+            LayerVerdict::allow(Layer::Exec, what).by(rule())
+        };
+    }
+    if commands.is_empty() {
+        return LayerVerdict::stop(
+            Layer::Exec,
+            Decision::Deny,
+            "command_uncertain",
+            Severity::Critical,
+            "the command line runs no command that could be judged".to_owned(),
+        )
+        .by(rule());
+    }
+    if misses.is_empty() {
+        let shown = commands
+            .iter()
+            .map(|c| format!("`{}`", c.argv.join(" ")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let what = format!("every command is on the allowlist: {shown}");
+        return if *ask == AskMode::Always {
+            ask_all(what)
+        } else {
+            LayerVerdict::allow(Layer::Exec, what).by(rule())
+        };
+    }
+    let reason = misses.join("; ");
+    if *ask == AskMode::Off {
+        LayerVerdict::stop(
+            Layer::Exec,
+            Decision::Deny,
+            "exec_denied",
+            Severity::Error,
+            format!("not on the exec allowlist: {reason}"),
+        )
+        .by(rule())
+    } else {
+        LayerVerdict::stop(
+            Layer::Exec,
+            Decision::Ask,
+            "exec_ask",
+            Severity::Warning,
+            format!("not on the exec allowlist, so a person must approve it: {reason}"),
+        )
+        .by(rule())
     }
 }

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::compile::Policy;
+use super::compile::{EXEC_TOOLS_DEFAULT, Policy};
 use super::{PolicyRule, SelectorSet};
 use crate::definition::ToolDefinition;
 
@@ -68,7 +68,7 @@ pub fn lint(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
     findings.retain(|f| {
         !(f.source.starts_with(super::compile::BUILTIN_FILE)
             || f.source.starts_with(super::compile::MODE_DEFAULTS_FILE)
-            || f.source == "exec default")
+            || f.source.ends_with(EXEC_TOOLS_DEFAULT))
     });
     findings
 }
@@ -133,7 +133,7 @@ fn all_findings(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
             unmatched(&format!("modes.{mode}.forbid"), rule, tools, &mut out);
         }
     }
-    for rule in policy.exec.tools.rules() {
+    for rule in policy.exec.documents.iter().flat_map(|d| d.tools.rules()) {
         unmatched("exec.tools", rule, tools, &mut out);
     }
     for entry in &policy.exec.allow {
@@ -154,7 +154,7 @@ fn all_findings(policy: &Policy, tools: &[ToolDefinition]) -> Vec<Finding> {
             }
         }
     }
-    for (set, level) in &policy.access.needs {
+    for (set, level) in policy.access.documents.iter().flat_map(|d| &d.needs) {
         for rule in set.rules() {
             unmatched(&format!("access needing {level}"), rule, tools, &mut out);
         }

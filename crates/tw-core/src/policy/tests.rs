@@ -28,7 +28,9 @@ impl FakeHost {
         let mut programs = HashMap::new();
         for name in [
             "rm", "git", "ls", "curl", "sh", "bash", "id", "env", "xargs", "cat", "echo", "grep",
-            "find", "sudo", "nice", "wc",
+            "find", "sudo", "nice", "wc", "dash", "zsh", "timeout", "ionice", "stdbuf", "setsid",
+            "doas", "flock", "watch", "busybox", "python3", "perl", "node", "ruby", "awk", "less",
+            "man", "vi", "tee", "strace", "ltrace", "time", "nohup", "touch", "make",
         ] {
             programs.insert(name, "");
         }
@@ -174,6 +176,7 @@ fn judge_call(p: &Policy, c: &Call<'_>) -> PolicyDecision {
             requires_confirmation: false,
             disabled: None,
             switched_off: None,
+            cwd: None,
         },
     )
     .decision
@@ -287,6 +290,7 @@ fn a_tier_switch_denies_with_the_tier_the_person_and_the_time() {
                 requires_confirmation: false,
                 disabled,
                 switched_off,
+                cwd: None,
             },
         )
         .decision
@@ -357,6 +361,7 @@ fn modes_use_their_defaults_unless_a_policy_defines_them() {
             requires_confirmation: false,
             disabled: None,
             switched_off: None,
+            cwd: None,
         },
     );
     assert_eq!(outcome(&d.decision), "deny mode mode_forbidden");
@@ -875,8 +880,19 @@ fn several_documents_combine_strictest_wins() {
     )
     .unwrap();
     assert!(p.tools.default_deny());
-    assert_eq!(p.exec.security.0, exec::Security::Allowlist);
-    assert_eq!(p.exec.ask.0, exec::AskMode::Off);
+    let settings: Vec<(exec::Security, exec::AskMode)> = p
+        .exec
+        .documents
+        .iter()
+        .map(|d| (d.security.0, d.ask.0))
+        .collect();
+    assert_eq!(
+        settings,
+        [
+            (exec::Security::Full, exec::AskMode::Off),
+            (exec::Security::Allowlist, exec::AskMode::OnMiss)
+        ]
+    );
     assert_eq!(p.access.callers["bot"].level, access::AccessLevel::Elevated);
     assert_eq!(p.confirmation_timeout, (60, "b.toml:7".to_owned()));
     check(&p, call("echo", json!({})), "allow");
@@ -896,10 +912,10 @@ fn several_documents_combine_strictest_wins() {
             "- access caller bot holds admin",
             "- confirmation timeout 300s",
             "- default allow",
-            "- exec security full",
             "+ access caller bot holds elevated",
             "+ confirmation timeout 60s",
             "+ default deny",
+            "+ exec ask on-miss",
             "+ exec security allowlist",
         ]
     );
@@ -956,6 +972,186 @@ command = "no-such-program-anywhere status"
             "p.toml:3: allow \"zz_*\" matches no registered tool, so it can never apply",
             "p.toml:3: allow \"delete_file\" is shadowed: every tool it matches is denied (by \"delete_*\" at p.toml:4), and deny wins",
             "p.toml:10: exec.allow \"no-such-program-anywhere status\": its program is not on this host, so the entry matches nothing",
+        ]
+    );
+}
+
+mod bypass;
+mod combine;
+
+fn compile_docs(texts: &[&str]) -> Policy {
+    let named: Vec<(String, &str)> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("{}.toml", (b'a' + i as u8) as char), *t))
+        .collect();
+    let docs: Vec<PolicyDoc> = named
+        .iter()
+        .map(|(f, t)| PolicyDoc::parse(t, f).unwrap())
+        .collect();
+    let sources: Vec<PolicySource<'_>> = named
+        .iter()
+        .zip(&docs)
+        .map(|((file, text), doc)| PolicySource { file, text, doc })
+        .collect();
+    Policy::compile(&sources, env()).unwrap()
+}
+
+/// Issue 15, item 3: a document that only sets `ask` (or a looser `security`) cannot turn
+/// another document's denials into asks or allows; the explanation names the deciding document.
+#[test]
+fn adding_a_document_cannot_loosen_exec_modes_access_or_the_default() {
+    let strict = "default = \"allow\"\n[exec]\nsecurity = \"allowlist\"\nask = \"off\"\n[[exec.allow]]\ncommand = \"ls **\"\n";
+    let ask_only = "default = \"allow\"\n[exec]\nask = \"on-miss\"\n";
+    let run = |p: &Policy, line: &str| judge_call(p, &call("run", json!({ "command": line })));
+    let p = compile_docs(&[strict, ask_only]);
+    let d = run(&p, "rm -rf /");
+    assert_eq!(outcome(&d), "deny exec exec_denied");
+    let exec = d.trace.iter().find(|v| v.layer == Layer::Exec).unwrap();
+    assert_eq!(exec.rule.as_ref().unwrap().source, "a.toml:3; a.toml:4");
+    assert_eq!(outcome(&run(&p, "ls")), "allow");
+
+    // full+always and allowlist+off: hits are asked (a), misses denied (b).
+    let always = "default = \"allow\"\n[exec]\nsecurity = \"full\"\nask = \"always\"\n";
+    let p = compile_docs(&[always, strict]);
+    assert_eq!(outcome(&run(&p, "ls")), "ask exec exec_ask");
+    assert_eq!(outcome(&run(&p, "rm x")), "deny exec exec_denied");
+
+    // A document without [exec] judges with the defaults (allowlist, on-miss).
+    let full = "default = \"allow\"\n[exec]\nsecurity = \"full\"\n";
+    let p = compile_docs(&[full, "default = \"allow\"\n"]);
+    assert_eq!(outcome(&run(&p, "rm x")), "ask exec exec_ask");
+
+    // Defining lockdown in one document does not replace its built-in meaning for the other.
+    let lockdown = "default = \"allow\"\n[modes.lockdown]\nask = [\"echo\"]\n";
+    let in_lockdown = |p: &Policy, tool| {
+        outcome(&judge_call(
+            p,
+            &Call {
+                mode: OperationalMode::Lockdown,
+                ..call(tool, json!({}))
+            },
+        ))
+    };
+    let p = compile_docs(&[OPEN, lockdown]);
+    assert_eq!(in_lockdown(&p, "write_file"), "deny mode mode_forbidden");
+    assert_eq!(in_lockdown(&p, "echo"), "ask mode mode_ask");
+    let p = compile_docs(&[lockdown, lockdown]);
+    assert_eq!(in_lockdown(&p, "write_file"), "allow");
+
+    // `default = "allow"` holds only when every document says so.
+    let p = compile_docs(&[OPEN, "allow = [\"echo\"]\n"]);
+    assert_eq!(
+        outcome(&judge_call(&p, &call("read_file", json!({})))),
+        "deny tools policy_denied"
+    );
+
+    // Access: each document's default applies to what its own selectors leave out.
+    let admin = "default = \"allow\"\n[access]\ndefault = \"admin\"\n";
+    let named = "default = \"allow\"\n[access]\ntools = { read_file = \"standard\" }\n";
+    let p = compile_docs(&[admin, named]);
+    assert_eq!(
+        outcome(&judge_call(&p, &call("read_file", json!({})))),
+        "deny access access_denied"
+    );
+
+    // The shortest confirmation timeout stands; a document without one means 120 s.
+    let p = compile_docs(&["[confirmation]\ntimeout_secs = 600\n", OPEN]);
+    assert_eq!(
+        p.confirmation_timeout,
+        (120, "b.toml (no timeout set: 120 s)".to_owned())
+    );
+}
+
+/// Issue 15, item 2: file-writing redirections and variables are misses unless the entry allows
+/// them; the allowances are checked in load-time examples.
+#[test]
+fn entries_allow_writes_and_variables_only_when_they_say_so() {
+    let p = policy(
+        r#"
+default = "allow"
+[exec]
+security = "allowlist"
+ask = "off"
+[[exec.allow]]
+command = "ls **"
+[[exec.allow]]
+command = "echo **"
+writes = ["build/**", "/w/logs/*.log"]
+env = ["LC_*", "TZ"]
+match = ["echo hi > build/out 2>&1", "LC_ALL=C echo x >> /w/logs/a.log", "echo x > /dev/null"]
+not_match = ["echo hi > out", "echo x > build/../out", "GIT_PAGER=x echo", "echo > $OUT"]
+"#,
+    );
+    for (line, expect) in [
+        ("ls > /dev/null 2>&1", "allow"),
+        ("ls 3<>/tmp/x", "deny exec exec_denied"),
+        ("ls >&/tmp/x", "deny exec exec_denied"),
+        ("ls 1>&/tmp/x", "deny exec exec_denied"),
+        ("bash -c 'ls >&/tmp/x'", "deny exec exec_denied"),
+        ("ls {fd}>/tmp/x", "deny exec exec_denied"),
+        ("(ls) >/tmp/x", "deny exec exec_denied"),
+        ("{ ls; } 2>/tmp/x", "deny exec exec_denied"),
+        ("ls &>/tmp/x", "deny exec exec_denied"),
+        ("ls <<< hi", "allow"),
+        ("ls < /etc/hostname", "allow"),
+        ("echo x > build/a/b.txt", "allow"),
+        ("echo x > ./build/a", "allow"),
+        ("echo x > logs/a.log", "allow"),
+        ("echo x > logs/sub/a.log", "deny exec exec_denied"),
+        ("echo x > build", "deny exec exec_denied"),
+        ("cd x; echo x > build/a", "deny exec exec_denied"),
+        ("GIT_PAGER='sh -c id' ls", "deny exec exec_denied"),
+        ("env LESSOPEN='|id' ls", "deny exec exec_denied"),
+        ("X=1; ls", "deny exec exec_denied"),
+        ("TZ=UTC LC_ALL=C echo x", "allow"),
+        ("TZ=UTC ls", "deny exec exec_denied"),
+    ] {
+        check(&p, call("run", json!({ "command": line })), expect);
+    }
+    // The call's own `env` counts too, and names that change how programs are found are refused.
+    check(
+        &p,
+        call("run", json!({"argv": ["echo"], "env": {"TZ": "UTC"}})),
+        "allow",
+    );
+    check(
+        &p,
+        call("run", json!({"argv": ["ls"], "env": {"TZ": "UTC"}})),
+        "deny exec exec_denied",
+    );
+    check(
+        &p,
+        call("run", json!({"argv": ["echo"], "env": {"PATH": "/tmp"}})),
+        "deny exec command_uncertain",
+    );
+    // Computed words only match `**`, and appended arguments need a trailing `**`.
+    let p = policy(
+        "default = \"allow\"\n[exec]\nask = \"off\"\n[[exec.allow]]\ncommand = \"cat *.txt\"\n[[exec.allow]]\ncommand = \"git log\"\n[[exec.allow]]\ncommand = \"echo **\"\n",
+    );
+    for (line, expect) in [
+        ("cat a.txt", "allow"),
+        ("cat x$X.txt", "deny exec exec_denied"),
+        ("cat *.txt", "deny exec exec_denied"),
+        ("echo a | xargs git log", "deny exec exec_denied"),
+        ("echo a | xargs echo", "allow"),
+    ] {
+        check(&p, call("run", json!({ "command": line })), expect);
+    }
+    let errors: Vec<String> = compile_err(
+        "[[exec.allow]]\ncommand = \"ls **\"\nwrites = [\"../x\"]\n[[exec.allow]]\ncommand = \"ls **\"\nenv = [\"LD_PRELOAD\"]\n[[exec.allow]]\ncommand = \"ls **\"\nmatch = [\"ls > out\", \"A=1 ls\"]\n",
+    )
+    .unwrap_err()
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    assert_eq!(
+        errors,
+        [
+            "p.toml:2:11: exec.allow: writes \"../x\": give a path relative to where the command runs, or an absolute one, without `~` or `..`",
+            "p.toml:5:11: exec.allow: env \"LD_PRELOAD\": assignment to `LD_PRELOAD` changes how commands are found or run, so no entry may allow it",
+            "p.toml:9:10: exec.allow \"ls **\" (program /usr/bin/ls) does not allow its example \"ls > out\"",
+            "p.toml:9:22: exec.allow \"ls **\" (program /usr/bin/ls) does not allow its example \"A=1 ls\"",
         ]
     );
 }

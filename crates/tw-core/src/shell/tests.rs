@@ -56,7 +56,12 @@ fn render(parsed: &Parsed) -> String {
         let mut parts: Vec<String> = assignments.chain(c.argv.iter().map(|a| quote(a))).collect();
         parts.extend(redirects);
         parts.extend(c.dynamic.then(|| "[dyn]".to_owned()));
+        parts.extend(c.appended.then(|| "[+args]".to_owned()));
         parts.extend(c.substituted.then(|| "[sub]".to_owned()));
+        if !c.set_before.is_empty() {
+            parts.push(format!("[set {}]", c.set_before.join(",")));
+        }
+        parts.extend(c.moved.is_some().then(|| "[moved]".to_owned()));
         if !c.wrappers.is_empty() {
             parts.push(format!("[via {}]", c.wrappers.join(",")));
         }
@@ -88,7 +93,10 @@ fn operators_split_commands() {
     check("a\nb\n\nc", "a\nb\nc");
     check("a &&\n b", "a\nb");
     check("ls\t-la\trm", "ls -la rm");
-    check("(cd x && make) | tee log", "cd x\nmake\ntee log");
+    check(
+        "(cd x && make) | tee log",
+        "cd x\nmake [moved]\ntee log [moved]",
+    );
     check("{ ls; pwd; } > out", "ls >out\npwd >out");
     check("! grep -q x f", "grep -q x f");
     check("a ; ; b", "UNCERTAIN: empty command before `;`");
@@ -321,7 +329,7 @@ fn wrappers_are_unwrapped() {
     check("env -P /tmp rm", "UNCERTAIN: unknown option `-P` to `env`");
     check(
         "/usr/bin/env -u HOME --chdir=/t A=1 rm",
-        "A=1 rm [via /usr/bin/env]",
+        "A=1 rm [moved] [via /usr/bin/env]",
     );
     check("env", "env");
     check("env -S 'rm -rf /'", "UNCERTAIN: `env -S`");
@@ -360,16 +368,26 @@ fn wrappers_are_unwrapped() {
         "chroot --userspec=a:b /jail",
         "UNCERTAIN: `chroot` without a command",
     );
-    check("flock /tmp/l rm x", "rm x [via flock]");
-    check("flock -w 5 /tmp/l -c 'rm -rf /'", "rm -rf / [via flock -c]");
+    check("flock /tmp/l rm x", "rm x flock /tmp/l [via flock]");
+    check(
+        "flock -w 5 /tmp/l -c 'rm -rf /'",
+        "rm -rf / flock /tmp/l [via flock -c]",
+    );
     check(
         "watch -n 1 'ls; rm -rf /'",
         "ls [via watch]\nrm -rf / [via watch]",
     );
     check("watch -x rm x", "rm x [via watch]");
-    check("strace -f -o /tmp/t rm x", "rm x [via strace]");
+    check(
+        "strace -f -o /tmp/t rm x",
+        "rm x strace -o /tmp/t [dyn] [via strace]",
+    );
     check("strace -p 1", "UNCERTAIN: unknown option `-p` to `strace`");
-    check("ltrace -o /tmp/t rm x", "rm x [via ltrace]");
+    check(
+        "ltrace -o /tmp/t rm x",
+        "rm x ltrace -o /tmp/t [dyn] [via ltrace]",
+    );
+    check("time -o /tmp/t rm x", "rm x time -o /tmp/t [via time]");
     check("busybox rm -rf /", "rm -rf / [via busybox]");
     check("busybox sh -c 'rm x'", "rm x [via busybox,sh -c]");
     check(
@@ -412,7 +430,7 @@ fn find_and_xargs_run_commands() {
     check(
         "find . -execdir chmod 644 {} + -ok rm {} ';'",
         "find . -execdir chmod 644 {} + -ok rm {} ;\n\
-         chmod 644 {} [dyn] [via find -execdir]\nrm {} [dyn] [via find -ok]",
+         chmod 644 {} [dyn] [moved] [via find -execdir]\nrm {} [dyn] [via find -ok]",
     );
     check(
         "find . -exec {} \\;",
@@ -424,9 +442,9 @@ fn find_and_xargs_run_commands() {
     );
     check("find . -exec rm {}", "UNCERTAIN: without a closing");
     check("find $DIR -name x", "UNCERTAIN: could add -exec");
-    check("xargs rm", "rm [dyn] [via xargs]");
-    check("xargs", "echo [dyn] [via xargs]");
-    check("xargs -0 -n 1 -P4 rm -f", "rm -f [dyn] [via xargs]");
+    check("xargs rm", "rm [dyn] [+args] [via xargs]");
+    check("xargs", "echo [dyn] [+args] [via xargs]");
+    check("xargs -0 -n 1 -P4 rm -f", "rm -f [dyn] [+args] [via xargs]");
     check("xargs -I{} cp {} /tmp", "cp {} /tmp [dyn] [via xargs]");
     check("xargs -I % % --help", "UNCERTAIN: in command position: `%`");
     check("xargs sh -c 'rm -rf /'", "rm -rf / [dyn] [via xargs,sh -c]");
@@ -587,4 +605,108 @@ fn random_input_never_panics() {
             }
         }
     }
+}
+
+/// Each redirection form with what the shell does with its target; tw-runtime's tests run the
+/// same forms through real bash and dash.
+#[test]
+fn redirection_effects() {
+    let effects = |line: &str| match parse_command_line(line) {
+        Parsed::Uncertain { reason } => format!("UNCERTAIN: {reason}"),
+        Parsed::Commands(cmds) => cmds
+            .iter()
+            .flat_map(|c| &c.redirects)
+            .map(|r| {
+                let e = serde_json::to_value(r.effect).unwrap();
+                let expanded = if r.expanded { " (expanded)" } else { "" };
+                format!("{}{} {}{expanded}", r.op, r.target, e.as_str().unwrap())
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    for (line, expect) in [
+        ("ls <f", "<f read"),
+        ("ls >f 2>>g 3>|h", ">f write, 2>>g write, 3>|h write"),
+        ("ls <>f 3<>g", "<>f write, 3<>g write"),
+        ("ls &>f", "&>f write"),
+        ("ls &>>f", "&>>f write"),
+        ("ls >&f", ">&f write"),
+        ("ls 1>&f", "1>&f write"),
+        ("ls >& f", ">&f write"),
+        ("ls >&$X", ">&$X write (expanded)"),
+        ("ls 2>&$X", "2>&$X write (expanded)"),
+        (
+            "ls 2>&1 >&2 1>&3- <&0",
+            "2>&1 duplicate, >&2 duplicate, 1>&3- duplicate, <&0 duplicate",
+        ),
+        (
+            "ls >&- 2>&- <&- 3<&-",
+            ">&- close, 2>&- close, <&- close, 3<&- close",
+        ),
+        ("ls <<< text", "<<<text text"),
+        ("ls {fd}>f", "{fd}>f write"),
+        ("ls {fd}<f {g}<>h", "{fd}<f read, {g}<>h write"),
+        ("ls {fd}>&-", "{fd}>&- close"),
+        ("{ ls; } {fd}>f", "{fd}>f write"),
+        ("ls > ~/f", ">~/f write (expanded)"),
+        ("ls 2>&f", "UNCERTAIN: `2>&f`: a file name after `>&`"),
+        ("ls <&f", "UNCERTAIN: `<&f`: a file name after `<&`"),
+        ("ls {fd}>&f", "UNCERTAIN: `{fd}>&f`"),
+        ("ls <<EOF", "UNCERTAIN: here-document"),
+    ] {
+        let got = effects(line);
+        match expect.strip_prefix("UNCERTAIN: ") {
+            Some(reason) => assert!(got.contains(reason), "{line}: {got}"),
+            None => assert_eq!(got, expect, "{line}"),
+        }
+    }
+    // `{fd}` before `&>` and a malformed `{1x}` are ordinary words, as in bash.
+    check("ls {fd}&>f", "ls {fd} &>f");
+    check("ls {1x}>f", "ls {1x} >f");
+    check("ls a{fd}>f", "ls a{fd} >f");
+    check(
+        "{PATH}>/dev/null ls",
+        "UNCERTAIN: assignment to `PATH` changes",
+    );
+    // bash runs `echo hi rm x`; dash runs `echo hi &` and then `rm x`.
+    check(
+        "echo hi &>/dev/null rm x",
+        "UNCERTAIN: `&>/dev/null` before `rm`",
+    );
+    check("echo hi &>/dev/null; rm x", "echo hi &>/dev/null\nrm x");
+    check("echo hi &>>log 2>&1", "echo hi &>>log 2>&1");
+}
+
+/// What a command inherits from the ones before it: assigned variables and a moved directory.
+#[test]
+fn later_commands_inherit_assignments_and_directory_changes() {
+    check("X=1; ls", "ls [set X]");
+    check("X=1 ls; ls", "X=1 ls\nls");
+    check("X=1; Y=2; ls | wc", "ls [set X,Y]\nwc [set X,Y]");
+    check("ls {fd}>f; ls", "ls {fd}>f [set fd]\nls [set fd]");
+    check("X=1; bash -c 'Y=2; ls'", "ls [set X,Y] [via bash -c]");
+    check("X=$(id); ls", "id [sub]\nls [set X]");
+    check("cd sub && ./run.sh", "cd sub\n./run.sh [moved]");
+    check("pushd sub; ./run.sh", "pushd sub\n./run.sh [moved]");
+    check(
+        "builtin cd sub; ./run.sh",
+        "cd sub [via builtin]\n./run.sh [moved]",
+    );
+    check(
+        "cd sub; bash -c ./run.sh",
+        "cd sub\n./run.sh [moved] [via bash -c]",
+    );
+    // A substitution's `cd` moves only its own subshell.
+    check(
+        "echo `cd sub`; ./run.sh",
+        "cd sub [sub]\necho '`cd sub`' [dyn]\n./run.sh",
+    );
+    check("env -C sub ./run.sh", "./run.sh [moved] [via env]");
+    check("env --chdir=sub ./run.sh", "./run.sh [moved] [via env]");
+    check("sudo -D sub ./run.sh", "./run.sh [moved] [via sudo]");
+    check(
+        "find . -execdir ./run.sh {} \\;",
+        "find . -execdir ./run.sh {} ;\n./run.sh {} [dyn] [moved] [via find -execdir]",
+    );
+    check("./run.sh; cd sub", "./run.sh\ncd sub");
 }

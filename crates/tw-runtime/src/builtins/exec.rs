@@ -48,10 +48,10 @@ pub trait ProcessTool: Send + Sync + 'static {
     fn definition(&self) -> Result<ToolDefinition, CoreError>;
     /// The process for validated arguments.
     fn plan(&self, ctx: &ProcessContext<'_>, args: &Value) -> Result<Planned, ToolFailure>;
-    /// The commands the exec approval layer judges: `None` lets it read the call's own
-    /// `command` or `argv` argument.
-    fn policy_argv(&self, ctx: &ProcessContext<'_>, args: &Value) -> Option<Vec<String>> {
-        self.plan(ctx, args).ok().map(|p| p.argv)
+    /// The commands the exec approval layer judges, from the plan the call will run: `None`
+    /// lets it read the call's own `command` or `argv` argument.
+    fn policy_argv(&self, planned: &Planned) -> Option<Vec<String>> {
+        Some(planned.argv.clone())
     }
     /// The result, from the finished process.
     fn finish(&self, out: &ProcessOutput) -> Result<Value, ToolFailure>;
@@ -260,7 +260,7 @@ impl ProcessTool for Exec {
         })
     }
 
-    fn policy_argv(&self, _ctx: &ProcessContext<'_>, _args: &Value) -> Option<Vec<String>> {
+    fn policy_argv(&self, _planned: &Planned) -> Option<Vec<String>> {
         // The exec layer reads `argv` or parses `command` itself, every simple command of it.
         None
     }

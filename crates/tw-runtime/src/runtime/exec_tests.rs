@@ -336,3 +336,169 @@ async fn paths_forbidden_by_a_pattern_are_hidden_wherever_they_are_in_the_worksp
     );
     assert_eq!(f.facts(&r).await["isolation"], "strict");
 }
+
+/// Issue 15, item 4: a relative program is judged in the directory it will run in. The
+/// workspace holds two different `run.sh`; the allowlist names the one at the root.
+#[tokio::test]
+async fn relative_programs_are_judged_where_they_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    for (path, says) in [("run.sh", "root"), ("sub/run.sh", "sub")] {
+        let p = ws.join(path);
+        std::fs::write(&p, format!("#!/bin/sh\necho {says}\n")).unwrap();
+        let mut perms = std::fs::metadata(&p).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&p, perms).unwrap();
+    }
+    let text = "[policy]\ndefault = \"deny\"\nallow = [\"group:exec\"]\n\
+                [policy.exec]\nsecurity = \"allowlist\"\nask = \"off\"\n\
+                [[policy.exec.allow]]\ncommand = \"./run.sh **\"\n\
+                [[policy.exec.allow]]\ncommand = \"env **\"\n\
+                [[policy.exec.allow]]\ncommand = \"find **\"\n\
+                [commands]\ntest = [\"./run.sh\"]\n";
+    let config = Config::parse(text, Path::new("/etc/tw/config.toml"), None).unwrap();
+    let rt = Runtime::open(RuntimeOptions::new(
+        dir.path().join("data"),
+        vec![ws.clone()],
+        config,
+    ))
+    .await
+    .unwrap();
+    let call = |tool: &'static str, args: Value| {
+        let rt = &rt;
+        async move { rt.execute(rt.call(tool, args, Caller::agent("t"))).await }
+    };
+    // The allowed program, where the entry named it.
+    let r = call("exec", json!({"argv": ["./run.sh"]})).await;
+    assert_eq!(output(&r)["stdout"], "root\n", "{r:?}");
+    let r = call("run_tests", json!({})).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    assert!(
+        output(&r)["output_tail"].as_str().unwrap().contains("root"),
+        "{r:?}"
+    );
+    // Every way of running sub/run.sh instead is refused before anything runs.
+    for (tool, args) in [
+        ("exec", json!({"argv": ["./run.sh"], "cwd": "sub"})),
+        ("exec", json!({"command": "./run.sh", "cwd": "sub"})),
+        ("exec", json!({"command": "env -C sub ./run.sh"})),
+        ("exec", json!({"argv": ["env", "--chdir=sub", "./run.sh"]})),
+        (
+            "exec",
+            json!({"command": "find sub -name run.sh -execdir ./run.sh \\;"}),
+        ),
+        ("run_tests", json!({"path": "sub"})),
+    ] {
+        let r = call(tool, args.clone()).await;
+        assert_eq!(
+            r.status,
+            ToolStatus::PermissionDenied,
+            "{tool} {args}: {r:?}"
+        );
+        let message = r.error.map(|e| e.message).unwrap_or_default();
+        assert!(
+            message.contains("sub/run.sh") || message.contains("cannot be known"),
+            "{tool} {args}: {message}"
+        );
+    }
+}
+
+/// What the parser says a line's redirections do, as the exec layer reads it: `write` if one can
+/// write a file other than `/dev/null` (which every entry may write), `none` if none can,
+/// `refused` if the line is uncertain.
+fn redirect_class(line: &str) -> &'static str {
+    match tw_core::shell::parse_command_line(line) {
+        tw_core::Parsed::Uncertain { .. } => "refused",
+        tw_core::Parsed::Commands(cmds) => {
+            let file =
+                |r: &tw_core::Redirect| r.writes() && (r.expanded || r.target != "/dev/null");
+            if cmds.iter().flat_map(|c| &c.redirects).any(file) {
+                "write"
+            } else {
+                "none"
+            }
+        }
+    }
+}
+
+/// Issue 15, item 2: the redirection table, proven against real bash and dash (`/bin/sh` on
+/// Debian, what exec's `command` runs): each form runs in an empty directory, and the parser
+/// must call it a write exactly when either shell created the file `f`. Refused forms are lines
+/// the policy denies as uncertain whatever the shells do with them.
+#[tokio::test]
+async fn redirection_table_matches_what_bash_and_dash_do() {
+    let f = Fixture::new("").await;
+    #[rustfmt::skip]
+    let table: &[(&str, &str)] = &[
+        ("true <f", "none"),
+        ("true >f", "write"),
+        ("true 2>f", "write"),
+        ("true >>f", "write"),
+        ("true 3>>f", "write"),
+        ("true >|f", "write"),
+        ("true <>f", "write"),
+        ("true 3<>f", "write"),
+        ("true &>f", "write"),
+        ("true &>>f", "write"),
+        ("true >&f", "write"),
+        ("true >& f", "write"),
+        ("true 1>&f", "write"),
+        ("X=f; true >&$X", "write"),
+        ("true {v}>f", "write"),
+        ("true {v}<>f", "write"),
+        ("true {v}>>f", "write"),
+        ("true {v}>|f", "write"),
+        ("true {v}&>f", "write"),
+        ("true {v}<f", "none"),
+        ("true {v}>&-", "none"),
+        ("true >&-", "none"),
+        ("true 2>&1", "none"),
+        ("true 3>&1 1>&2 2>&3", "none"),
+        ("true <&0", "none"),
+        ("true <<<f", "none"),
+        ("true >/dev/null 2>&1", "none"),
+        ("true &>/dev/null", "none"),
+        ("(true) >f", "write"),
+        ("{ true; } >f", "write"),
+        ("{ true; } {v}>f", "write"),
+        ("bash -c 'true >&f'", "write"),
+        ("sh -c 'true 3<>f'", "write"),
+        ("true 2>&f", "refused"),
+        ("true 3>&f", "refused"),
+        ("true <&f", "refused"),
+        ("true 0<&f", "refused"),
+        ("true {v}>&f", "refused"),
+        (">f", "refused"),
+        ("exec 3>f", "refused"),
+        ("true <<EOF\nx\nEOF", "refused"),
+    ];
+    let mut wrong = Vec::new();
+    for (i, (line, class)) in table.iter().enumerate() {
+        let parsed = redirect_class(line);
+        if parsed != *class {
+            wrong.push(format!(
+                "{line:?}: the table says {class}, the parser {parsed}"
+            ));
+        }
+        let mut wrote = Vec::new();
+        for shell in ["/bin/bash", "/bin/dash"] {
+            let dir = format!("{}{i}", shell.rsplit('/').next().unwrap());
+            std::fs::create_dir(f.ws().join(&dir)).unwrap();
+            let r = f
+                .call("exec", json!({"argv": [shell, "-c", line], "cwd": dir}))
+                .await;
+            assert_eq!(r.status, ToolStatus::Success, "{shell} {line:?}: {r:?}");
+            if f.ws().join(&dir).join("f").exists() {
+                wrote.push(shell);
+            }
+        }
+        let writes = !wrote.is_empty();
+        if *class != "refused" && (*class == "write") != writes {
+            wrong.push(format!(
+                "{line:?}: the table says {class}, but the file was written by {wrote:?}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

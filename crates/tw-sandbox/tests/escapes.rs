@@ -264,6 +264,16 @@ fn refused(seen: impl Fn(&str) -> Seen) -> Vec<Seen> {
     .collect()
 }
 
+/// The endings of a Python probe (exit 0, `lines` on stdout) whose lines about the fixtures'
+/// outside directory may name either wall: hidden (ENOENT) or Landlock (EACCES); `lines` gets
+/// the error those lines say.
+fn either_wall(level: IsolationLevel, lines: impl Fn(&str) -> String) -> Vec<Seen> {
+    ["FileNotFoundError ENOENT", "PermissionError EACCES"]
+        .iter()
+        .map(|outside| exited(level, 0, &lines(outside), ""))
+        .collect()
+}
+
 /// What reading a file outside the view gives: hidden (ENOENT) or refused by Landlock (EACCES).
 fn unreadable(path: &str) -> [String; 2] {
     [
@@ -507,23 +517,15 @@ attempt("list /root", lambda: os.listdir("/root"))
 "#;
         check_any(
             fx.py(level, script, &[&key]),
-            ["FileNotFoundError ENOENT", "PermissionError EACCES"]
-                .iter()
-                .map(|outside| {
-                    exited(
-                        level,
-                        0,
-                        &format!(
-                            "read key: {outside}\n\
-                             list .ssh: {outside}\n\
-                             read shadow: PermissionError EACCES\n\
-                             read gshadow: PermissionError EACCES\n\
-                             list /root: PermissionError EACCES\n"
-                        ),
-                        "",
-                    )
-                })
-                .collect(),
+            either_wall(level, |outside| {
+                format!(
+                    "read key: {outside}\n\
+                     list .ssh: {outside}\n\
+                     read shadow: PermissionError EACCES\n\
+                     read gshadow: PermissionError EACCES\n\
+                     list /root: PermissionError EACCES\n"
+                )
+            }),
         )
         .await;
     }
@@ -855,24 +857,16 @@ attempt("list parent", lambda: os.listdir("."))
     for level in CONFINED {
         check_any(
             fx.py(level, script, &[&display(&fx.canary)]),
-            ["FileNotFoundError ENOENT", "PermissionError EACCES"]
-                .iter()
-                .map(|outside| {
-                    exited(
-                        level,
-                        0,
-                        &format!(
-                            "pid 1 root: PermissionError EACCES\n\
-                             pid 1 cwd: PermissionError EACCES\n\
-                             self root: {outside}\n\
-                             chdir up: ok None\n\
-                             read sibling: {outside}\n\
-                             list parent: PermissionError EACCES\n"
-                        ),
-                        "",
-                    )
-                })
-                .collect(),
+            either_wall(level, |outside| {
+                format!(
+                    "pid 1 root: PermissionError EACCES\n\
+                     pid 1 cwd: PermissionError EACCES\n\
+                     self root: {outside}\n\
+                     chdir up: ok None\n\
+                     read sibling: {outside}\n\
+                     list parent: PermissionError EACCES\n"
+                )
+            }),
         )
         .await;
     }

@@ -3,6 +3,7 @@
 //! from (manifest, inherited, capability, override), every SKILL.md problem as `FILE:LINE`, the
 //! administrators' overrides and capability settings, lifecycle figures, and validated saves.
 
+use anyhow::bail;
 use serde_json::json;
 use tw_runtime::Runtime;
 use tw_store::AuditQuery;
@@ -21,10 +22,23 @@ fn located(path: &std::path::Path, d: &tw_core::skill::Diagnostic) -> String {
 }
 
 pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
-    // The runtime loaded them as it opened (a directory it cannot read is reported as a warning
-    // then, and has no skills).
+    // The runtime loaded them as it opened. A directory it cannot read is an error here, not an
+    // empty list: every call under a skill is refused until it can be read.
     let dir = rt.skills_dir();
     let skills = rt.skills();
+    if let Some(e) = skills.error()
+        && matches!(
+            cmd,
+            SkillsCommand::List { .. }
+                | SkillsCommand::Show { .. }
+                | SkillsCommand::Check
+                | SkillsCommand::Report { .. }
+                | SkillsCommand::Resolved { .. }
+                | SkillsCommand::Metrics { .. }
+        )
+    {
+        bail!("the skills directory cannot be read: {e}");
+    }
     match cmd {
         SkillsCommand::List { json: true } => {
             let rows: Vec<_> = skills

@@ -7,6 +7,7 @@ mod custom_tools;
 mod escapes;
 mod live;
 mod mcp;
+mod pipes;
 mod policy;
 mod sandbox;
 mod skill_ops;

@@ -515,3 +515,37 @@ fn the_client_is_told_when_a_mode_switch_changes_its_listing() {
 
 mod http;
 mod upstream;
+
+/// Issue 15, through the MCP door: a session started under a skill that is not loaded (here no
+/// skills directory at all) lists no tool and is refused every call, with the reason; before,
+/// the skill name was a label and policy alone decided.
+#[test]
+fn a_session_under_a_skill_that_is_not_loaded_reaches_nothing() {
+    let env = Env::new().with_config(FS_AND_ECHO);
+    let report = run(
+        &env,
+        &["--skill", "no-such-skill"],
+        json!([
+            {"op": "list"},
+            {"op": "call", "tool": "echo", "arguments": {}},
+        ]),
+    );
+    assert_eq!(names(&report["steps"][0]), Vec::<&str>::new());
+    assert_eq!(
+        outcome(&report["steps"][1]),
+        (
+            text(
+                "permission_denied: skill_denied: no skill named \"no-such-skill\" is loaded, so it reaches no tool"
+            ),
+            json!(true),
+            json!("permission_denied")
+        )
+    );
+    let rows = env.audit_rows();
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.tool.as_str(), r.status.as_str(), r.skill.as_deref()))
+            .collect::<Vec<_>>(),
+        [("echo", "permission_denied", Some("no-such-skill"))]
+    );
+}

@@ -8,6 +8,7 @@ mod escapes;
 mod holes;
 mod live;
 mod mcp;
+mod pipes;
 mod policy;
 mod sandbox;
 mod skill_ops;

@@ -1,6 +1,7 @@
 //! `toolwarden skills` through the real binary: a skills directory with a good skill, one that
 //! inherits from it, and a broken one. The broken one is reported as FILE:LINE and does not stop
-//! the others from loading; resolved tools say where each came from.
+//! the others from loading; resolved tools say where each came from. A skill that is not loaded
+//! (unknown, broken, unreadable, or behind a directory that cannot be read) reaches nothing.
 
 use pretty_assertions::assert_eq;
 use serde_json::Value;
@@ -9,6 +10,12 @@ use super::support::Env;
 
 fn with_skills() -> Env {
     let env = Env::new();
+    write_skills(&env);
+    env
+}
+
+/// Writes a good skill, one that inherits from it and a broken one; returns the directory.
+fn write_skills(env: &Env) -> std::path::PathBuf {
     env.write(
         "skills/retrieval/SKILL.md",
         "---\nname: retrieval\ndescription: Reads files.\ntools: [read_file, file_search]\n---\nBody\n",
@@ -21,7 +28,7 @@ fn with_skills() -> Env {
         "skills/broken/SKILL.md",
         "---\nname: broken\ndescription: d\ntools:\n  - {name: exec, access_level: root}\ncolour: blue\n---\n",
     );
-    env
+    env.ws.join("skills")
 }
 
 #[test]
@@ -200,15 +207,10 @@ fn a_call_under_a_skill_reaches_only_the_skills_tools_even_where_policy_allows_m
 
     // A skill that is not loaded (unknown, or broken) reaches nothing: fail closed.
     for skill in ["ghost", "broken"] {
-        let (code, error, layer) = under_skill(&env, "read_file", read.clone(), skill);
+        let (code, error, _) = under_skill(&env, "read_file", read.clone(), skill);
         assert_eq!(
             (code, error),
             (7, serde_json::json!("skill_denied")),
-            "{skill}"
-        );
-        assert_eq!(
-            layer["reason"],
-            format!("no skill named \"{skill}\" is loaded"),
             "{skill}"
         );
     }
@@ -275,5 +277,216 @@ fn the_report_puts_declared_tools_next_to_the_tools_actually_used() {
                 1
             ),
         ]
+    );
+}
+
+/// One state of the skills directory for the attack below: how to make it, the skill the call
+/// names, and the skill layer's reason for refusing it.
+struct Unloaded {
+    case: &'static str,
+    make: fn(&Env),
+    skill: &'static str,
+    reason: fn(&Env) -> String,
+    /// chmod stops no read as root: the case needs an unprivileged user.
+    unprivileged: bool,
+}
+
+fn skill_md(env: &Env, folder: &str) -> String {
+    env.ws
+        .join("skills")
+        .join(folder)
+        .join("SKILL.md")
+        .display()
+        .to_string()
+}
+
+fn unknown(skill: &str) -> String {
+    format!("no skill named \"{skill}\" is loaded, so it reaches no tool")
+}
+
+fn unreadable(env: &Env, skill: &str, error: &str) -> String {
+    format!(
+        "skill {skill} cannot be checked: the skills directory cannot be read ({}: {error}); no \
+         call under a skill is allowed until it can",
+        env.ws.join("skills").display()
+    )
+}
+
+fn mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+const UNLOADED: &[Unloaded] = &[
+    Unloaded {
+        case: "no skills directory",
+        make: |_| {},
+        skill: "no-such-skill",
+        reason: |_| unknown("no-such-skill"),
+        unprivileged: false,
+    },
+    Unloaded {
+        case: "an empty skills directory",
+        make: |env| std::fs::create_dir_all(env.ws.join("skills")).unwrap(),
+        skill: "no-such-skill",
+        reason: |_| unknown("no-such-skill"),
+        unprivileged: false,
+    },
+    Unloaded {
+        case: "an unknown name beside loaded skills",
+        make: |env| drop(write_skills(env)),
+        skill: "ghost",
+        reason: |_| unknown("ghost"),
+        unprivileged: false,
+    },
+    Unloaded {
+        case: "a SKILL.md with an error",
+        make: |env| drop(write_skills(env)),
+        skill: "broken",
+        reason: |env| {
+            format!(
+                "skill broken does not load ({}:5: error: tools[0].access_level: unknown access \
+                 level \"root\": expected standard, elevated or admin), so it reaches no tool",
+                skill_md(env, "broken")
+            )
+        },
+        unprivileged: false,
+    },
+    Unloaded {
+        case: "a SKILL.md that is a directory",
+        make: |env| std::fs::create_dir_all(env.ws.join("skills/hollow/SKILL.md")).unwrap(),
+        skill: "hollow",
+        reason: |env| {
+            format!(
+                "skill hollow does not load ({}:1: error: cannot read the file: Is a directory \
+                 (os error 21)), so it reaches no tool",
+                skill_md(env, "hollow")
+            )
+        },
+        unprivileged: false,
+    },
+    Unloaded {
+        case: "a SKILL.md that is a dangling link",
+        make: |env| {
+            std::fs::create_dir_all(env.ws.join("skills/dangling")).unwrap();
+            std::os::unix::fs::symlink("gone.md", env.ws.join("skills/dangling/SKILL.md")).unwrap();
+        },
+        skill: "dangling",
+        reason: |env| {
+            format!(
+                "skill dangling does not load ({}:1: error: cannot read the file: No such file \
+                 or directory (os error 2)), so it reaches no tool",
+                skill_md(env, "dangling")
+            )
+        },
+        unprivileged: false,
+    },
+    Unloaded {
+        case: "a file where the skills directory should be",
+        make: |env| drop(env.write("skills", "not a directory")),
+        skill: "retrieval",
+        reason: |env| unreadable(env, "retrieval", "Not a directory (os error 20)"),
+        unprivileged: false,
+    },
+    Unloaded {
+        case: "a skills directory nobody may read",
+        make: |env| mode(&write_skills(env), 0o000),
+        skill: "retrieval",
+        reason: |env| unreadable(env, "retrieval", "Permission denied (os error 13)"),
+        unprivileged: true,
+    },
+    Unloaded {
+        case: "a skill folder nobody may read",
+        make: |env| mode(&write_skills(env).join("retrieval"), 0o000),
+        skill: "retrieval",
+        reason: |env| {
+            format!(
+                "skill retrieval does not load ({}:1: error: cannot look into the folder: \
+                 Permission denied (os error 13)), so it reaches no tool",
+                skill_md(env, "retrieval")
+            )
+        },
+        unprivileged: true,
+    },
+];
+
+/// Issue 15: a skill name with nothing loaded behind it used to be a label, so `--skill
+/// no-such-skill call echo` ran whenever the skills directory was missing or empty. A named
+/// skill that is unknown, broken or unreadable now reaches nothing, and says why; the same
+/// call under no skill still runs, so the skill layer alone refuses it.
+#[test]
+fn a_skill_that_is_not_loaded_reaches_nothing_whatever_the_skills_directory_holds() {
+    let root = rustix::process::geteuid().is_root();
+    let mut got = Vec::new();
+    let mut expected = Vec::new();
+    for c in UNLOADED {
+        if c.unprivileged && root {
+            eprintln!(
+                "SKIP {}: needs an unprivileged user (root reads what chmod 000 forbids)",
+                c.case
+            );
+            continue;
+        }
+        let env = Env::new();
+        (c.make)(&env);
+        let (code, error, layer) = under_skill(&env, "echo", serde_json::json!({}), c.skill);
+        let plain = env.call("echo", serde_json::json!({})).code;
+        // Give the directory back its permissions, so it can be removed.
+        for p in [env.ws.join("skills"), env.ws.join("skills/retrieval")] {
+            if p.is_dir() {
+                mode(&p, 0o755);
+            }
+        }
+        got.push((c.case, code, error, layer["reason"].clone(), plain));
+        expected.push((
+            c.case,
+            7,
+            serde_json::json!("skill_denied"),
+            Value::String((c.reason)(&env)),
+            0,
+        ));
+    }
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn a_skills_directory_that_cannot_be_read_is_an_error_not_an_empty_list() {
+    let env = Env::new();
+    env.write("skills", "not a directory");
+    let dir = env.ws.join("skills");
+    let warning = format!(
+        "warning: the skills directory cannot be read ({}: Not a directory (os error 20)); every \
+         call under a skill is refused until it can\n",
+        dir.display()
+    );
+    for cmd in [
+        &["skills", "list"][..],
+        &["skills", "check"],
+        &["skills", "show", "x"],
+    ] {
+        let r = env.cmd(cmd).run();
+        assert_eq!(
+            (r.code, r.stdout.as_str(), r.stderr),
+            (
+                10,
+                "",
+                format!(
+                    "{warning}error: the skills directory cannot be read: {}: Not a directory (os \
+                     error 20)\n",
+                    dir.display()
+                )
+            ),
+            "{cmd:?}"
+        );
+    }
+    // A missing directory is the common case, and valid: no skills.
+    let env = Env::new();
+    let r = env.cmd(&["skills", "list"]).run().ok();
+    assert_eq!(
+        (r.stdout, r.stderr),
+        (
+            format!("No skills in {}.\n", env.ws.join("skills").display()),
+            String::new()
+        )
     );
 }

@@ -8,6 +8,7 @@ use tw_runtime::Runtime;
 use tw_store::{AuditExportFormat, AuditPage, AuditQuery, AuditRow, UsageRow};
 
 use crate::cli::{AuditCommand, AuditFilter, ExportFormat};
+use crate::out::{errln, out, outln};
 use crate::table::Table;
 
 pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
@@ -23,7 +24,7 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
             q.cursor = cursor;
             let page = list_page(async |q| store.query(q).await, q, limit).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&page)?);
+                outln!("{}", serde_json::to_string_pretty(&page)?)?;
                 return Ok(0);
             }
             let mut t = Table::new(&[
@@ -48,9 +49,9 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
                     r.error_message.clone().unwrap_or_default(),
                 ]);
             }
-            print!("{}", t.render());
+            out!("{}", t.render())?;
             if let Some(c) = page.next_cursor {
-                println!("more: toolwarden audit list --cursor {c}");
+                outln!("more: toolwarden audit list --cursor {c}")?;
             }
             Ok(0)
         }
@@ -81,13 +82,22 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
                     n
                 }
                 None => {
+                    // Records stream out as they are read; a reader that stops reading ends
+                    // the export where it is, quietly.
                     let mut out = tokio::io::stdout();
-                    let n = store.export(&q, format, &mut out).await?;
-                    out.flush().await?;
-                    n
+                    match store.export(&q, format, &mut out).await {
+                        Ok(n) => {
+                            out.flush().await.map_err(crate::out::stdout_error)?;
+                            n
+                        }
+                        Err(tw_store::StoreError::Export(e)) => {
+                            return Err(crate::out::stdout_error(e));
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
                 }
             };
-            eprintln!("exported {n} records");
+            errln!("exported {n} records");
             Ok(0)
         }
         AuditCommand::Changes {
@@ -104,32 +114,32 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
             };
             let rows = store.admin_events(&q).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
                 return Ok(0);
             }
             let mut table = Table::new(&["AT", "BY", "KIND", "WHAT"]).max_width(400);
             for r in rows {
                 table.row(vec![time(r.at), r.actor, r.kind, r.summary]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render())?;
             Ok(0)
         }
         AuditCommand::Report { filter, json } => {
             let report = store.usage_report(&query(&filter)?).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?)?;
                 return Ok(0);
             }
-            println!("by tool");
-            print!("{}", usage_table("TOOL", &report.by_tool));
-            println!();
-            println!("by caller");
-            print!("{}", usage_table("CALLER", &report.by_caller));
+            outln!("by tool")?;
+            out!("{}", usage_table("TOOL", &report.by_tool))?;
+            outln!()?;
+            outln!("by caller")?;
+            out!("{}", usage_table("CALLER", &report.by_caller))?;
             // Calls made under no skill are in the two tables above only.
             if !report.by_skill.is_empty() {
-                println!();
-                println!("by skill");
-                print!("{}", usage_table("SKILL", &report.by_skill));
+                outln!()?;
+                outln!("by skill")?;
+                out!("{}", usage_table("SKILL", &report.by_skill))?;
             }
             Ok(0)
         }
@@ -197,7 +207,7 @@ fn usage_table(key: &str, rows: &[UsageRow]) -> String {
 }
 
 fn print_row(r: &AuditRow) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(r)?);
+    outln!("{}", serde_json::to_string_pretty(r)?)?;
     Ok(())
 }
 

@@ -4,9 +4,10 @@
 //! Ctrl-C (SIGINT) or SIGTERM cancels what is running instead of killing the process, so the tool's
 //! process is stopped and the cancelled call still gets its audit record. A batch prints each result
 //! as one line as soon as it is recorded, so a consumer (or a crash) never sees a result whose
-//! audit record is not yet committed.
+//! audit record is not yet committed. A reader that goes away (`| head -1`) stops a call or a
+//! batch the same way, and the command then ends quietly (`crate::out`).
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
@@ -17,6 +18,7 @@ use tw_core::{ToolCall, ToolResult, ToolStatus, TraceId};
 use tw_runtime::{BatchMode, EventKind, Received, Runtime, new_execution_id, new_trace_id};
 
 use crate::cli::{BatchArgs, CallArgs};
+use crate::out::{errln, outln};
 use crate::setup::Context;
 
 /// The exit code for a call's status.
@@ -51,7 +53,7 @@ pub(crate) fn cancel_on_signal() -> CancellationToken {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
         }
-        eprintln!("toolwarden: cancelling (the cancelled calls are still recorded)");
+        errln!("toolwarden: cancelling (the cancelled calls are still recorded)");
         t.cancel();
     });
     token
@@ -112,11 +114,13 @@ pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Re
     };
     let supervisors = tw_mcp::upstream::start(rt, servers, upstream.clone()).await;
     let waiting = tell_when_waiting(rt, &call);
-    let result = rt.execute_with_cancel(call, cancel_on_signal()).await;
+    let cancel = cancel_on_signal();
+    crate::out::cancel_when_closed(&cancel);
+    let result = rt.execute_with_cancel(call, cancel).await;
     waiting.abort();
     upstream.cancel();
     supervisors.stopped().await;
-    println!("{}", serde_json::to_string_pretty(&result)?);
+    outln!("{}", serde_json::to_string_pretty(&result)?)?;
     Ok(exit_code(result.status))
 }
 
@@ -133,7 +137,7 @@ fn tell_when_waiting(rt: &Runtime, call: &ToolCall) -> tokio::task::JoinHandle<(
                 } = &e.kind
             {
                 let secs = (expires_at - e.at).max(0) / 1_000_000;
-                eprintln!(
+                errln!(
                     "toolwarden: {} waits for approval ({reason}).\n  approve: toolwarden confirm approve {confirmation_id}\n  deny:    toolwarden confirm deny {confirmation_id}\n  it is denied if no one answers within {secs} s",
                     e.tool
                 );
@@ -182,6 +186,7 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
     let entries = parse_batch(&read_input(&a.file)?, &shown)?;
     let trace = parse_trace(a.trace_id.as_deref())?;
     let cancel = cancel_on_signal();
+    crate::out::cancel_when_closed(&cancel);
     let calls: Vec<ToolCall> = entries
         .into_iter()
         .map(|e| ToolCall {
@@ -203,7 +208,8 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
         },
     };
     let mut first_failure: Option<ToolStatus> = None;
-    let mut write_error: Option<std::io::Error> = None;
+    let mut write_error: Option<anyhow::Error> = None;
+    let stop = cancel.clone();
     let results = rt
         .execute_batch_cancellable(calls, mode, cancel, |_, r: &ToolResult| {
             if r.status != ToolStatus::Success && first_failure.is_none() {
@@ -213,18 +219,18 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
                 return;
             }
             let line = serde_json::to_string(r).unwrap_or_default();
-            let mut out = std::io::stdout().lock();
-            if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+            if let Err(e) = outln!("{line}") {
+                // Nobody reads the results any more (a closed pipe), or they cannot be written:
+                // stop as Ctrl-C would. The calls in flight are cancelled and the ones not yet
+                // started never start; each still gets its audit record.
+                tracing::info!(error = %format!("{e:#}"), "stdout failed; cancelling the rest of the batch");
                 write_error = Some(e);
+                stop.cancel();
             }
         })
         .await;
     if let Some(e) = write_error {
-        // A closed stdout (e.g. `| head`) is not a reason to report the batch as failed; every
-        // call still ran and was recorded.
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(e).context("cannot write results");
-        }
+        return Err(e);
     }
     tracing::info!(calls = results.len(), "batch finished");
     Ok(first_failure.map_or(0, exit_code))

@@ -12,7 +12,9 @@ use tw_core::LicenseTier;
 ///
 /// Exit codes of `call` and `batch`: 0 success, 1 failed, 3 timeout, 4 cancelled, 5 requires
 /// confirmation, 6 sandbox error, 7 permission denied, 8 validation error, 9 tool not found;
-/// 2 is a usage error and 10 a problem with Toolwarden itself (config, data directory).
+/// 2 is a usage error and 10 a problem with Toolwarden itself (config, data directory). Any
+/// command whose stdout is closed by its reader (`| head`) stops quietly and exits 141; calls in
+/// flight are then cancelled, and recorded, as on Ctrl-C.
 #[derive(Debug, Parser)]
 #[command(name = "toolwarden", version, max_term_width = 100)]
 pub(crate) struct Cli {

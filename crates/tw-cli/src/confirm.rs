@@ -11,6 +11,7 @@ use tw_store::{ConfirmationQuery, ResolveOutcome};
 
 use crate::audit::{now_us, time};
 use crate::cli::{AnswerArgs, ConfirmCommand, GrantsCommand, ModeCommand};
+use crate::out::{errln, out, outln};
 use crate::setup::Context;
 use crate::table::Table;
 
@@ -60,11 +61,11 @@ pub(crate) async fn confirm(
                 rt.pending_confirmations().await?
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
                 return Ok(0);
             }
             if rows.is_empty() {
-                println!("no calls are waiting for approval");
+                outln!("no calls are waiting for approval")?;
                 return Ok(0);
             }
             let now = now_us();
@@ -93,7 +94,7 @@ pub(crate) async fn confirm(
                     expires,
                 ]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render())?;
             Ok(0)
         }
         ConfirmCommand::Approve(a) => answer(rt, ctx, a, true).await,
@@ -144,24 +145,24 @@ async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> an
                 confirmation,
                 grant,
             } => {
-                println!(
+                outln!(
                     "{} {} ({} for {})",
                     if approve { "approved" } else { "denied" },
                     confirmation.id,
                     confirmation.tool,
                     confirmation.agent_id
-                );
+                )?;
                 if let Some(g) = grant {
-                    println!("  remembered as grant {} ({})", g.id, g.scope.kind());
+                    outln!("  remembered as grant {} ({})", g.id, g.scope.kind())?;
                 }
             }
             ResolveOutcome::NotFound => {
                 failed += 1;
-                eprintln!("no confirmation with id {id}");
+                errln!("no confirmation with id {id}");
             }
             ResolveOutcome::AlreadyResolved { state, by, at } => {
                 failed += 1;
-                eprintln!(
+                errln!(
                     "{id} was already {} {}at {}; nothing changed",
                     state.as_str(),
                     by.map_or(String::new(), |b| format!("by {b} ")),
@@ -178,11 +179,11 @@ pub(crate) async fn grants(rt: &Runtime, ctx: &Context, cmd: GrantsCommand) -> a
         GrantsCommand::List { all, json } => {
             let rows = rt.grants(all).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
                 return Ok(0);
             }
             if rows.is_empty() {
-                println!("no grants");
+                outln!("no grants")?;
                 return Ok(0);
             }
             let mut table = Table::new(&[
@@ -212,7 +213,7 @@ pub(crate) async fn grants(rt: &Runtime, ctx: &Context, cmd: GrantsCommand) -> a
                     g.revoked_at.map_or(String::new(), time),
                 ]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render())?;
             Ok(0)
         }
         GrantsCommand::Add {
@@ -230,15 +231,15 @@ pub(crate) async fn grants(rt: &Runtime, ctx: &Context, cmd: GrantsCommand) -> a
                 duration: duration(d.as_deref())?,
             };
             let g = rt.grant(&tool, &spec, &actor(ctx)).await?;
-            println!("granted {} ({} for {})", g.id, g.scope.kind(), g.tool);
+            outln!("granted {} ({} for {})", g.id, g.scope.kind(), g.tool)?;
             Ok(0)
         }
         GrantsCommand::Revoke { id } => {
             if rt.revoke_grant(&id, &actor(ctx)).await? {
-                println!("revoked {id}");
+                outln!("revoked {id}")?;
                 Ok(0)
             } else {
-                eprintln!("no active grant with id {id}");
+                errln!("no active grant with id {id}");
                 Ok(1)
             }
         }
@@ -251,18 +252,18 @@ pub(crate) async fn mode(
     cmd: Option<ModeCommand>,
 ) -> anyhow::Result<u8> {
     match cmd {
-        None | Some(ModeCommand::Show) => println!("{}", rt.mode()),
+        None | Some(ModeCommand::Show) => outln!("{}", rt.mode())?,
         Some(ModeCommand::Set { mode: m }) => {
             let mode: OperationalMode = match m.parse() {
                 Ok(mode) => mode,
                 Err(e) => {
                     // A usage error (exit 2), like any other bad argument.
-                    eprintln!("error: {e}");
+                    errln!("error: {e}");
                     return Ok(2);
                 }
             };
             let before = rt.set_mode(mode, &actor(ctx)).await?;
-            println!("operational mode {before} -> {mode}");
+            outln!("operational mode {before} -> {mode}")?;
         }
     }
     Ok(0)

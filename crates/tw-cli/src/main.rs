@@ -1,13 +1,17 @@
 //! The `toolwarden` binary: parses the command line, opens the runtime on the configured data
 //! directory and workspace, and runs one command. Errors that are Toolwarden's own (bad config,
 //! unusable data directory) exit with code 10 and a one-line message; tool calls exit with the code
-//! of their status.
+//! of their status. A reader that closes stdout ends the command quietly (`out`).
+
+// Every print goes through `out`, where a closed stdout is an error instead of a panic.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod audit;
 mod call;
 mod cli;
 mod confirm;
 mod mcp;
+mod out;
 mod policy;
 mod running;
 mod sandbox;
@@ -22,12 +26,34 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
+use crate::out::errln;
 
 /// Exit code for problems with Toolwarden itself rather than with a tool call.
 pub(crate) const EXIT_INTERNAL: u8 = 10;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A usage error: clap writes it to stderr (ignoring a closed one) and exits 2.
+        Err(e) if e.use_stderr() => e.exit(),
+        // `--help` and `--version` go to stdout, like every other output: through `out`.
+        Err(e) => {
+            let text = e.render();
+            let shown = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                out::out!("{}", text.ansi())
+            } else {
+                out::out!("{text}")
+            };
+            return match shown {
+                Ok(()) => ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_INTERNAL)),
+                Err(e) if out::is_closed(&e) => ExitCode::from(out::EXIT_CLOSED),
+                Err(e) => {
+                    errln!("error: {e:#}");
+                    ExitCode::from(EXIT_INTERNAL)
+                }
+            };
+        }
+    };
     setup::init_tracing(cli.global.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -35,14 +61,16 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(EXIT_INTERNAL);
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
+        // The runtime is closed by now: every call that started has written its record.
+        Err(e) if out::is_closed(&e) => ExitCode::from(out::EXIT_CLOSED),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             ExitCode::from(EXIT_INTERNAL)
         }
     }
@@ -55,7 +83,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     let rt = ctx.open_runtime().await?;
     for w in rt.warnings() {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     if matches!(
         cli.command,

@@ -3,8 +3,9 @@
 //! imported. Stdout carries only the protocol; warnings and logs go to stderr. Also `mcp review`
 //! (quarantined upstream tools and their changes) and `mcp servers` (a connection check).
 //!
-//! SIGINT or SIGTERM ends the session like the client closing it: calls in flight are cancelled
-//! and still get their audit records before the runtime closes.
+//! SIGINT or SIGTERM, or the client no longer reading stdout, ends the session like the client
+//! closing it: calls in flight are cancelled and still get their audit records before the runtime
+//! closes.
 
 use anyhow::bail;
 use tokio_util::sync::CancellationToken;
@@ -15,6 +16,7 @@ use crate::audit::time;
 use crate::call::cancel_on_signal;
 use crate::cli::McpCommand;
 use crate::confirm::actor;
+use crate::out::{errln, out, outln};
 use crate::setup::Context;
 use crate::table::Table;
 
@@ -43,11 +45,18 @@ pub(crate) async fn serve(
         user: ctx.caller.user.clone(),
     };
     let shutdown = cancel_on_signal();
+    // A client that stops reading our stdout has left, whether or not it closed our stdin.
+    let closed = crate::out::cancel_when_closed(&shutdown);
     let upstreams = start_upstreams(rt, ctx, &shutdown).await;
     let served = tw_mcp::serve_stdio(rt.clone(), identity, shutdown.clone()).await;
     // The upstream servers stop with the session.
     shutdown.cancel();
     upstreams.stopped().await;
+    // The client stopped reading: the session ended for it (a reply that could not be written
+    // may have ended it before the watch saw the pipe close).
+    if closed.is_cancelled() || (served.is_err() && crate::out::reader_gone_now()) {
+        return Err(crate::out::Closed.into());
+    }
     served?;
     Ok(0)
 }
@@ -77,7 +86,7 @@ async fn review(
         && waiting.is_empty()
     {
         if pins.iter().any(|p| named(p) == *t) {
-            eprintln!("{t} is not quarantined: its server describes it as pinned");
+            errln!("{t} is not quarantined: its server describes it as pinned");
             return Ok(1);
         }
         bail!(
@@ -91,14 +100,14 @@ async fn review(
             .await?
         {
             Some(_) => {
-                println!(
+                outln!(
                     "accepted the new definition of {}: it is pinned and callable again",
                     named(p)
-                );
+                )?;
                 Ok(0)
             }
             None => {
-                eprintln!("{} was accepted meanwhile", named(p));
+                errln!("{} was accepted meanwhile", named(p));
                 Ok(1)
             }
         }
@@ -107,15 +116,15 @@ async fn review(
             .iter()
             .map(|p| tw_mcp::upstream::review_entry(p))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
         Ok(0)
     } else {
         if waiting.is_empty() {
-            println!("no upstream tool is quarantined");
+            outln!("no upstream tool is quarantined")?;
             return Ok(0);
         }
         for p in waiting {
-            println!(
+            outln!(
                 "{} (server {}, tool {}): changed since {}; pinned {} by {}",
                 named(p),
                 p.server,
@@ -123,16 +132,16 @@ async fn review(
                 p.pending_since.map(time).unwrap_or_default(),
                 time(p.pinned_at),
                 p.pinned_by
-            );
+            )?;
             let before = serde_json::to_string_pretty(&p.definition)?;
             let after = serde_json::to_string_pretty(&p.pending_definition)?;
-            print!(
+            out!(
                 "{}",
                 similar::TextDiff::from_lines(&before, &after)
                     .unified_diff()
                     .header("pinned", "now")
-            );
-            println!("accept: toolwarden mcp review {} --accept\n", named(p));
+            )?;
+            outln!("accept: toolwarden mcp review {} --accept\n", named(p))?;
         }
         Ok(0)
     }
@@ -146,7 +155,7 @@ async fn servers(rt: &Runtime, ctx: &Context, as_json: bool) -> anyhow::Result<u
     upstreams.stopped().await;
     let down = status.iter().any(|s| !s.connected);
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+        outln!("{}", serde_json::to_string_pretty(&status)?)?;
     } else {
         let mut t = Table::new(&["SERVER", "CONNECTED", "TOOLS", "QUARANTINED", "ERROR"]);
         for s in &status {
@@ -158,7 +167,7 @@ async fn servers(rt: &Runtime, ctx: &Context, as_json: bool) -> anyhow::Result<u
                 s.error.clone().unwrap_or_default(),
             ]);
         }
-        print!("{}", t.render());
+        out!("{}", t.render())?;
     }
     Ok(u8::from(down))
 }

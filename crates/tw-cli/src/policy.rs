@@ -15,6 +15,7 @@ use tw_store::AuditQuery;
 
 use crate::audit::{parse_time, time};
 use crate::cli::PolicyCommand;
+use crate::out::{errln, out, outln};
 use crate::setup::Context;
 use crate::table::Table;
 
@@ -40,7 +41,7 @@ pub(crate) fn render(d: &PolicyDecision) -> String {
 pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: PolicyCommand) -> anyhow::Result<u8> {
     match cmd {
         PolicyCommand::Show => {
-            show(rt);
+            show(rt)?;
             Ok(0)
         }
         PolicyCommand::Explain {
@@ -54,19 +55,21 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: PolicyCommand) -> anyh
     }
 }
 
-fn show(rt: &Runtime) {
+fn show(rt: &Runtime) -> anyhow::Result<()> {
     let p = rt.policy();
-    println!("policy from:   {}", tw_runtime::policy::describe(&p));
-    println!("mode:          {}", rt.mode());
-    println!("license tier:  {}", rt.tier());
-    println!(
+    outln!("policy from:   {}", tw_runtime::policy::describe(&p))?;
+    outln!("mode:          {}", rt.mode())?;
+    outln!("license tier:  {}", rt.tier())?;
+    outln!(
         "confirmations: wait {} s ({})",
-        p.confirmation_timeout.0, p.confirmation_timeout.1
-    );
-    println!("rules:");
+        p.confirmation_timeout.0,
+        p.confirmation_timeout.1
+    )?;
+    outln!("rules:")?;
     for line in &p.summary {
-        println!("  {line}");
+        outln!("  {line}")?;
     }
+    Ok(())
 }
 
 fn explain(
@@ -87,17 +90,17 @@ fn explain(
         bail!("no tool named {tool:?} is registered (see `toolwarden tools list`)");
     };
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&decision)?);
+        outln!("{}", serde_json::to_string_pretty(&decision)?)?;
     } else {
-        println!(
+        outln!(
             "{tool} for {}{} in {} mode",
             who.agent_id,
             who.skill
                 .as_deref()
                 .map_or(String::new(), |s| format!(" (skill {s})")),
             rt.mode()
-        );
-        print!("{}", render(&decision));
+        )?;
+        out!("{}", render(&decision))?;
     }
     Ok(0)
 }
@@ -146,22 +149,22 @@ fn check(rt: &Runtime, files: &[PathBuf]) -> anyhow::Result<u8> {
             Ok(p) => Arc::new(p),
             Err(errors) => {
                 for e in &errors {
-                    println!("error: {e}");
+                    outln!("error: {e}")?;
                 }
-                println!("{} error(s): the policy would be refused", errors.len());
+                outln!("{} error(s): the policy would be refused", errors.len())?;
                 return Ok(1);
             }
         }
     };
     let findings = lint(&policy, &definitions(rt));
     for f in &findings {
-        println!("warning: {f}");
+        outln!("warning: {f}")?;
     }
-    println!(
+    outln!(
         "{}: loads, every example holds; {} warning(s)",
         tw_runtime::policy::describe(&policy),
         findings.len()
-    );
+    )?;
     Ok(if findings.is_empty() { 0 } else { 1 })
 }
 
@@ -175,7 +178,7 @@ async fn simulate(
         Ok(p) => Arc::new(p),
         Err(errors) => {
             for e in &errors {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
             }
             bail!("the proposed policy does not load");
         }
@@ -223,14 +226,14 @@ async fn simulate(
         }
     }
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "replayed": replayed,
                 "skipped": skipped,
                 "changed": changed,
             }))?
-        );
+        )?;
     } else {
         let mut table = Table::new(&[
             "STARTED",
@@ -264,13 +267,13 @@ async fn simulate(
             );
         }
         if !changed.is_empty() {
-            print!("{}", table.render());
+            out!("{}", table.render())?;
         }
-        println!(
+        outln!(
             "{} of {replayed} recorded call(s) would be decided differently ({skipped} skipped: their tool is no longer registered). \
              Arguments are replayed as recorded, secrets redacted; rate limits and grants are not replayed.",
             changed.len()
-        );
+        )?;
     }
     Ok(0)
 }

@@ -9,6 +9,7 @@ use tw_runtime::Runtime;
 use tw_runtime::live;
 
 use crate::audit::time;
+use crate::out::{errln, out, outln};
 use crate::table::Table;
 
 /// Exit code when `cancel` finds no such call running anywhere.
@@ -36,11 +37,11 @@ pub(crate) async fn running(rt: &Runtime, json_out: bool) -> anyhow::Result<u8> 
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(0);
     }
     if calls.is_empty() {
-        println!("No calls in flight.");
+        outln!("No calls in flight.")?;
         return Ok(0);
     }
     let mut table = Table::new(&["STARTED", "PID", "TOOL", "AGENT", "EXECUTION"]);
@@ -53,7 +54,7 @@ pub(crate) async fn running(rt: &Runtime, json_out: bool) -> anyhow::Result<u8> 
             c.execution_id.to_string(),
         ]);
     }
-    print!("{}", table.render());
+    out!("{}", table.render())?;
     Ok(0)
 }
 
@@ -63,15 +64,15 @@ pub(crate) async fn cancel(rt: &Runtime, id: &str) -> anyhow::Result<u8> {
         Ok(id) => id,
         Err(e) => {
             // A usage error (exit 2), like any other bad argument.
-            eprintln!("error: not an execution id: {e}");
+            errln!("error: not an execution id: {e}");
             return Ok(2);
         }
     };
     if rt.cancel(&id) || live::cancel_elsewhere(rt.data_dir(), &id).await {
-        println!("Cancel requested for {id}; its audit record says how it ended.");
+        outln!("Cancel requested for {id}; its audit record says how it ended.")?;
         Ok(0)
     } else {
-        eprintln!("No call {id} is in flight on this data directory.");
+        errln!("No call {id} is in flight on this data directory.");
         Ok(NOT_RUNNING)
     }
 }

@@ -5,6 +5,7 @@ use tw_runtime::Runtime;
 use tw_runtime::SandboxDoctor as Doctor;
 
 use crate::cli::SandboxCommand;
+use crate::out::{out, outln};
 use crate::table::Table;
 
 pub(crate) async fn run(rt: &Runtime, cmd: SandboxCommand) -> anyhow::Result<u8> {
@@ -12,9 +13,9 @@ pub(crate) async fn run(rt: &Runtime, cmd: SandboxCommand) -> anyhow::Result<u8>
         SandboxCommand::Doctor { json } => {
             let report = rt.sandbox_doctor().await;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?)?;
             } else {
-                print!("{}", render(&report));
+                out!("{}", render(&report))?;
             }
             Ok(u8::from(report.self_test.iter().any(|c| !c.contained)))
         }

@@ -2,7 +2,6 @@
 //! it. The first line on stdout is the MCP URL, so scripts and tests can wait for it; logs go to
 //! stderr.
 
-use std::io::Write as _;
 use std::net::SocketAddr;
 
 use tw_runtime::Runtime;
@@ -11,6 +10,7 @@ use crate::audit::time;
 use crate::call::cancel_on_signal;
 use crate::cli::ServeCommand;
 use crate::confirm::actor;
+use crate::out::{errln, out, outln};
 use crate::setup::Context;
 use crate::table::Table;
 
@@ -24,32 +24,33 @@ pub(crate) async fn run(
         None => serve(rt, ctx, listen).await,
         Some(ServeCommand::Token) => {
             let (token, path) = rt.admin_token()?;
-            println!("{token}");
-            eprintln!("(from {})", path.display());
+            outln!("{token}")?;
+            errln!("(from {})", path.display());
             Ok(0)
         }
         Some(ServeCommand::Issue { agent, label }) => {
             let (token, row) = rt.issue_api_token(&agent, label, &actor(ctx)).await?;
-            println!("{token}");
-            eprintln!(
+            outln!("{token}")?;
+            errln!(
                 "token {} for agent {}: it reaches /mcp only; this is the only time it is shown",
-                row.fingerprint, row.agent_id
+                row.fingerprint,
+                row.agent_id
             );
             Ok(0)
         }
         Some(ServeCommand::Revoke { agent }) => {
             let revoked = rt.revoke_api_tokens(&agent, &actor(ctx)).await?;
             if revoked.is_empty() {
-                eprintln!("agent {agent} has no live token");
+                errln!("agent {agent} has no live token");
                 return Ok(1);
             }
-            println!("revoked {} token(s) of agent {agent}", revoked.len());
+            outln!("revoked {} token(s) of agent {agent}", revoked.len())?;
             Ok(0)
         }
         Some(ServeCommand::Tokens { all, json }) => {
             let rows = rt.store().api_tokens(all).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
                 return Ok(0);
             }
             let mut t = Table::new(&["AGENT", "TOKEN", "ISSUED", "BY", "REVOKED", "LABEL"]);
@@ -63,7 +64,7 @@ pub(crate) async fn run(
                     r.label.unwrap_or_default(),
                 ]);
             }
-            print!("{}", t.render());
+            out!("{}", t.render())?;
             Ok(0)
         }
     }
@@ -79,18 +80,24 @@ async fn serve(rt: &Runtime, ctx: &Context, listen: Option<SocketAddr>) -> anyho
     let shutdown = cancel_on_signal();
     let upstreams = crate::mcp::start_upstreams(rt, ctx, &shutdown).await;
     let endpoint = tw_server::start(rt.clone(), &settings, shutdown.clone()).await?;
-    println!("{}", endpoint.mcp_url());
-    std::io::stdout().flush()?;
-    eprintln!(
-        "toolwarden: serving MCP at {} and the admin API at http://{}/api/v1; the administrator's \
-         token is in {}",
-        endpoint.mcp_url(),
-        endpoint.addr,
-        endpoint.token_file.display()
-    );
+    // Whoever started us waits for this line; if they are gone (stdout closed), so are we: the
+    // endpoint shuts down as on SIGTERM and the command ends quietly.
+    let announced = outln!("{}", endpoint.mcp_url());
+    if announced.is_ok() {
+        errln!(
+            "toolwarden: serving MCP at {} and the admin API at http://{}/api/v1; the \
+             administrator's token is in {}",
+            endpoint.mcp_url(),
+            endpoint.addr,
+            endpoint.token_file.display()
+        );
+    } else {
+        shutdown.cancel();
+    }
     endpoint.wait().await?;
     // Calls cut off by the shutdown still write their audit records before the runtime closes.
     tw_mcp::drain(rt).await;
     upstreams.stopped().await;
+    announced?;
     Ok(0)
 }

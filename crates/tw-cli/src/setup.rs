@@ -8,6 +8,7 @@ use tw_runtime::Runtime;
 use tw_runtime::paths::Places;
 
 use crate::cli::Global;
+use crate::out::outln;
 
 /// Everything resolved before the runtime opens.
 pub(crate) struct Context {
@@ -16,14 +17,26 @@ pub(crate) struct Context {
 }
 
 pub(crate) fn init_tracing(verbose: bool) {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{EnvFilter, filter::dynamic_filter_fn};
     let default = if verbose { "info" } else { "warn" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        // A log line stderr cannot take (`2>&1 | head`) is dropped: by default tracing would
+        // report it with `eprintln!`, which panics on that same closed pipe.
+        .log_internal_errors(false)
+        .with_filter(filter)
+        // Once stdout's reader is gone, the MCP transport's complaints that it cannot write
+        // there are expected: the command is ending quietly, as it was asked to. (Looked at
+        // when the transport complains, which may be before the watch on stdout saw it go.)
+        .with_filter(dynamic_filter_fn(|meta, _| {
+            !(meta.target().starts_with("rmcp")
+                && *meta.level() <= tracing::Level::WARN
+                && (crate::out::is_gone() || crate::out::reader_gone_now()))
+        }));
+    let _ = tracing_subscriber::registry().with(layer).try_init();
 }
 
 impl Context {
@@ -50,7 +63,7 @@ impl Context {
 
     /// `toolwarden config`
     pub(crate) fn show(&self) -> anyhow::Result<u8> {
-        println!(
+        outln!(
             "config file:   {}",
             self.places
                 .config_file
@@ -58,35 +71,35 @@ impl Context {
                 .map_or("(none: built-in defaults)".to_owned(), |f| f
                     .display()
                     .to_string())
-        );
-        println!("data dir:      {}", self.places.data_dir.display());
-        println!(
+        )?;
+        outln!("data dir:      {}", self.places.data_dir.display())?;
+        outln!(
             "audit db:      {}",
             self.places
                 .data_dir
                 .join(tw_runtime::DATABASE_FILE)
                 .display()
-        );
+        )?;
         for (i, w) in self.places.workspace.iter().enumerate() {
-            println!(
+            outln!(
                 "{:<15}{}",
                 if i == 0 { "workspace:" } else { "" },
                 w.display()
-            );
+            )?;
         }
-        println!("license tier:  {}", self.places.config.license_tier);
-        println!(
+        outln!("license tier:  {}", self.places.config.license_tier)?;
+        outln!(
             "mode:          {} (at start; `toolwarden mode` shows the current one)",
             self.places.config.mode
-        );
+        )?;
         let files = tw_runtime::policy::policy_paths(&self.places.config);
         if files.is_empty() {
-            println!(
+            outln!(
                 "policy:        the built-in policy (`toolwarden policy show` lists its rules)"
-            );
+            )?;
         } else {
             for (i, f) in files.iter().enumerate() {
-                println!("{:<15}{}", if i == 0 { "policy:" } else { "" }, f.display());
+                outln!("{:<15}{}", if i == 0 { "policy:" } else { "" }, f.display())?;
             }
         }
         Ok(0)

@@ -3,11 +3,13 @@
 //! from (manifest, inherited, capability, override), every SKILL.md problem as `FILE:LINE`, the
 //! administrators' overrides and capability settings, lifecycle figures, and validated saves.
 
+use anyhow::bail;
 use serde_json::json;
 use tw_runtime::Runtime;
 use tw_store::AuditQuery;
 
 use crate::cli::{OverrideCommand, SkillsCommand};
+use crate::out::{errln, out, outln};
 use crate::setup::Context;
 use crate::table::Table;
 
@@ -21,10 +23,23 @@ fn located(path: &std::path::Path, d: &tw_core::skill::Diagnostic) -> String {
 }
 
 pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyhow::Result<u8> {
-    // The runtime loaded them as it opened (a directory it cannot read is reported as a warning
-    // then, and has no skills).
+    // The runtime loaded them as it opened. A directory it cannot read is an error here, not an
+    // empty list: every call under a skill is refused until it can be read.
     let dir = rt.skills_dir();
     let skills = rt.skills();
+    if let Some(e) = skills.error()
+        && matches!(
+            cmd,
+            SkillsCommand::List { .. }
+                | SkillsCommand::Show { .. }
+                | SkillsCommand::Check
+                | SkillsCommand::Report { .. }
+                | SkillsCommand::Resolved { .. }
+                | SkillsCommand::Metrics { .. }
+        )
+    {
+        bail!("the skills directory cannot be read: {e}");
+    }
     match cmd {
         SkillsCommand::List { json: true } => {
             let rows: Vec<_> = skills
@@ -40,12 +55,12 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     })
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&rows)?);
+            outln!("{}", serde_json::to_string_pretty(&rows)?)?;
             Ok(0)
         }
         SkillsCommand::List { json: false } => {
             if skills.skills.is_empty() {
-                println!("No skills in {}.", dir.display());
+                outln!("No skills in {}.", dir.display())?;
                 return Ok(0);
             }
             let mut table = Table::new(&["SKILL", "STATUS", "TOOLS", "DESCRIPTION"]).max_width(60);
@@ -73,12 +88,12 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     description,
                 ]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render())?;
             Ok(0)
         }
         SkillsCommand::Show { name, json } => {
             let Some(s) = skills.get(&name) else {
-                eprintln!("error: no skill {name:?} in {}", dir.display());
+                errln!("error: no skill {name:?} in {}", dir.display());
                 return Ok(2);
             };
             let resolved = rt.resolve_skill(&name);
@@ -94,17 +109,17 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     "resolved_tools": tools,
                     "diagnostics": s.diagnostics,
                 });
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", serde_json::to_string_pretty(&out)?)?;
                 return Ok(0);
             }
-            println!("skill:  {}", s.folder);
-            println!("file:   {}", s.path.display());
+            outln!("skill:  {}", s.folder)?;
+            outln!("file:   {}", s.path.display())?;
             if let Some(m) = &s.manifest {
-                println!("about:  {}", m.description);
+                outln!("about:  {}", m.description)?;
             }
-            print!("{}", resolved_table(tools).render());
+            out!("{}", resolved_table(tools).render())?;
             for d in &s.diagnostics {
-                println!("{}", located(&s.path, d));
+                outln!("{}", located(&s.path, d))?;
             }
             Ok(0)
         }
@@ -154,11 +169,11 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                         json!({"tool": tool, "declared": from, "calls": calls, "success": ok, "denied": denied})
                     })
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", serde_json::to_string_pretty(&out)?)?;
                 return Ok(0);
             }
             if skills.get(&name).is_none() && rows.is_empty() {
-                eprintln!(
+                errln!(
                     "error: no skill {name:?} in {} and no calls made under it",
                     dir.display()
                 );
@@ -174,29 +189,29 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     denied.to_string(),
                 ]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render())?;
             Ok(0)
         }
         SkillsCommand::Resolved { name, json } => {
             let Some(resolved) = rt.resolve_skill(&name) else {
-                eprintln!("error: no skill {name:?} is loaded from {}", dir.display());
+                errln!("error: no skill {name:?} is loaded from {}", dir.display());
                 return Ok(2);
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&resolved)?);
+                outln!("{}", serde_json::to_string_pretty(&resolved)?)?;
                 return Ok(0);
             }
-            print!("{}", resolved_table(&resolved.tools).render());
+            out!("{}", resolved_table(&resolved.tools).render())?;
             if !resolved.permissions.is_empty() {
-                println!("permissions: {}", resolved.permissions.join(", "));
+                outln!("permissions: {}", resolved.permissions.join(", "))?;
             }
             for p in &resolved.unknown_permissions {
-                println!(
+                outln!(
                     "warning: permission {p:?} is not a capability in the catalog; it reaches no tool"
-                );
+                )?;
             }
             for t in &resolved.dangling_overrides {
-                println!("warning: an override names tool {t:?}, which is not registered");
+                outln!("warning: an override names tool {t:?}, which is not registered")?;
             }
             Ok(0)
         }
@@ -211,7 +226,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     let level: tw_core::policy::access::AccessLevel = match level.parse() {
                         Ok(l) => l,
                         Err(e) => {
-                            eprintln!("error: --level: {e}");
+                            errln!("error: --level: {e}");
                             return Ok(2);
                         }
                     };
@@ -250,11 +265,11 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
             };
             match outcome {
                 Ok(line) => {
-                    println!("{}", line.replace("{}", &tool));
+                    outln!("{}", line.replace("{}", &tool))?;
                     Ok(0)
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    errln!("error: {e}");
                     Ok(2)
                 }
             }
@@ -271,15 +286,15 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     .iter()
                     .map(|r| tw_runtime::capabilities::override_json(r))
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", serde_json::to_string_pretty(&out)?)?;
                 return Ok(0);
             }
             if rows.is_empty() {
-                println!("No overrides.");
+                outln!("No overrides.")?;
                 return Ok(0);
             }
             for r in rows {
-                println!("{}", tw_runtime::capabilities::describe_override(r));
+                outln!("{}", tw_runtime::capabilities::describe_override(r))?;
             }
             Ok(0)
         }
@@ -293,11 +308,11 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
             if let Some(t) = &tool
                 && tools.is_empty()
             {
-                eprintln!("error: no registered tool named {t:?}");
+                errln!("error: no registered tool named {t:?}");
                 return Ok(2);
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&tools)?);
+                outln!("{}", serde_json::to_string_pretty(&tools)?)?;
                 return Ok(0);
             }
             let mut table =
@@ -329,7 +344,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     t.classification.detail.clone().unwrap_or_default(),
                 ]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render())?;
             Ok(0)
         }
         SkillsCommand::Classify {
@@ -353,9 +368,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
             } else if clear {
                 match rt.clear_tool_capabilities(&tool, &actor).await {
                     Ok(false) => {
-                        println!(
-                            "tool {tool} had no administrator's capabilities; nothing changed"
-                        );
+                        outln!("tool {tool} had no administrator's capabilities; nothing changed")?;
                         return Ok(0);
                     }
                     Ok(true) => Ok(rt.capabilities().tools.get(&tool).cloned()),
@@ -364,7 +377,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
             } else if again {
                 rt.reclassify_tool(&tool).await.map(Some)
             } else {
-                eprintln!("error: say --set CAPABILITIES, --clear or --again");
+                errln!("error: say --set CAPABILITIES, --clear or --again");
                 return Ok(2);
             };
             match result {
@@ -375,7 +388,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                         .iter()
                         .map(|a| format!("{} {:.2}", a.capability, a.confidence))
                         .collect();
-                    println!(
+                    outln!(
                         "tool {tool}: {} ({} by {})",
                         if caps.is_empty() {
                             "no capability".to_owned()
@@ -384,12 +397,12 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                         },
                         t.classification.source,
                         t.classified_by
-                    );
+                    )?;
                     Ok(0)
                 }
                 Ok(None) => Ok(0),
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    errln!("error: {e}");
                     Ok(2)
                 }
             }
@@ -397,7 +410,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
         SkillsCommand::Metrics { json } => {
             let m = rt.skill_metrics().await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&m)?);
+                outln!("{}", serde_json::to_string_pretty(&m)?)?;
                 return Ok(0);
             }
             let mut table = Table::new(&[
@@ -427,23 +440,23 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     f.skill_denied.to_string(),
                 ]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render())?;
             let sources = m
                 .classification_sources
                 .iter()
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            println!("tools classified by: {sources}");
+            outln!("tools classified by: {sources}")?;
             Ok(0)
         }
         SkillsCommand::Text { name } => match rt.skill_text(&name) {
             Ok(text) => {
-                print!("{text}");
+                out!("{text}")?;
                 Ok(0)
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 Ok(2)
             }
         },
@@ -456,7 +469,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                 match std::fs::read_to_string(&file) {
                     Ok(t) => t,
                     Err(e) => {
-                        eprintln!("error: {file}: {e}");
+                        errln!("error: {file}: {e}");
                         return Ok(2);
                     }
                 }
@@ -472,24 +485,24 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
             {
                 Ok(saved) => {
                     for d in &saved.warnings {
-                        eprintln!("{shown}:{}", d.to_string().trim_start_matches("line "));
+                        errln!("{shown}:{}", d.to_string().trim_start_matches("line "));
                     }
-                    println!(
+                    outln!(
                         "{} {}",
                         if saved.created { "created" } else { "saved" },
                         saved.path.display()
-                    );
+                    )?;
                     Ok(0)
                 }
                 Err(tw_runtime::RuntimeError::SkillInvalid { diagnostics, .. }) => {
                     for d in &diagnostics {
-                        eprintln!("{shown}:{}", d.to_string().trim_start_matches("line "));
+                        errln!("{shown}:{}", d.to_string().trim_start_matches("line "));
                     }
-                    eprintln!("error: not saved; the skill in force is unchanged");
+                    errln!("error: not saved; the skill in force is unchanged");
                     Ok(1)
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    errln!("error: {e}");
                     Ok(2)
                 }
             }
@@ -501,19 +514,19 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                     if d.severity == tw_core::skill::Severity::Error {
                         errors += 1;
                     }
-                    println!("{}", located(&s.path, d));
+                    outln!("{}", located(&s.path, d))?;
                 }
             }
             for p in skills.map.problems() {
-                println!("skill {}: {}", p.skill, p.message);
+                outln!("skill {}: {}", p.skill, p.message)?;
             }
             let catalog = rt.capabilities().catalog.clone();
             for s in skills.skills.iter().filter_map(|s| s.manifest.as_ref()) {
                 for p in s.permissions.iter().filter(|p| !catalog.contains(p)) {
-                    println!(
+                    outln!(
                         "skill {}: permission {p:?} is not a capability in the catalog; it reaches no tool",
                         s.name
-                    );
+                    )?;
                 }
             }
             let loaded = skills
@@ -521,10 +534,10 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
                 .iter()
                 .filter(|s| s.manifest.is_some())
                 .count();
-            println!(
+            outln!(
                 "{loaded} of {} skills load; {errors} error(s)",
                 skills.skills.len()
-            );
+            )?;
             Ok(u8::from(errors > 0))
         }
     }

@@ -8,6 +8,7 @@ use tw_core::{Caller, CoreError, Decision, DefinitionFormat, ToolFilter, load_to
 use tw_runtime::{Runtime, RuntimeError};
 
 use crate::cli::{Format, ListArgs, SwitchArgs, ToolsCommand};
+use crate::out::{errln, out, outln};
 use crate::setup::Context;
 use crate::table::Table;
 
@@ -21,7 +22,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ToolsCommand) -> anyho
         ToolsCommand::Remove { name } => {
             rt.remove_custom_tool(&name, &crate::confirm::actor(ctx))
                 .await?;
-            println!("removed custom tool {name}");
+            outln!("removed custom tool {name}")?;
             Ok(0)
         }
         ToolsCommand::Disable(args) => switch(rt, ctx, args, false).await,
@@ -41,10 +42,10 @@ async fn switch(rt: &Runtime, ctx: &Context, a: SwitchArgs, enabled: bool) -> an
     let actor = crate::confirm::actor(ctx);
     for tier in tiers {
         match rt.set_tool_enabled(&a.name, tier, enabled, &actor).await {
-            Ok(outcome) => println!("{outcome}"),
+            Ok(outcome) => outln!("{outcome}")?,
             Err(RuntimeError::Core(e @ CoreError::UnknownTool(_))) => {
                 // A usage error (exit 2), like an unknown tier.
-                eprintln!("error: {e} (see `toolwarden tools list`)");
+                errln!("error: {e} (see `toolwarden tools list`)");
                 return Ok(2);
             }
             Err(e) => return Err(e.into()),
@@ -85,7 +86,7 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
             .iter()
             .map(|t| tw_server::tool_summary(rt, t, caller))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        outln!("{}", serde_json::to_string_pretty(&list)?)?;
         return Ok(0);
     }
     let mut table = Table::new(&[
@@ -116,7 +117,7 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
             d.description.clone(),
         ]);
     }
-    print!("{}", table.render());
+    out!("{}", table.render())?;
     Ok(0)
 }
 
@@ -127,7 +128,7 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
     let d = &tool.definition;
     let explanation = rt.tool_decision(name, caller);
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "kind": tool.kind.label(),
@@ -145,19 +146,19 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
                 "policy": explanation,
                 "switched_off": rt.tier_switches(name),
             }))?
-        );
+        )?;
         return Ok(0);
     }
     let c = &d.constraints;
-    println!(
+    outln!(
         "{} ({}, group {}, category {})",
         d.name,
         tool.kind.label(),
         d.group,
         d.category
-    );
-    println!("  {}", d.description);
-    println!(
+    )?;
+    outln!("  {}", d.description)?;
+    outln!(
         "  risk: {}   tier: {}   side effects: {}   confirmation: {}   isolation: {}",
         d.risk_level,
         d.license_tier,
@@ -168,13 +169,15 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
             "no"
         },
         c.isolation
-    );
-    println!(
+    )?;
+    outln!(
         "  limits: {} ms, {} bytes of output   version: {}",
-        c.max_execution_time_ms, c.max_output_bytes, d.version
-    );
+        c.max_execution_time_ms,
+        c.max_output_bytes,
+        d.version
+    )?;
     if let tw_runtime::ToolKind::Custom(cmd) = &tool.kind {
-        println!("  command: {}", cmd.argv().collect::<Vec<_>>().join(" "));
+        outln!("  command: {}", cmd.argv().collect::<Vec<_>>().join(" "))?;
     }
     let switches = rt.tier_switches(name);
     if !switches.is_empty() {
@@ -182,20 +185,20 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
             .iter()
             .map(|s| format!("{} (by {} at {})", s.tier, s.by, s.at_rfc3339()))
             .collect();
-        println!("  switched off for: {}", shown.join(", "));
+        outln!("  switched off for: {}", shown.join(", "))?;
     }
     if let Some(p) = explanation {
-        println!(
+        outln!(
             "policy for {} (before arguments are known):",
             caller.agent_id
-        );
-        print!("{}", crate::policy::render(&p));
+        )?;
+        out!("{}", crate::policy::render(&p))?;
     }
-    println!("parameters:");
-    println!("{}", serde_json::to_string_pretty(&d.parameters)?);
+    outln!("parameters:")?;
+    outln!("{}", serde_json::to_string_pretty(&d.parameters)?)?;
     if let Some(out) = &d.output_schema {
-        println!("output schema:");
-        println!("{}", serde_json::to_string_pretty(out)?);
+        outln!("output schema:")?;
+        outln!("{}", serde_json::to_string_pretty(out)?)?;
     }
     Ok(0)
 }
@@ -214,10 +217,10 @@ fn export(rt: &Runtime, caller: &Caller, format: Format, all: bool) -> anyhow::R
         Format::Anthropic => ExportFormat::Anthropic,
         Format::Mcp => ExportFormat::Mcp,
     };
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&export_tools(defs, format))?
-    );
+    )?;
     Ok(0)
 }
 
@@ -251,10 +254,10 @@ async fn add(rt: &Runtime, ctx: &Context, file: &std::path::Path) -> anyhow::Res
     for spec in specs {
         let name = spec.definition.name.to_string();
         let added = rt.add_custom_tool(spec, now, &actor).await?;
-        println!(
+        outln!(
             "{} custom tool {name}",
             if added { "added" } else { "updated" }
-        );
+        )?;
     }
     Ok(0)
 }

@@ -642,7 +642,7 @@ pub struct SkillSummary {
     pub name: String,
     /// What it is for, when its SKILL.md gives it.
     pub description: Option<String>,
-    /// Whether a manifest is in force (a skill whose edit does not parse keeps its last good one).
+    /// Whether a manifest is in force (a skill with errors has none, and reaches nothing).
     pub loaded: bool,
     /// Errors in its SKILL.md.
     pub errors: usize,

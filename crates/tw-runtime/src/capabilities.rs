@@ -253,7 +253,7 @@ pub struct SkillMetrics {
 pub struct SkillFigures {
     /// The skill.
     pub skill: String,
-    /// Whether it loads (a skill with errors and no last good version does not).
+    /// Whether it loads (a skill with errors does not, and reaches nothing).
     pub loaded: bool,
     /// Resolutions of its envelope in this process.
     pub activations: u64,
@@ -594,6 +594,11 @@ impl Runtime {
     ) -> Result<Option<SkillOverrideRow>> {
         tw_core::skill::check_name(skill)
             .map_err(|e| RuntimeError::Capabilities(format!("skill name {skill:?} {e}")))?;
+        if let Some(e) = self.skills().error() {
+            return Err(RuntimeError::Capabilities(format!(
+                "the skills directory cannot be read: {e}"
+            )));
+        }
         if self.skills().get(skill).is_none() {
             return Err(RuntimeError::Capabilities(format!(
                 "no skill named {skill:?} is in {}",

@@ -287,10 +287,7 @@ impl Runtime {
         };
         let switches = Switches::from_rows(store.tool_switches().await?);
         let skills_dir = crate::skills::skills_dir(&config, &workspace_roots);
-        let skills = crate::skills::Skills::load(&skills_dir).unwrap_or_else(|e| {
-            tracing::warn!(dir = %skills_dir.display(), error = %e, "the skills cannot be read");
-            crate::skills::Skills::default()
-        });
+        let skills = crate::skills::Skills::load(&skills_dir);
 
         let registry = ToolRegistry::new();
         for tool in builtins::all() {
@@ -315,6 +312,12 @@ impl Runtime {
         }
         for w in &warnings {
             tracing::warn!(warning = %w, "a stored custom tool was not loaded");
+        }
+        if let Some(e) = skills.error() {
+            warnings.push(format!(
+                "the skills directory cannot be read ({e}); every call under a skill is refused \
+                 until it can"
+            ));
         }
         let catalog = Arc::new(crate::capabilities::load_catalog(
             config.capabilities_file.as_deref(),
@@ -437,6 +440,27 @@ impl Runtime {
         }
     }
 
+    fn skills_watched(&self) -> bool {
+        self.inner
+            .skills_watcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// Watches the skills directory afresh (an earlier watch ends with the directory it was
+    /// on, e.g. one replaced by a file and back).
+    fn watch_skills_again(&self) {
+        *self
+            .inner
+            .skills_watcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        if self.inner.skills_dir.is_dir() {
+            self.watch_skills();
+        }
+    }
+
     pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
         Self { inner }
     }
@@ -483,6 +507,17 @@ impl Runtime {
                 }
                 if let Err(e) = rt.refresh_quarantine().await {
                     tracing::warn!(error = %e, "the upstream tools' pins could not be re-read");
+                }
+                // A directory that cannot be read, or that appeared after the start, is not
+                // watched: look again each second, so its skills apply (and the refusals for an
+                // unreadable one end) within a second of it being fixed.
+                if rt.skills().error().is_some()
+                    || (!rt.skills_watched() && rt.skills_dir().is_dir())
+                {
+                    rt.reload_skills();
+                    if rt.skills().error().is_none() {
+                        rt.watch_skills_again();
+                    }
                 }
             }
         });
@@ -861,28 +896,30 @@ impl Runtime {
         &self.inner.skills_dir
     }
 
-    /// Re-reads the skills directory (the watcher does this on every change); a skill whose
-    /// edit does not parse keeps its last good manifest. A directory that cannot be read keeps
-    /// the skills as they were.
+    /// Re-reads the skills directory (the watcher does this on every change, and the settings
+    /// refresh every second while the directory cannot be read). What is on disk now is in force:
+    /// a skill whose edit does not load is refused until it is fixed, and while the directory
+    /// cannot be read every call under a skill is refused with the reason.
     pub fn reload_skills(&self) {
-        let previous = self.skills();
-        match crate::skills::Skills::reload(&self.inner.skills_dir, &previous) {
-            Ok(next) => {
-                for s in &next.skills {
-                    for d in &s.diagnostics {
-                        tracing::warn!(file = %s.path.display(), "{d}");
-                    }
-                }
-                *self
-                    .inner
-                    .skills
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
-            }
-            Err(e) => {
-                tracing::warn!(dir = %self.inner.skills_dir.display(), error = %e, "the skills cannot be re-read");
+        let next = crate::skills::Skills::load(&self.inner.skills_dir);
+        for s in &next.skills {
+            for d in &s.diagnostics {
+                tracing::warn!(file = %s.path.display(), "{d}");
             }
         }
+        let before = self.skills();
+        match (before.error(), next.error()) {
+            (was, Some(e)) if was != Some(e) => {
+                tracing::warn!(error = %e, "the skills directory cannot be read; every call under a skill is refused until it can");
+            }
+            (Some(_), None) => tracing::info!("the skills directory can be read again"),
+            _ => {}
+        }
+        *self
+            .inner
+            .skills
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
     }
 
     /// The data directory the runtime was opened on.
@@ -1077,26 +1114,24 @@ impl Runtime {
                 reason,
             ));
         }
-        // A call made under a skill may use only the skill's tools (once any skill is loaded: a
-        // skill name with no skills directory is a label, as before skills existed).
+        // A call made under a skill may use only the skill's tools. A skill that is unknown,
+        // does not load, or cannot be read because the directory cannot reaches nothing.
         if let Some(skill) = &caller.skill {
             let skills = self.skills();
-            if !skills.map.is_empty() {
-                let (needed, _) = state.policy.access.needed(def);
-                let caps = self.capabilities();
-                let ov = self.skill_overrides();
-                let envelopes = tw_core::skill::Envelopes {
-                    skills: &skills.map,
-                    capabilities: &caps.index,
-                    overrides: &ov.overrides,
-                };
-                let judged = envelopes.judge(skill, def, needed, arguments, argv);
-                if count {
-                    self.inner.skill_counters.count_check(judged.via);
-                }
-                evaluation.decision.push(judged.verdict);
-                evaluation.rate_checks.extend(judged.rate);
+            let (needed, _) = state.policy.access.needed(def);
+            let caps = self.capabilities();
+            let ov = self.skill_overrides();
+            let envelopes = tw_core::skill::Envelopes {
+                skills: &skills.map,
+                capabilities: &caps.index,
+                overrides: &ov.overrides,
+            };
+            let judged = envelopes.judge(skill, def, needed, arguments, argv);
+            if count {
+                self.inner.skill_counters.count_check(judged.via);
             }
+            evaluation.decision.push(judged.verdict);
+            evaluation.rate_checks.extend(judged.rate);
         }
         evaluation
     }

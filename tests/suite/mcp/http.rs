@@ -708,3 +708,51 @@ fn serve_frees_every_session_it_closes_over_two_thousand_sessions() {
         "memory grew with the sessions: {figures}"
     );
 }
+
+/// Issue 15, through the admin API: explaining a call under a skill that is not loaded (no skills
+/// directory at all) gives the skill layer's refusal, not policy's allow alone.
+#[test]
+fn the_admin_api_refuses_a_skill_that_is_not_loaded() {
+    let env = Env::new().with_config(FS_AND_ECHO);
+    let served = Served::start(&env);
+    let auth = bearer(&admin_token(&env));
+    let explain = |skill: Option<&str>| {
+        let (status, body) = request(
+            &served,
+            "POST",
+            "/api/v1/policy/explain",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            &json!({"tool": "echo", "skill": skill}).to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let d: Value = serde_json::from_str(&body).unwrap();
+        let skill_layer = d["trace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["layer"] == "skill")
+            .map(|v| {
+                (
+                    v["decision"].clone(),
+                    v["code"].clone(),
+                    v["reason"].clone(),
+                )
+            });
+        (d["decision"].clone(), skill_layer)
+    };
+    assert_eq!(
+        explain(Some("no-such-skill")),
+        (
+            json!("deny"),
+            Some((
+                json!("deny"),
+                json!("skill_denied"),
+                json!("no skill named \"no-such-skill\" is loaded, so it reaches no tool")
+            ))
+        )
+    );
+    assert_eq!(explain(None), (json!("allow"), None));
+}

@@ -322,7 +322,8 @@ pub struct Envelopes<'a> {
 }
 
 impl<'a> Envelopes<'a> {
-    /// Every tool `skill` may use, with where each came from; `None` for an unknown skill. The
+    /// Every tool `skill` may use, with where each came from; `None` for a skill no call may be
+    /// made under ([`SkillMap::refusal`]: unknown, not loading, or an unreadable directory). The
     /// explicit entries (overrides' additions, then the manifest's and inherited ones) are
     /// listed; the tools reached only through the skill's capabilities are a bit set over the
     /// registered tools, the union of each capability's set less the explicit and removed
@@ -334,6 +335,9 @@ impl<'a> Envelopes<'a> {
             capabilities,
             overrides,
         } = *self;
+        if skills.refusal(skill).is_some() {
+            return None;
+        }
         let entries = skills.tools_of(skill)?;
         let permissions = skills.permissions_of(skill);
         let words = capabilities.len().div_ceil(64);
@@ -409,8 +413,8 @@ impl<'a> Envelopes<'a> {
             capabilities,
             overrides,
         } = *self;
-        if !skills.contains(skill) {
-            return Err(Refusal::UnknownSkill(skill.to_owned()));
+        if let Some(refusal) = skills.refusal(skill) {
+            return Err(refusal);
         }
         let reach = if let Some(o) = overrides.get(skill, tool) {
             match o.action {

@@ -84,6 +84,20 @@ pub struct MapProblem {
 pub enum Refusal {
     /// No such skill is loaded.
     UnknownSkill(String),
+    /// The skill's folder is there, but its SKILL.md has errors or cannot be read.
+    DoesNotLoad {
+        /// The skill.
+        skill: String,
+        /// Why, naming the file (and line).
+        reason: String,
+    },
+    /// The skills directory cannot be read, so no skill can be known to allow anything.
+    DirectoryUnreadable {
+        /// The skill the call was made under.
+        skill: String,
+        /// Why, naming the directory.
+        reason: String,
+    },
     /// The skill does not name the tool.
     NotInSkill {
         /// The skill.
@@ -125,7 +139,20 @@ pub enum Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::UnknownSkill(s) => write!(f, "no skill named {s:?} is loaded"),
+            Refusal::UnknownSkill(s) => {
+                write!(f, "no skill named {s:?} is loaded, so it reaches no tool")
+            }
+            Refusal::DoesNotLoad { skill, reason } => {
+                write!(
+                    f,
+                    "skill {skill} does not load ({reason}), so it reaches no tool"
+                )
+            }
+            Refusal::DirectoryUnreadable { skill, reason } => write!(
+                f,
+                "skill {skill} cannot be checked: the skills directory cannot be read ({reason}); \
+                 no call under a skill is allowed until it can"
+            ),
             Refusal::NotInSkill { skill, tool } => {
                 write!(f, "skill {skill} does not include tool {tool}")
             }
@@ -169,6 +196,10 @@ pub struct SkillMap {
     /// Per skill: its `permissions` and those it inherits, in order, without repeats.
     permissions: HashMap<String, Vec<String>>,
     problems: Vec<MapProblem>,
+    /// Skills whose folder is there but that do not load, with why.
+    unusable: BTreeMap<String, String>,
+    /// Why the skills directory could not be read, when it could not.
+    unreadable: Option<String>,
 }
 
 fn compile_domains(t: &SkillTool) -> Option<Arc<DomainRules>> {
@@ -350,6 +381,47 @@ impl SkillMap {
         self.by_skill.is_empty()
     }
 
+    /// The map of a skills directory that could not be read (`reason` names it and the error):
+    /// it holds no skill, and every call under a skill is refused with `reason`. A directory
+    /// that cannot be read is not an empty one: it may hold the very skill a call names.
+    pub fn unreadable(reason: impl Into<String>) -> Self {
+        SkillMap {
+            unreadable: Some(reason.into()),
+            ..SkillMap::default()
+        }
+    }
+
+    /// Why the skills directory could not be read, when it could not.
+    pub fn unreadable_reason(&self) -> Option<&str> {
+        self.unreadable.as_deref()
+    }
+
+    /// Records that `skill`'s folder is there but the skill does not load (`reason`: its first
+    /// error, with file and line), so a call under it is refused saying why rather than as
+    /// unknown. A skill marked so is refused even if a manifest of that name was given.
+    pub fn mark_unusable(&mut self, skill: &str, reason: impl Into<String>) {
+        self.unusable.insert(skill.to_owned(), reason.into());
+    }
+
+    /// Why no call may be made under `skill` at all, if none may: the skills directory could not
+    /// be read, the skill does not load, or no skill of that name is loaded. The one rule every
+    /// door shares: a skill name is never a label, it is an envelope or a refusal.
+    pub fn refusal(&self, skill: &str) -> Option<Refusal> {
+        if let Some(reason) = &self.unreadable {
+            return Some(Refusal::DirectoryUnreadable {
+                skill: skill.to_owned(),
+                reason: reason.clone(),
+            });
+        }
+        if let Some(reason) = self.unusable.get(skill) {
+            return Some(Refusal::DoesNotLoad {
+                skill: skill.to_owned(),
+                reason: reason.clone(),
+            });
+        }
+        (!self.contains(skill)).then(|| Refusal::UnknownSkill(skill.to_owned()))
+    }
+
     /// Whether a call of `tool` (in `group`) needing `level` fits `skill`'s envelope; the
     /// matching entry (by name first, then `group:GROUP`) when it does.
     pub fn validate_access(
@@ -359,8 +431,8 @@ impl SkillMap {
         group: &str,
         level: AccessLevel,
     ) -> Result<&ResolvedTool, Refusal> {
-        if !self.contains(skill) {
-            return Err(Refusal::UnknownSkill(skill.to_owned()));
+        if let Some(refusal) = self.refusal(skill) {
+            return Err(refusal);
         }
         let entry = self
             .entry(skill, tool, group)

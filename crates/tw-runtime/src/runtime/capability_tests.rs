@@ -461,3 +461,110 @@ async fn a_skills_directory_made_by_the_first_save_is_watched_from_then_on() {
     assert_eq!(std::fs::read_to_string(&saved.path).unwrap(), before);
     rt.close().await;
 }
+
+/// The skill layer's verdict on `echo` under `skill`, as (decision, reason).
+fn skill_verdict(rt: &Runtime, skill: &str) -> (policy::Decision, String) {
+    let decision = rt
+        .explain(
+            "echo",
+            &json!({}),
+            &Caller::agent("agent-7").with_skill(skill),
+        )
+        .unwrap();
+    match decision
+        .trace
+        .into_iter()
+        .find(|v| v.layer == policy::Layer::Skill)
+    {
+        Some(layer) => (layer.decision, layer.reason),
+        None => (
+            decision.decision,
+            "no skill layer: the skill name was only a label".to_owned(),
+        ),
+    }
+}
+
+/// Issue 15: a skills directory that cannot be read is an error, not an empty set. From start-up,
+/// every call under a skill is refused with the reason (and the runtime warns); once it can be
+/// read the skills apply, within a second or so, without a restart; an edit that no longer loads
+/// refuses the skill instead of keeping its last good version; and a watched directory replaced by
+/// a file refuses every skill again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skills_directory_that_cannot_be_read_refuses_every_skill_until_it_can() {
+    let install = Install::new("[policy]\nallow = [\"echo\", \"read_file\"]\n");
+    let dir = install.path("ws/skills");
+    std::fs::write(&dir, "a file where the skills directory should be").unwrap();
+    let rt = install.open().await.unwrap();
+    let unreadable = |skill: &str| {
+        (
+            policy::Decision::Deny,
+            format!(
+                "skill {skill} cannot be checked: the skills directory cannot be read ({}: Not a \
+                 directory (os error 20)); no call under a skill is allowed until it can",
+                dir.display()
+            ),
+        )
+    };
+    assert_eq!(skill_verdict(&rt, "helper"), unreadable("helper"));
+    assert_eq!(skill_verdict(&rt, "other"), unreadable("other"));
+    assert_eq!(
+        rt.warnings(),
+        [format!(
+            "the skills directory cannot be read ({}: Not a directory (os error 20)); every call \
+             under a skill is refused until it can",
+            dir.display()
+        )]
+    );
+    let r = rt
+        .execute(rt.call(
+            "echo",
+            json!({}),
+            Caller::agent("agent-7").with_skill("helper"),
+        ))
+        .await;
+    assert_eq!(code(&r), Some("skill_denied"));
+
+    // Fixed: the directory holds the skill, and it applies without a restart.
+    let skill =
+        |tools: &str| format!("---\nname: helper\ndescription: Helps.\ntools: {tools}\n---\n");
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::create_dir_all(dir.join("helper")).unwrap();
+    std::fs::write(dir.join("helper/SKILL.md"), skill("[echo]")).unwrap();
+    wait_until("the directory to be read again", || async {
+        skill_verdict(&rt, "helper").0 == policy::Decision::Allow
+    })
+    .await;
+
+    // An edit that does not load refuses the skill: the wider last version does not stay.
+    std::fs::write(
+        dir.join("helper/SKILL.md"),
+        skill("[echo, {name: exec, access_level: root}]"),
+    )
+    .unwrap();
+    wait_until("the broken edit to be picked up", || async {
+        skill_verdict(&rt, "helper").0 == policy::Decision::Deny
+    })
+    .await;
+    let (_, reason) = skill_verdict(&rt, "helper");
+    assert!(
+        reason.starts_with(&format!(
+            "skill helper does not load ({}:4: error: tools[1].access_level: unknown access level",
+            dir.join("helper/SKILL.md").display()
+        )),
+        "{reason}"
+    );
+
+    // Fixed again, then the watched directory is replaced by a file.
+    std::fs::write(dir.join("helper/SKILL.md"), skill("[echo]")).unwrap();
+    wait_until("the fix to be picked up", || async {
+        skill_verdict(&rt, "helper").0 == policy::Decision::Allow
+    })
+    .await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, "a file again").unwrap();
+    wait_until("the directory to be refused again", || async {
+        skill_verdict(&rt, "helper") == unreadable("helper")
+    })
+    .await;
+    rt.close().await;
+}

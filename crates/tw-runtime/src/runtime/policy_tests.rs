@@ -533,7 +533,9 @@ async fn policy_files_reload_on_change_and_a_broken_change_keeps_the_last_good_p
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn skill_edits_apply_while_running_and_a_broken_edit_keeps_the_last_good_skill() {
+/// An edit applies without a restart; an edit that does not load refuses the skill (issue 15:
+/// keeping the last good version would keep a skill wider than the one its author now wants).
+async fn skill_edits_apply_while_running_and_a_broken_edit_refuses_the_skill() {
     let install = Install::new("[policy]\nallow = [\"echo\", \"read_file\"]\n");
     let skill_file = install.path("ws/skills/helper/SKILL.md");
     std::fs::create_dir_all(skill_file.parent().unwrap()).unwrap();
@@ -560,14 +562,12 @@ async fn skill_edits_apply_while_running_and_a_broken_edit_keeps_the_last_good_s
     .await;
     assert_eq!(rt.execute(echo(&rt)).await.status, ToolStatus::Success);
 
-    // An edit that does not parse keeps the last good version, and says why.
+    // An edit that does not parse refuses the skill, and says why.
     write_policy(&skill_file, "---\nname: helper\ntools: [\n---\n");
     wait_until("the broken edit to be seen", || async {
-        rt.skills().get("helper").is_some_and(|s| {
-            s.diagnostics
-                .iter()
-                .any(|d| d.message.contains("last good"))
-        })
+        rt.skills()
+            .get("helper")
+            .is_some_and(|s| s.manifest.is_none())
     })
     .await;
     let skills = rt.skills();
@@ -577,6 +577,15 @@ async fn skill_edits_apply_while_running_and_a_broken_edit_keeps_the_last_good_s
         "{:?}",
         helper.diagnostics
     );
-    assert_eq!(rt.execute(echo(&rt)).await.status, ToolStatus::Success);
+    let r = rt.execute(echo(&rt)).await;
+    assert_eq!(code(&r), Some("skill_denied"));
+    let message = &r.error.as_ref().unwrap().message;
+    assert!(
+        message.starts_with(&format!(
+            "skill helper does not load ({}:",
+            skill_file.display()
+        )) && message.contains("not valid YAML"),
+        "{message}"
+    );
     rt.close().await;
 }

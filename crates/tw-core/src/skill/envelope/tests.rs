@@ -262,3 +262,121 @@ fn a_domain_pattern_that_does_not_compile_is_a_diagnostic() {
         Some("tools[0].allowed_domains[0]")
     );
 }
+
+/// The skill layer's verdict on one `read_file` call under a skill name, for every state the
+/// skills directory can be in: only a loaded skill that names the tool lets it through. A name
+/// with no skill behind it is never a label (issue 15): with no skills at all (a missing or
+/// empty directory) it is unknown, a skill that does not load or an unreadable directory is
+/// refused with its reason, and a loaded skill marked as not loading is refused too.
+#[test]
+fn a_skill_that_is_not_loaded_reaches_nothing_whatever_the_directory_holds() {
+    let reader = || SkillMap::new(&[skill("tools: [read_file]\n", "reader")]);
+    let none = SkillMap::default();
+    let mut broken = reader();
+    broken.mark_unusable(
+        "draft",
+        "/s/draft/SKILL.md:4: error: tools: expected a list",
+    );
+    let mut reader_broken = reader();
+    reader_broken.mark_unusable(
+        "reader",
+        "/s/reader/SKILL.md:1: error: cannot read the file",
+    );
+    let unreadable = SkillMap::unreadable("/s: Not a directory (os error 20)");
+    let loaded = reader();
+    let cases: [(&str, &SkillMap, &str); 8] = [
+        ("a loaded skill naming the tool", &loaded, "reader"),
+        ("an unknown name beside a loaded skill", &loaded, "ghost"),
+        ("any name with no skills at all", &none, "reader"),
+        ("the empty name", &none, ""),
+        ("a skill that does not load", &broken, "draft"),
+        (
+            "a loaded skill marked as not loading",
+            &reader_broken,
+            "reader",
+        ),
+        ("an unreadable directory", &unreadable, "reader"),
+        (
+            "an unreadable directory, unknown name",
+            &unreadable,
+            "ghost",
+        ),
+    ];
+    let caps = CapabilityIndex::default();
+    let ov = Overrides::default();
+    let read = def("read_file", "fs");
+    // Each case's verdict, and whether the skill resolves to any envelope at all.
+    let got: Vec<(&str, Decision, Option<String>, String, bool)> = cases
+        .iter()
+        .map(|(case, map, name)| {
+            let env = Envelopes {
+                skills: map,
+                capabilities: &caps,
+                overrides: &ov,
+            };
+            let judged = env.judge(name, &read, AccessLevel::Standard, &json!({}), None);
+            let v = judged.verdict;
+            (
+                *case,
+                v.decision,
+                v.code,
+                v.reason,
+                env.resolve(name).is_some(),
+            )
+        })
+        .collect();
+    let denied = |case, reason: &str| {
+        (
+            case,
+            Decision::Deny,
+            Some(SKILL_DENIED.to_owned()),
+            reason.to_owned(),
+            false,
+        )
+    };
+    let unreadable_reason = |name: &str| {
+        format!(
+            "skill {name} cannot be checked: the skills directory cannot be read (/s: Not a \
+             directory (os error 20)); no call under a skill is allowed until it can"
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            (
+                "a loaded skill naming the tool",
+                Decision::Allow,
+                None,
+                "tool read_file is in skill reader's tools, up to standard access".to_owned(),
+                true
+            ),
+            denied(
+                "an unknown name beside a loaded skill",
+                "no skill named \"ghost\" is loaded, so it reaches no tool"
+            ),
+            denied(
+                "any name with no skills at all",
+                "no skill named \"reader\" is loaded, so it reaches no tool"
+            ),
+            denied(
+                "the empty name",
+                "no skill named \"\" is loaded, so it reaches no tool"
+            ),
+            denied(
+                "a skill that does not load",
+                "skill draft does not load (/s/draft/SKILL.md:4: error: tools: expected a list), \
+                 so it reaches no tool"
+            ),
+            denied(
+                "a loaded skill marked as not loading",
+                "skill reader does not load (/s/reader/SKILL.md:1: error: cannot read the file), \
+                 so it reaches no tool"
+            ),
+            denied("an unreadable directory", &unreadable_reason("reader")),
+            denied(
+                "an unreadable directory, unknown name",
+                &unreadable_reason("ghost")
+            ),
+        ]
+    );
+}

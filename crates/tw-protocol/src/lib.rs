@@ -111,7 +111,8 @@ pub mod events {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IpcError {
-    /// `not_found`, `invalid`, `conflict`, `internal`.
+    /// `not_found`, `invalid`, `conflict`, `unavailable` (something the backend needs cannot be
+    /// read now, such as the skills directory), `internal`.
     pub code: String,
     /// What went wrong, in words.
     pub message: String,

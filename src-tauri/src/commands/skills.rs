@@ -165,6 +165,16 @@ fn detail(rt: &Runtime, name: &str) -> Reply<SkillDetail> {
 pub async fn list_skills(state: State<'_, Arc<Desktop>>) -> Reply<Vec<SkillSummary>> {
     let rt = &state.runtime;
     let skills = rt.skills();
+    // An unreadable directory is not an empty one: say so, as the CLI does.
+    if let Some(reason) = skills.error() {
+        return Err(IpcError::new(
+            "unavailable",
+            format!(
+                "the skills directory cannot be read, so every call under a skill is refused: \
+                 {reason}"
+            ),
+        ));
+    }
     let metrics = rt
         .skill_metrics()
         .await

@@ -17,6 +17,7 @@
 //!   the same runtime methods the CLI and the desktop do. Nothing here judges a call.
 
 mod api;
+pub mod body;
 mod events;
 pub mod guard;
 mod openapi;

@@ -284,14 +284,19 @@ pub fn parse_catalog(text: &str) -> Result<Catalog, Vec<CatalogError>> {
                 .contains("duplicate entry")
                 .then(|| Lines::scan(text).repeated.first().copied())
                 .flatten();
-            let line = repeated.unwrap_or_else(|| e.location().map_or(1, |l| l.line().max(1)));
-            let message = message
-                .rfind(" at line ")
-                .map_or(message.as_str(), |i| &message[..i]);
+            // libyaml's own line can name one the file does not have (a lone `\r` breaks its
+            // lines, the end of the stream sits on a line of its own); its byte index is exact.
+            let line = repeated.unwrap_or_else(|| {
+                e.location()
+                    .map_or(1, |l| crate::load::line_col(text, l.index()).0)
+            });
             return Err(vec![CatalogError {
                 line,
                 field: None,
-                message: format!("not valid YAML: {message}"),
+                message: format!(
+                    "not valid YAML: {}",
+                    crate::load::without_positions(&message)
+                ),
             }]);
         }
     };

@@ -92,7 +92,34 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 
 fn field(path: &serde_path_to_error::Path) -> Option<String> {
     let p = path.to_string();
-    (p != ".").then_some(p)
+    // `.` is the whole document and `?` a place serde could not name: neither says anything.
+    (p != "." && p != "?").then_some(p)
+}
+
+/// A parser's message without the positions it wrote into it (`... at line 3 column 1, while
+/// parsing a flow node at line 1 column 7`): the error carries the position, computed on the
+/// file's own lines, and libyaml's lines can differ from those.
+pub(crate) fn without_positions(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(" at line ") {
+        let after = &rest[at + " at line ".len()..];
+        let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let line_end = digits(after);
+        let tail = after[line_end..].strip_prefix(" column ");
+        match tail {
+            Some(tail) if line_end > 0 && digits(tail) > 0 => {
+                out.push_str(&rest[..at]);
+                rest = &tail[digits(tail)..];
+            }
+            _ => {
+                out.push_str(&rest[..at + 1]);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Parses the specs in `text`. `file` is only used in error messages.
@@ -125,17 +152,13 @@ pub fn load_tool_specs(
             let mut de = serde_json::Deserializer::from_str(text);
             let specs = run(&mut de).map_err(|e| {
                 let inner = e.inner();
-                let msg = inner.to_string();
-                let msg = msg
-                    .rfind(" at line ")
-                    .map_or(msg.as_str(), |i| &msg[..i])
-                    .to_owned();
-                err(
-                    Some(inner.line()),
-                    Some(inner.column()),
-                    field(e.path()),
-                    msg,
-                )
+                let msg = without_positions(&inner.to_string());
+                // serde_json says line 0 for a check that ran after the value was read (a
+                // spec's `allowed_modes`, `permissions`, `command`): no position, not 0:0.
+                let (line, column) = (inner.line() > 0)
+                    .then(|| (inner.line(), inner.column()))
+                    .unzip();
+                err(line, column, field(e.path()), msg)
             })?;
             de.end().map_err(|e| {
                 err(
@@ -177,20 +200,19 @@ pub fn load_tool_specs(
             };
             result.map_err(|e| {
                 let inner = e.inner();
-                let loc = inner.location();
-                let msg = inner.to_string();
-                let mut msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]);
+                // libyaml also breaks lines at a lone `\r` (and U+0085, U+2028, U+2029) and puts
+                // the end of the stream on a line of its own, so its line and column can name a
+                // line the file does not have; its byte index is exact, so the position is taken
+                // from that, as for TOML.
+                let (line, col) = inner.location().map(|l| line_col(text, l.index())).unzip();
+                let msg = without_positions(&inner.to_string());
+                let mut msg = msg.as_str();
                 let field = field(e.path());
                 // serde_yaml_ng prefixes its own copy of the path; we report the path separately.
                 if let Some(f) = &field {
                     msg = msg.strip_prefix(&format!("{f}: ")).unwrap_or(msg);
                 }
-                err(
-                    loc.as_ref().map(|l| l.line()),
-                    loc.as_ref().map(|l| l.column()),
-                    field,
-                    msg.to_owned(),
-                )
+                err(line, col, field, msg.to_owned())
             })
         }
     }
@@ -303,6 +325,43 @@ argv = ["wc", "-w", "--", "{path}"]
             Err("t.toml:2:15: string values must be quoted, expected literal string"),
         );
         check("  \n", "t.json", Err("t.json: the file is empty"));
+    }
+
+    /// Found by fuzzing (`fuzz/corpus/tool_defs/yaml-error-at-end-without-newline.json`): libyaml
+    /// reported the end of a file without a final newline, and any line after a lone `\r`, on
+    /// lines the file does not have.
+    #[test]
+    fn yaml_error_positions_are_lines_of_the_file() {
+        check(
+            "{\"name\": \"echo\",#c",
+            "t.yaml",
+            Err("t.yaml:1:19: did not find expected node content, while parsing a flow node"),
+        );
+        check(
+            "name: x\rdescription: [d\rcategory: system",
+            "t.yml",
+            Err("t.yml:1:22: description: invalid type: sequence, expected a string"),
+        );
+        check(
+            "name: ok\ndescription: é\ncategory: system\nparameters: [{name: q, type: string}\n",
+            "t.yaml",
+            Err(
+                "t.yaml:5:1: parameters: did not find expected ',' or ']', while parsing a flow sequence",
+            ),
+        );
+    }
+
+    /// Found by fuzzing (`fuzz/corpus/tool_defs/json-check-after-read-at-line-0.json`): a spec
+    /// refused by a check made after it was read was reported at `t.json:0:0`.
+    #[test]
+    fn json_errors_without_a_position_name_no_line() {
+        check(
+            "{\"name\": \"ok\", \"description\": \"d\", \"category\": \"system\",\n \"allowed_modes\": []}",
+            "t.json",
+            Err(
+                "t.json: allowed_modes is empty, so the tool could never run; omit it to allow every mode",
+            ),
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! agent with counts and the failing items instead of a wall of text. Parsers recognise cargo
 //! test, pytest, Python's unittest, go test and jest/vitest summaries, and `path:line:col:`
 //! diagnostics (clippy/rustc short format, ruff, flake8, eslint unix format, mypy, gcc). Output
-//! they do not recognise yields no summary, never a wrong one.
+//! they do not recognise yields no summary, never a wrong one. The output is the tested code's,
+//! so counts saturate: a printed count near `u64::MAX` cannot wrap a sum round to "0 failed".
 
 use serde::Serialize;
 
@@ -35,7 +36,7 @@ fn count_before(text: &str, words: &[&str]) -> Option<u64> {
         if words.iter().any(|w| pair[1].trim_end_matches('.') == *w)
             && let Ok(n) = pair[0].parse::<u64>()
         {
-            found = Some(found.unwrap_or(0) + n);
+            found = Some(found.unwrap_or(0_u64).saturating_add(n));
         }
     }
     found
@@ -60,9 +61,10 @@ fn cargo(output: &str) -> Option<TestSummary> {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("test result: ") {
             seen = true;
-            s.passed += count_before(rest, &["passed"]).unwrap_or(0);
-            s.failed += count_before(rest, &["failed"]).unwrap_or(0);
-            s.skipped += count_before(rest, &["ignored"]).unwrap_or(0);
+            let count = |words: &[&str]| count_before(rest, words).unwrap_or(0);
+            s.passed = s.passed.saturating_add(count(&["passed"]));
+            s.failed = s.failed.saturating_add(count(&["failed"]));
+            s.skipped = s.skipped.saturating_add(count(&["ignored"]));
         } else if let Some(name) = line
             .strip_prefix("test ")
             .and_then(|l| l.strip_suffix(" ... FAILED"))
@@ -165,11 +167,11 @@ fn unittest(output: &str) -> Option<TestSummary> {
             })
             .unwrap_or(0)
     };
-    let failed = field("failures") + field("errors");
-    let skipped = field("skipped") + field("expected failures");
+    let failed = field("failures").saturating_add(field("errors"));
+    let skipped = field("skipped").saturating_add(field("expected failures"));
     Some(TestSummary {
         framework: "unittest",
-        passed: ran.saturating_sub(failed + skipped),
+        passed: ran.saturating_sub(failed.saturating_add(skipped)),
         failed,
         skipped,
         failures: lines
@@ -325,6 +327,28 @@ mod tests {
             Some(("unittest", 2, 0, 0, &[])),
         );
         tests("compiling...\nsomething else\n", None);
+    }
+
+    /// Found by fuzzing (`fuzz/corpus/run_summary/overflow-*.txt`): counts a test printed near
+    /// `u64::MAX` overflowed the sums (a panic with overflow checks, and otherwise a wrap that
+    /// turned many failures into none).
+    #[test]
+    fn huge_counts_saturate_instead_of_wrapping_to_no_failures() {
+        const MAX: u64 = u64::MAX;
+        tests(
+            "test result: FAILED. 18446744073709551615 passed; 18446744073709551615 failed; 0 ignored\n\
+             test result: FAILED. 1 passed; 1 failed; 0 ignored\n",
+            Some(("cargo test", MAX, MAX, 0, &[])),
+        );
+        tests(
+            "==== 18446744073709551615 failed, 1 failed, 9 passed in 0.1s ====\n",
+            Some(("pytest", 9, MAX, 0, &[])),
+        );
+        tests(
+            "Ran 18446744073709551615 tests in 0.1s\n\n\
+             FAILED (failures=18446744073709551615, errors=1, skipped=18446744073709551615, expected failures=1)\n",
+            Some(("unittest", 0, MAX, MAX, &[])),
+        );
     }
 
     #[test]

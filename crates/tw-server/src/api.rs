@@ -19,12 +19,13 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
-use tw_core::{Caller, DefinitionFormat, LicenseTier, ToolSpec, ToolStatus};
-use tw_runtime::{Answer, GrantSpec, Remember, Runtime, RuntimeError, Who};
+use serde_json::{Value, json};
+use tw_core::{Caller, ToolStatus};
+use tw_runtime::{Runtime, RuntimeError};
 use tw_store::{AuditExportFormat, AuditQuery, ConfirmationQuery, ConfirmationState};
 
 use crate::Gateway;
+use crate::body;
 use crate::guard::error;
 
 /// Who admin-API changes are recorded as.
@@ -121,6 +122,12 @@ impl From<RuntimeError> for ApiError {
 impl From<tw_store::StoreError> for ApiError {
     fn from(e: tw_store::StoreError) -> Self {
         RuntimeError::from(e).into()
+    }
+}
+
+impl From<body::BodyError> for ApiError {
+    fn from(e: body::BodyError) -> Self {
+        Self::new(e.status, e.code, e.message)
     }
 }
 
@@ -228,28 +235,8 @@ async fn show_tool(State(g): Shared, Path(name): Path<String>) -> Reply {
     ok(v)
 }
 
-/// A custom tool's spec from a request body, with the line, column and field of what is wrong.
-fn spec_from(body: &str) -> Result<ToolSpec, ApiError> {
-    let mut specs = tw_core::load_tool_specs(body, "request body", DefinitionFormat::Json)
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_tool",
-                e.to_string(),
-            )
-        })?;
-    match (specs.pop(), specs.is_empty()) {
-        (Some(spec), true) => Ok(spec),
-        _ => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_tool",
-            "send one tool per request",
-        )),
-    }
-}
-
 async fn create_tool(State(g): Shared, body: String) -> Reply {
-    let spec = spec_from(&body)?;
+    let spec = body::tool_spec(&body)?;
     let name = spec.definition.name.to_string();
     if g.rt.registry().get(&name).is_some() {
         return Err(ApiError::new(
@@ -267,7 +254,7 @@ async fn create_tool(State(g): Shared, body: String) -> Reply {
 }
 
 async fn replace_tool(State(g): Shared, Path(name): Path<String>, body: String) -> Reply {
-    let spec = spec_from(&body)?;
+    let spec = body::tool_spec(&body)?;
     if spec.definition.name.as_str() != name {
         return Err(ApiError::bad(format!(
             "the body defines {:?} but the path names {name:?}",
@@ -283,15 +270,8 @@ async fn delete_tool(State(g): Shared, Path(name): Path<String>) -> Reply {
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct SwitchBody {
-    /// The tier to switch it for (default: the one this installation runs).
-    tier: Option<LicenseTier>,
-}
-
-async fn switch(g: &Gateway, name: &str, body: Option<SwitchBody>, enabled: bool) -> Reply {
-    let tier = body.and_then(|b| b.tier).unwrap_or_else(|| g.rt.tier());
+async fn switch(g: &Gateway, name: &str, body: &str, enabled: bool) -> Reply {
+    let tier = body::switch(body)?.unwrap_or_else(|| g.rt.tier());
     let outcome = g.rt.set_tool_enabled(name, tier, enabled, ACTOR).await?;
     ok(json!({
         "tool": outcome.tool,
@@ -301,47 +281,23 @@ async fn switch(g: &Gateway, name: &str, body: Option<SwitchBody>, enabled: bool
     }))
 }
 
-/// An optional JSON body: none, or an object of the expected shape.
-fn optional<T: serde::de::DeserializeOwned>(body: &str) -> Result<Option<T>, ApiError> {
-    if body.trim().is_empty() {
-        return Ok(None);
-    }
-    serde_json::from_str(body)
-        .map(Some)
-        .map_err(|e| ApiError::bad(format!("the request body: {e}")))
-}
-
 async fn enable_tool(State(g): Shared, Path(name): Path<String>, body: String) -> Reply {
-    switch(&g, &name, optional(&body)?, true).await
+    switch(&g, &name, &body, true).await
 }
 
 async fn disable_tool(State(g): Shared, Path(name): Path<String>, body: String) -> Reply {
-    switch(&g, &name, optional(&body)?, false).await
+    switch(&g, &name, &body, false).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExplainBody {
-    tool: String,
-    #[serde(default)]
-    arguments: Map<String, Value>,
-    agent: Option<String>,
-    skill: Option<String>,
-    user: Option<String>,
-}
-
-async fn explain(State(g): Shared, body: Result<axum::Json<ExplainBody>, JsonRejection>) -> Reply {
+async fn explain(
+    State(g): Shared,
+    body: Result<axum::Json<body::ExplainBody>, JsonRejection>,
+) -> Reply {
     let axum::Json(b) = body?;
-    let mut caller = Caller::agent(b.agent.as_deref().unwrap_or(ACTOR));
-    if let Some(s) = &b.skill {
-        caller = caller.with_skill(s);
-    }
-    if let Some(u) = &b.user {
-        caller = caller.with_user(u);
-    }
-    match g.rt.explain(&b.tool, &Value::Object(b.arguments), &caller) {
+    let e = b.into_explain(ACTOR);
+    match g.rt.explain(&e.tool, &e.arguments, &e.caller) {
         Some(d) => ok(d),
-        None => Err(ApiError::unknown_tool(&b.tool)),
+        None => Err(ApiError::unknown_tool(&e.tool)),
     }
 }
 
@@ -390,41 +346,9 @@ async fn confirmations(
     ok(rows)
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct AnswerBody {
-    note: Option<String>,
-    /// With an approval: remember it (`exact`, `tool`, or `{"pattern": {...}}`).
-    remember: Option<Remember>,
-    /// Whose calls the remembered approval covers (default: the caller of this call).
-    who: Option<Who>,
-    /// How long it lasts, in seconds (default: until revoked).
-    duration_secs: Option<u64>,
-}
-
 async fn answer(g: &Gateway, id: &str, body: &str, approve: bool) -> Reply {
-    let b: AnswerBody = optional(body)?.unwrap_or_default();
-    if !approve && (b.remember.is_some() || b.who.is_some() || b.duration_secs.is_some()) {
-        return Err(ApiError::bad(
-            "remember, who and duration_secs only go with approve",
-        ));
-    }
-    let grant = b.remember.map(|remember| GrantSpec {
-        remember,
-        who: b.who.unwrap_or(Who::SameCaller),
-        duration: b.duration_secs.map(std::time::Duration::from_secs),
-    });
-    let outcome =
-        g.rt.answer(
-            id,
-            Answer {
-                approve,
-                by: ACTOR.to_owned(),
-                note: b.note,
-                grant,
-            },
-        )
-        .await?;
+    let answer = body::answer(body, approve, ACTOR)?;
+    let outcome = g.rt.answer(id, answer).await?;
     match outcome {
         tw_store::ResolveOutcome::NotFound => Err(ApiError::new(
             StatusCode::NOT_FOUND,

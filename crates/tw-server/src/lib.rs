@@ -20,6 +20,7 @@
 //!   an idle timeout, a session answering only the token that opened it) and translates.
 
 mod api;
+pub mod body;
 mod events;
 pub mod guard;
 mod openapi;

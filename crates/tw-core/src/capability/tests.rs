@@ -154,6 +154,26 @@ fn check(input: &str, expect: &[(usize, &str)]) {
     }
 }
 
+/// Found by fuzzing (`fuzz/corpus/capabilities/yaml-error-at-end-without-newline.json`): a YAML
+/// error at the end of a catalog without a final newline (or after a lone `\r`) was reported on
+/// a line the file does not have, and its message kept libyaml's own line numbers.
+#[test]
+fn yaml_errors_are_reported_on_lines_of_the_file() {
+    let errors = parse_catalog("version: 1\ncapabilities: {web: {description: d}").unwrap_err();
+    assert_eq!(
+        errors,
+        vec![CatalogError {
+            line: 2,
+            field: None,
+            message: "not valid YAML: did not find expected ',' or '}', while parsing a flow \
+                      mapping"
+                .to_owned(),
+        }]
+    );
+    let errors = parse_catalog("version: 1\rcapabilities: [\r").unwrap_err();
+    assert_eq!(errors.iter().map(|e| e.line).collect::<Vec<_>>(), [1]);
+}
+
 #[test]
 fn malformed_catalogs_report_the_line_and_the_problem() {
     check(

@@ -71,13 +71,64 @@ pub fn all() -> Vec<Arc<dyn BuiltinTool>> {
 
 /// Deserializes validated arguments into a tool's argument struct. The schema has already passed,
 /// so a failure here means the schema and the struct disagree: a bug, reported as such.
+///
+/// JSON Schema's `integer` is any number without a fraction, so `5.0` and `1e20` pass it while
+/// serde's integer types refuse every float: such numbers are made integers first. Beyond `u64`
+/// they saturate, which keeps their meaning: every integer argument of a built-in is a count, a
+/// line or a limit, where more than `u64` holds means "all of it".
 pub(crate) fn args<T: DeserializeOwned>(args: &Value) -> Result<T, ToolFailure> {
-    T::deserialize(args).map_err(|e| {
+    let read = if has_whole_float(args) {
+        T::deserialize(whole_numbers(args))
+    } else {
+        T::deserialize(args)
+    };
+    read.map_err(|e| {
         ToolFailure::failed(
             tw_core::ErrorCode::INVALID_ARGUMENTS,
             format!("arguments passed the schema but not the tool: {e}"),
         )
     })
+}
+
+/// A float without a fraction, which serde's integer types would refuse.
+fn whole_float(n: &serde_json::Number) -> Option<f64> {
+    n.as_f64()
+        .filter(|f| n.is_f64() && f.is_finite() && f.fract() == 0.0)
+}
+
+/// Whether `v` holds a [`whole_float`] anywhere (most calls do not: nothing is copied then).
+fn has_whole_float(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => whole_float(n).is_some(),
+        Value::Array(items) => items.iter().any(has_whole_float),
+        Value::Object(map) => map.values().any(has_whole_float),
+        _ => false,
+    }
+}
+
+/// `v` with every [`whole_float`] made an integer (saturating at `u64`'s and `i64`'s ends); other
+/// values as they are.
+fn whole_numbers(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => match whole_float(n) {
+            Some(f) => {
+                // `as` saturates: exact below 2^64, `u64::MAX` (or `i64::MIN`) beyond.
+                if f >= 0.0 {
+                    Value::from(f as u64)
+                } else {
+                    Value::from(f as i64)
+                }
+            }
+            None => v.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(whole_numbers).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), whole_numbers(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// Turns a tool's typed output into the JSON result.

@@ -302,6 +302,32 @@ async fn stage_4_argument_validation_reports_every_violation() {
     f.rt.close().await;
 }
 
+/// Found by fuzzing (`fuzz/corpus/tool_args/float-timeout-past-u64.json`): JSON Schema's
+/// `integer` takes `2.0` and `1e20`, which the tools' argument structs refused, so a call whose
+/// arguments passed validation failed with "arguments passed the schema but not the tool".
+#[tokio::test]
+async fn whole_number_floats_that_pass_an_integer_schema_reach_the_tool() {
+    let f = fixture("", "").await;
+    for args in [
+        json!({"path": "notes.txt", "start_line": 2.0, "end_line": 1e20}),
+        json!({"path": "notes.txt", "max_bytes": 18446788147419103230.0}),
+    ] {
+        let r =
+            f.rt.execute(f.rt.call("read_file", args.clone(), Caller::agent("t")))
+                .await;
+        assert_eq!(r.status, ToolStatus::Success, "{args}: {:?}", r.error);
+    }
+    let r =
+        f.rt.execute(f.rt.call(
+            "list_directory",
+            json!({"path": ".", "depth": 2.0, "max_entries": 10.0}),
+            Caller::agent("t"),
+        ))
+        .await;
+    assert_eq!(r.status, ToolStatus::Success, "{:?}", r.error);
+    f.rt.close().await;
+}
+
 #[tokio::test]
 async fn stage_5_confirmation_by_definition_and_by_override() {
     check(

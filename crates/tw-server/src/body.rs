@@ -1,0 +1,169 @@
+//! The admin API's request bodies, each read by one pure function: text in, a value or an error
+//! that says what and where out. The handlers in `api` call these, and the fuzzer
+//! (`fuzz/fuzz_targets/api_body.rs`) calls the same ones, so what is fuzzed is what serves.
+//!
+//! `POST /policy/explain` is read by axum's `Json` extractor, which checks the content type and
+//! then calls `Json::from_bytes`; its body type and the conversion after it are here, and the
+//! fuzzer calls `Json::<ExplainBody>::from_bytes` itself.
+
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tw_core::{Caller, DefinitionFormat, LicenseTier, ToolSpec};
+use tw_runtime::{Answer, GrantSpec, Remember, Who};
+
+/// A request body the API refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyError {
+    /// 400 for a malformed body, 422 for a tool definition that cannot be used.
+    pub status: StatusCode,
+    /// The stable code of the API's error body.
+    pub code: &'static str,
+    /// What is wrong, with the line and column or the field.
+    pub message: String,
+    /// 1-based line of the body at fault, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+}
+
+impl BodyError {
+    fn bad(message: String, line: Option<usize>, column: Option<usize>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_request",
+            message,
+            line,
+            column,
+        }
+    }
+
+    fn invalid_tool(message: String, line: Option<usize>, column: Option<usize>) -> Self {
+        Self {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            code: "invalid_tool",
+            message,
+            line,
+            column,
+        }
+    }
+}
+
+/// `POST /tools` and `PUT /tools/{name}`: one custom tool's spec (JSON, the file format's), with
+/// the line, column and field of what is wrong.
+pub fn tool_spec(body: &str) -> Result<ToolSpec, BodyError> {
+    let mut specs = tw_core::load_tool_specs(body, "request body", DefinitionFormat::Json)
+        .map_err(|e| BodyError::invalid_tool(e.to_string(), e.line, e.column))?;
+    match (specs.pop(), specs.is_empty()) {
+        (Some(spec), true) => Ok(spec),
+        _ => Err(BodyError::invalid_tool(
+            "send one tool per request".to_owned(),
+            None,
+            None,
+        )),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SwitchBody {
+    /// The tier to switch it for (default: the one this installation runs).
+    tier: Option<LicenseTier>,
+}
+
+/// `POST /tools/{name}/enable` and `/disable`: nothing, or `{"tier": ...}`; the tier named, if any.
+pub fn switch(body: &str) -> Result<Option<LicenseTier>, BodyError> {
+    Ok(optional::<SwitchBody>(body)?.and_then(|b| b.tier))
+}
+
+/// `POST /policy/explain`'s body, as axum's `Json` extractor reads it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainBody {
+    tool: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+    agent: Option<String>,
+    skill: Option<String>,
+    user: Option<String>,
+}
+
+/// A call to explain: the tool, its arguments and who would call it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explain {
+    /// The tool's name, as sent.
+    pub tool: String,
+    /// The arguments (an object).
+    pub arguments: Value,
+    /// The caller the body describes; the agent is `default_agent` unless it names one.
+    pub caller: Caller,
+}
+
+impl ExplainBody {
+    /// The call the body describes.
+    pub fn into_explain(self, default_agent: &str) -> Explain {
+        let mut caller = Caller::agent(self.agent.as_deref().unwrap_or(default_agent));
+        if let Some(s) = &self.skill {
+            caller = caller.with_skill(s);
+        }
+        if let Some(u) = &self.user {
+            caller = caller.with_user(u);
+        }
+        Explain {
+            tool: self.tool,
+            arguments: Value::Object(self.arguments),
+            caller,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    note: Option<String>,
+    /// With an approval: remember it (`exact`, `tool`, or `{"pattern": {...}}`).
+    remember: Option<Remember>,
+    /// Whose calls the remembered approval covers (default: the caller of this call).
+    who: Option<Who>,
+    /// How long it lasts, in seconds (default: until revoked).
+    duration_secs: Option<u64>,
+}
+
+/// `POST /confirmations/{id}/approve` and `/deny`: nothing, or a note and (with an approval
+/// only) the grant to remember; the answer `by` gives.
+pub fn answer(body: &str, approve: bool, by: &str) -> Result<Answer, BodyError> {
+    let b: AnswerBody = optional(body)?.unwrap_or_default();
+    if !approve && (b.remember.is_some() || b.who.is_some() || b.duration_secs.is_some()) {
+        return Err(BodyError::bad(
+            "remember, who and duration_secs only go with approve".to_owned(),
+            None,
+            None,
+        ));
+    }
+    let grant = b.remember.map(|remember| GrantSpec {
+        remember,
+        who: b.who.unwrap_or(Who::SameCaller),
+        duration: b.duration_secs.map(std::time::Duration::from_secs),
+    });
+    Ok(Answer {
+        approve,
+        by: by.to_owned(),
+        note: b.note,
+        grant,
+    })
+}
+
+/// An optional JSON body: none, or an object of the expected shape.
+fn optional<T: serde::de::DeserializeOwned>(body: &str) -> Result<Option<T>, BodyError> {
+    if body.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(body).map(Some).map_err(|e| {
+        let at = (e.line() > 0).then(|| (e.line(), e.column()));
+        BodyError::bad(
+            format!("the request body: {e}"),
+            at.map(|(l, _)| l),
+            at.map(|(_, c)| c),
+        )
+    })
+}

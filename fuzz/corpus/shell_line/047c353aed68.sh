@@ -1,0 +1,1 @@
+cargo test -p tw-core -- --nocapture

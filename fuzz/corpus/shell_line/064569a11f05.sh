@@ -1,0 +1,1 @@
+BASH_ENV=/tmp/x bash -c ls

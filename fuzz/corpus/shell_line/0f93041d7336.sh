@@ -1,0 +1,1 @@
+xargs -0 rm < list

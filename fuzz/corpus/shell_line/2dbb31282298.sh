@@ -1,0 +1,1 @@
+timeout 5 nice -n 19 sudo -u root env A=1 bash -c 'python3 -c "import os"'

@@ -1,0 +1,1 @@
+bash --norc -x -c 'a'

@@ -1,0 +1,1 @@
+strace -f -o /tmp/t rm x

@@ -1,0 +1,1 @@
+nice -5 rm x

@@ -1,0 +1,1 @@
+timeout -s KILL -k 1 5 rm x

@@ -1,0 +1,1 @@
+setsid -f rm x

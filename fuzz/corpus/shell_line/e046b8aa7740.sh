@@ -1,0 +1,1 @@
+diff <(ls a) >(cat)

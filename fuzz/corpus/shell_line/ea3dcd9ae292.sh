@@ -1,0 +1,1 @@
+find . -name '*.rs' -exec rm {} \;

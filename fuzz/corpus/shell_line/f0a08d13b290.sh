@@ -1,0 +1,1 @@
+/usr/bin/env -u HOME --chdir=/t A=1 rm

@@ -256,9 +256,18 @@ pub fn judge(
     let redacted =
         tw_core::redact::needs_redaction(arguments).then(|| tw_core::redact::redact(arguments));
     let judged_arguments = redacted.as_ref().unwrap_or(arguments);
+    // As the runtime plans a call (`Runtime::plan_run`): the command and the directory it runs
+    // in come from one plan, and policy judges that.
+    let mut cwd = None;
     let argv = match &tool.kind {
         Kind::Builtin => None,
-        Kind::Process(p) => p.policy_argv(&process_context(), arguments),
+        Kind::Process(p) => match p.plan(&process_context(), arguments) {
+            Ok(planned) => {
+                cwd = planned.cwd.clone();
+                p.policy_argv(&planned)
+            }
+            Err(_) => None,
+        },
         Kind::Custom(template) => {
             let rendered = template.render(arguments, &tool.definition.parameters).ok();
             if let Some(argv) = &rendered {
@@ -283,6 +292,7 @@ pub fn judge(
             mode,
             custom_rank: matches!(tool.kind, Kind::Custom(_)).then_some(0),
             argv: argv.as_deref(),
+            cwd: cwd.as_deref().and_then(|c| c.to_str()),
             requires_confirmation: tool.definition.requires_confirmation,
             disabled: None,
             switched_off: None,

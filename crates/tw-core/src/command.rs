@@ -164,6 +164,15 @@ impl CommandTemplate {
             if v.contains('\0') {
                 return Err(CoreError::Template(format!("env.{k} contains a NUL byte")));
             }
+            // The exec layer judges the program, and every command a shell in it would run, as
+            // the sandbox finds and loads it with its own environment; a template that moved
+            // PATH, preloaded a library or gave a shell a start-up file would run something else.
+            if let Some(why) = crate::shell::sensitive_variable(k) {
+                return Err(CoreError::Template(format!(
+                    "env.{k}: a custom tool cannot set it ({why}); policy judges programs as the \
+                     sandbox finds them, so name the program by its absolute path instead"
+                )));
+            }
         }
         Ok(Self { argv, output, env })
     }
@@ -370,5 +379,32 @@ mod tests {
             json!({"pattern": "a\u{0}b"}),
             Err("command template: argument \"pattern\" contains a NUL byte"),
         );
+    }
+
+    /// The exec layer judges a custom tool's program on the sandbox's PATH: a template that
+    /// moved PATH would run another file than the one judged (`git` judged as /usr/bin/git,
+    /// run from a workspace directory the agent writes), and a preloaded library or a shell's
+    /// start-up file would run code no rule saw.
+    #[test]
+    fn refuses_an_environment_that_changes_what_runs() {
+        let template = |name: &str| {
+            CommandTemplate::new(
+                vec!["git".to_owned(), "status".to_owned()],
+                OutputFormat::Text,
+                BTreeMap::from([(name.to_owned(), "/workspace/bin".to_owned())]),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        for name in ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "IFS"] {
+            let err = template(name).unwrap_err();
+            assert!(
+                err.starts_with(&format!("command template: env.{name}: a custom tool cannot set it (assignment to `{name}` changes how commands are found or run)")),
+                "{err}"
+            );
+        }
+        for name in ["TZ", "GIT_PAGER", "RUST_LOG", "PATHS"] {
+            assert_eq!(template(name), Ok(()), "{name}");
+        }
     }
 }

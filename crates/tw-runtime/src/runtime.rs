@@ -1839,8 +1839,6 @@ fn redacted(arguments: &Value) -> Option<Value> {
     tw_core::redact::needs_redaction(arguments).then(|| tw_core::redact::redact(arguments))
 }
 
-/// A custom tool's command for given arguments (for the exec layer); `None` for built-ins and for
-/// arguments the template cannot render (the exec layer then cannot judge, and denies).
 /// What a call will run, worked out once from its arguments: the exec layer judges this argv in
 /// this directory, and the process is started from the same plan, so a relative program is judged
 /// where it will run.

@@ -396,7 +396,14 @@ mod tests {
             .map(|_| ())
             .map_err(|e| e.to_string())
         };
-        for name in ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "IFS"] {
+        for name in [
+            "PATH",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "BASH_ENV",
+            "ENV",
+            "IFS",
+        ] {
             let err = template(name).unwrap_err();
             assert!(
                 err.starts_with(&format!("command template: env.{name}: a custom tool cannot set it (assignment to `{name}` changes how commands are found or run)")),

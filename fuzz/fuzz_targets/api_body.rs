@@ -23,7 +23,7 @@ use serde_json::json;
 use tw_core::policy::grant::{Grant, GrantScope};
 use tw_core::{Caller, OperationalMode};
 use tw_fuzz::{assert_located, builtin_policy, judge, tool};
-use tw_runtime::Remember;
+use tw_runtime::{Answer, Remember};
 use tw_server::body::{self, BodyError, ExplainBody};
 
 fuzz_target!(|data: &[u8]| {
@@ -68,14 +68,14 @@ fuzz_target!(|data: &[u8]| {
     }
 
     for approve in [true, false] {
-        match body::answer(&text, approve, "api") {
+        match body::answer(&text, approve) {
             Ok(a) => {
-                assert_eq!(a.approve, approve);
-                assert_eq!(a.by, "api");
-                if !approve {
-                    assert!(a.grant.is_none(), "a denial that remembers a grant");
-                }
-                if let Some(Remember::Pattern(p)) = a.grant.map(|g| g.remember) {
+                assert_eq!(a.answer.approves(), approve);
+                let grant = match a.answer {
+                    Answer::Approve { grant } => grant,
+                    Answer::Deny => None,
+                };
+                if let Some(Remember::Pattern(p)) = grant.map(|g| g.remember) {
                     let scope = GrantScope::Pattern(p);
                     if scope.check().is_ok() {
                         covers(scope);

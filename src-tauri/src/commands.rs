@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tauri::State;
-use tw_core::{Caller, LicenseTier, OperationalMode, ToolFilter, ToolStatus};
+use tw_core::{Caller, LicenseTier, OperationalMode, ToolFilter};
 use tw_protocol::{
     AnswerParams, AnswerResponse, AuditDetail, AuditPage, AuditQueryParams, AuditRecordParams,
     CancelParams, Confirmation, Decision, Grant, GrantParams, IpcError, ListToolsParams,
     PolicyFile, SetModeParams, SetToolEnabledParams, Settings, ToolDetail, ToolParams, ToolSummary,
 };
-use tw_runtime::{Answer, GrantSpec, Remember, Runtime, ToolKind, Who};
-use tw_store::{AuditQuery, ResolveOutcome};
+use tw_runtime::{Answer, ErrorKind, GrantSpec, Remember, Runtime, RuntimeError, ToolKind, Who};
+use tw_store::{AuditFilter, AuditQuery, ResolveOutcome};
 
 use crate::Desktop;
 use crate::convert;
@@ -45,6 +45,36 @@ pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> IpcError {
     IpcError::new("internal", format!("{what} failed; see the app's log"))
 }
 
+/// The IPC error for a request the runtime refused: the one place the desktop maps runtime
+/// errors. The code is the error's kind (`not_found`, `conflict`, `invalid`, `denied`,
+/// `unavailable`, `internal`), the field a JSON pointer into the command's parameters, and an
+/// internal failure is logged in full and reported without its details.
+pub(crate) fn refused(what: &str, e: RuntimeError) -> IpcError {
+    let kind = e.kind();
+    if kind == ErrorKind::Internal {
+        return internal(what, e);
+    }
+    IpcError {
+        code: kind.as_str().to_owned(),
+        message: e.to_string(),
+        field: e.field().map(pointer_of),
+    }
+}
+
+/// A runtime service's field name as the JSON pointer of the parameter that carries it.
+fn pointer_of(field: &str) -> String {
+    let param = match field {
+        "since" => "sinceAt",
+        "until" => "untilAt",
+        "agent_id" => "caller",
+        "duration" => "rememberSecs",
+        "remember" => "rememberScope",
+        "who" => "anyCaller",
+        other => other,
+    };
+    format!("/{param}")
+}
+
 pub(crate) fn invalid(field: &str, message: impl Into<String>) -> IpcError {
     IpcError {
         code: "invalid".to_owned(),
@@ -62,8 +92,8 @@ pub(crate) fn summary(rt: &Runtime, name: &str, caller: &Caller) -> Reply<ToolSu
     Ok(convert::tool_summary(
         &tool,
         decision.as_ref(),
-        &rt.disabled_tiers(name),
-        rt.tier(),
+        &rt.tools().disabled_tiers(name),
+        rt.settings().tier(),
     ))
 }
 
@@ -144,9 +174,10 @@ pub async fn set_tool_enabled(
         .tier
         .parse()
         .map_err(|e: String| invalid("/tier", e))?;
-    rt.set_tool_enabled(&params.name, tier, params.enabled, &actor())
+    rt.tools()
+        .set_tool_enabled(&params.name, tier, params.enabled, &actor())
         .await
-        .map_err(|e| IpcError::new("invalid", e.to_string()))?;
+        .map_err(|e| refused("switching the tool", e))?;
     summary(rt, &params.name, &caller())
 }
 
@@ -155,6 +186,7 @@ pub async fn set_tool_enabled(
 pub async fn list_confirmations(state: State<'_, Arc<Desktop>>) -> Reply<Vec<Confirmation>> {
     let rt = &state.runtime;
     let rows = rt
+        .confirmations()
         .pending_confirmations()
         .await
         .map_err(|e| internal("listing confirmations", e))?;
@@ -187,37 +219,31 @@ pub async fn answer_confirmation(
             ));
         }
     };
-    let who = if params.any_caller {
-        Who::Anyone
-    } else {
-        Who::SameCaller
-    };
-    let grant = match (approve, params.remember_secs) {
-        (true, Some(0)) => return Err(invalid("/rememberSecs", "a grant must last a while")),
-        (true, Some(secs)) => Some(GrantSpec {
-            remember,
-            who,
-            duration: Some(Duration::from_secs(secs)),
-        }),
+    // Unless the person widened it, whose calls a grant covers is the service's default.
+    let who = params.any_caller.then_some(Who::Anyone);
+    let answer = match (approve, params.remember_secs) {
+        (true, Some(secs)) => Answer::Approve {
+            grant: Some(GrantSpec {
+                remember,
+                who,
+                duration: Some(Duration::from_secs(secs)),
+            }),
+        },
+        (true, None) => Answer::Approve { grant: None },
         (false, Some(_)) => {
             return Err(invalid(
                 "/rememberSecs",
                 "only an approval can be remembered",
             ));
         }
-        (_, None) => None,
-    };
-    let answer = Answer {
-        approve,
-        by: actor(),
-        note: params.note,
-        grant,
+        (false, None) => Answer::Deny,
     };
     let outcome = state
         .runtime
-        .answer(&params.id, answer)
+        .confirmations()
+        .answer(&params.id, answer, &actor(), params.note.as_deref())
         .await
-        .map_err(|e| IpcError::new("invalid", e.to_string()))?;
+        .map_err(|e| refused("answering the confirmation", e))?;
     Ok(match outcome {
         ResolveOutcome::Resolved {
             confirmation,
@@ -242,42 +268,23 @@ pub async fn answer_confirmation(
     })
 }
 
-/// The store's query for the viewer's filters; bad values are reported at their field.
+/// The viewer's filters as the store's audit filter; the store checks them, and a bad value is
+/// reported at its field.
 pub(crate) fn audit_query(params: AuditQueryParams) -> Reply<AuditQuery> {
-    let status = params
-        .status
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<ToolStatus>())
-        .transpose()
-        .map_err(|e| invalid("/status", e.to_string()))?;
-    let limit = params.limit.unwrap_or(50);
-    if !(1..=tw_store::MAX_PAGE).contains(&limit) {
-        return Err(invalid(
-            "/limit",
-            format!("a page holds 1 to {} rows", tw_store::MAX_PAGE),
-        ));
-    }
-    if let (Some(since), Some(until)) = (params.since_at, params.until_at)
-        && until <= since
-    {
-        return Err(invalid(
-            "/untilAt",
-            "the end of the range must be after its start",
-        ));
-    }
-    let nonempty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
-    Ok(AuditQuery {
-        tool: nonempty(params.tool),
-        status,
-        agent_id: nonempty(params.caller),
-        skill: nonempty(params.skill),
+    AuditFilter {
+        tool: params.tool,
+        status: params.status,
+        agent_id: params.caller,
+        skill: params.skill,
         since: params.since_at,
         until: params.until_at,
-        text: nonempty(params.text),
+        text: params.text,
         violations_only: false,
         cursor: params.cursor,
-        limit,
-    })
+        limit: params.limit,
+    }
+    .query()
+    .map_err(|e| refused("the audit query", e.into()))
 }
 
 /// The grants not revoked (in force or lapsed), newest first.
@@ -285,6 +292,7 @@ pub(crate) fn audit_query(params: AuditQueryParams) -> Reply<AuditQuery> {
 pub async fn list_grants(state: State<'_, Arc<Desktop>>) -> Reply<Vec<Grant>> {
     let rows = state
         .runtime
+        .confirmations()
         .grants(false)
         .await
         .map_err(|e| internal("listing grants", e))?;
@@ -296,6 +304,7 @@ pub async fn list_grants(state: State<'_, Arc<Desktop>>) -> Reply<Vec<Grant>> {
 pub async fn revoke_grant(state: State<'_, Arc<Desktop>>, params: GrantParams) -> Reply<bool> {
     state
         .runtime
+        .confirmations()
         .revoke_grant(&params.id, &actor())
         .await
         .map_err(|e| internal("revoking the grant", e))
@@ -379,7 +388,7 @@ pub async fn close_window(
 #[tauri::command]
 pub async fn reload_policy(state: State<'_, Arc<Desktop>>) -> Reply<Settings> {
     // The outcome is in the settings (and the admin log); an invalid policy is not an IPC error.
-    let _ = state.runtime.reload_policy(&actor()).await;
+    let _ = state.runtime.settings().reload_policy(&actor()).await;
     Ok(settings(&state))
 }
 
@@ -398,6 +407,7 @@ pub async fn set_mode(state: State<'_, Arc<Desktop>>, params: SetModeParams) -> 
         .map_err(|e: String| invalid("/mode", e))?;
     state
         .runtime
+        .settings()
         .set_mode(mode, &actor())
         .await
         .map_err(|e| internal("switching the mode", e))?;
@@ -428,17 +438,82 @@ fn settings(d: &Desktop) -> Settings {
         first.error = Some(warnings.join("; "));
     }
     Settings {
-        mode: rt.mode().to_string(),
+        mode: rt.settings().mode().to_string(),
         modes: OperationalMode::ALL
             .iter()
             .map(ToString::to_string)
             .collect(),
-        tier: rt.tier().to_string(),
+        tier: rt.settings().tier().to_string(),
         data_dir: d.options.places.data_dir.display().to_string(),
         policy_files: files,
         policy_error: rt
+            .settings()
             .policy_error()
             .map(|(at, errors)| tw_protocol::PolicyError { at, errors }),
         endpoint: d.endpoint.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    /// The desktop's whole mapping of runtime errors: the kind is the IPC code, a field becomes
+    /// a JSON pointer into the command's parameters, an internal failure hides its details.
+    #[test]
+    fn runtime_errors_map_to_ipc_codes_and_fields() {
+        let cases: Vec<(RuntimeError, (&str, Option<&str>))> = vec![
+            (
+                RuntimeError::NotFound("no confirmation with id x".into()),
+                ("not_found", None),
+            ),
+            (
+                RuntimeError::BuiltinName("echo".into()),
+                ("conflict", Some("/name")),
+            ),
+            (
+                RuntimeError::invalid("duration", "a grant must last some time"),
+                ("invalid", Some("/rememberSecs")),
+            ),
+            (
+                tw_store::StoreError::InvalidQuery {
+                    field: "until",
+                    message: "after its start".into(),
+                }
+                .into(),
+                ("invalid", Some("/untilAt")),
+            ),
+            (
+                RuntimeError::TierLimit {
+                    tier: LicenseTier::Pro,
+                    limit: 10,
+                },
+                ("denied", None),
+            ),
+            (
+                RuntimeError::Unavailable("the skills directory cannot be read".into()),
+                ("unavailable", None),
+            ),
+            (
+                RuntimeError::Internal("secret detail".into()),
+                ("internal", None),
+            ),
+        ];
+        for (e, (code, field)) in cases {
+            let shown = e.to_string();
+            let ipc = refused("the test", e);
+            assert_eq!(
+                (ipc.code.as_str(), ipc.field.as_deref()),
+                (code, field),
+                "{shown}"
+            );
+            if code == "internal" {
+                assert!(!ipc.message.contains("secret"), "{}", ipc.message);
+            } else {
+                assert_eq!(ipc.message, shown);
+            }
+        }
     }
 }

@@ -74,7 +74,7 @@ impl Options {
 
     /// Opens the runtime on these places.
     pub async fn open_runtime(&self) -> anyhow::Result<Runtime> {
-        self.places.open_runtime().await.with_context(|| {
+        Runtime::open_at(&self.places).await.with_context(|| {
             format!(
                 "cannot open toolwarden with data directory {}",
                 self.places.data_dir.display()

@@ -57,7 +57,12 @@ pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
     tauri::async_runtime::spawn(async move {
         let mut last: Option<usize> = None;
         loop {
-            match desktop.runtime.pending_confirmations().await {
+            match desktop
+                .runtime
+                .confirmations()
+                .pending_confirmations()
+                .await
+            {
                 Ok(rows) if last != Some(rows.len()) => {
                     let pending = rows.len();
                     last = Some(pending);

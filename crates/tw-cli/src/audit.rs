@@ -233,21 +233,20 @@ pub(crate) fn parse_time(s: &str) -> anyhow::Result<i64> {
     }
 }
 
+/// The flags as the store's audit filter (times read from RFC 3339 or "2h ago"); the store
+/// checks it.
 fn query(f: &AuditFilter) -> anyhow::Result<AuditQuery> {
-    Ok(AuditQuery {
+    let filter = tw_store::AuditFilter {
         tool: f.tool.clone(),
-        status: f
-            .status
-            .as_deref()
-            .map(|s| s.parse().map_err(|e: String| anyhow!(e)))
-            .transpose()?,
+        status: f.status.clone(),
         agent_id: f.caller.clone(),
         skill: f.skill.clone(),
         since: f.since.as_deref().map(parse_time).transpose()?,
         until: f.until.as_deref().map(parse_time).transpose()?,
         text: f.text.clone(),
-        ..AuditQuery::default()
-    })
+        ..tw_store::AuditFilter::default()
+    };
+    Ok(filter.query().map_err(tw_runtime::RuntimeError::from)?)
 }
 
 pub(crate) fn time(us: i64) -> String {

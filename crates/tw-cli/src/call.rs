@@ -21,21 +21,6 @@ use crate::cli::{BatchArgs, CallArgs};
 use crate::out::{errln, outln};
 use crate::setup::Context;
 
-/// The exit code for a call's status.
-pub(crate) fn exit_code(status: ToolStatus) -> u8 {
-    match status {
-        ToolStatus::Success => 0,
-        ToolStatus::Failed => 1,
-        ToolStatus::Timeout => 3,
-        ToolStatus::Cancelled => 4,
-        ToolStatus::RequiresConfirmation => 5,
-        ToolStatus::SandboxError => 6,
-        ToolStatus::PermissionDenied => 7,
-        ToolStatus::ValidationError => 8,
-        ToolStatus::NotFound => 9,
-    }
-}
-
 /// A token that fires on SIGINT or SIGTERM.
 pub(crate) fn cancel_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
@@ -121,7 +106,7 @@ pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Re
     upstream.cancel();
     supervisors.stopped().await;
     outln!("{}", serde_json::to_string_pretty(&result)?)?;
-    Ok(exit_code(result.status))
+    Ok(crate::exit::for_status(result.status))
 }
 
 /// Tells the person at the terminal when the call waits for approval, and how to give it.
@@ -211,6 +196,7 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
     let mut write_error: Option<anyhow::Error> = None;
     let stop = cancel.clone();
     let results = rt
+        .pipeline()
         .execute_batch_cancellable(calls, mode, cancel, |_, r: &ToolResult| {
             if r.status != ToolStatus::Success && first_failure.is_none() {
                 first_failure = Some(r.status);
@@ -233,5 +219,5 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
         return Err(e);
     }
     tracing::info!(calls = results.len(), "batch finished");
-    Ok(first_failure.map_or(0, exit_code))
+    Ok(first_failure.map_or(0, crate::exit::for_status))
 }

@@ -613,7 +613,10 @@ pub(crate) struct AnswerArgs {
     /// the tool) or a JSON argument pattern such as '{"path": "src/**"}'.
     #[arg(long, value_name = "SCOPE")]
     pub remember: Option<String>,
-    /// With --remember: only for the caller of the approved call (default: any caller).
+    /// With --remember: for any caller (default: only the caller of the approved call).
+    #[arg(long, conflicts_with = "caller_only")]
+    pub any_caller: bool,
+    /// With --remember: only for the caller of the approved call (the default).
     #[arg(long)]
     pub caller_only: bool,
     /// With --remember: for this long (e.g. 30m, 8h, 7d; default: until revoked).

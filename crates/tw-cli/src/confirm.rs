@@ -52,13 +52,14 @@ pub(crate) async fn confirm(
     match cmd {
         ConfirmCommand::List { all, json } => {
             let rows = if all {
-                rt.confirmations(&ConfirmationQuery {
-                    state: None,
-                    limit: tw_store::MAX_PAGE,
-                })
-                .await?
+                rt.confirmations()
+                    .confirmations(&ConfirmationQuery {
+                        state: None,
+                        limit: tw_store::MAX_PAGE,
+                    })
+                    .await?
             } else {
-                rt.pending_confirmations().await?
+                rt.confirmations().pending_confirmations().await?
             };
             if json {
                 outln!("{}", serde_json::to_string_pretty(&rows)?)?;
@@ -103,23 +104,35 @@ pub(crate) async fn confirm(
 }
 
 async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> anyhow::Result<u8> {
-    if !approve && (a.remember.is_some() || a.caller_only || a.duration.is_some()) {
-        bail!("--remember, --caller-only and --for only go with approve");
+    if !approve && (a.remember.is_some() || a.caller_only || a.any_caller || a.duration.is_some()) {
+        bail!("--remember, --any-caller, --caller-only and --for only go with approve");
+    }
+    if a.remember.is_none() && (a.caller_only || a.any_caller || a.duration.is_some()) {
+        bail!("--any-caller, --caller-only and --for describe a grant: give --remember too");
     }
     let grant = match &a.remember {
         Some(scope) => Some(GrantSpec {
             remember: remember(scope)?,
-            who: if a.caller_only {
-                Who::SameCaller
+            // Unless told, whose calls it covers is the confirmation service's default.
+            who: if a.any_caller {
+                Some(Who::Anyone)
+            } else if a.caller_only {
+                Some(Who::SameCaller)
             } else {
-                Who::Anyone
+                None
             },
             duration: duration(a.duration.as_deref())?,
         }),
         None => None,
     };
+    let verdict = if approve {
+        Answer::Approve { grant }
+    } else {
+        Answer::Deny
+    };
     let ids = if a.all_pending {
-        rt.pending_confirmations()
+        rt.confirmations()
+            .pending_confirmations()
             .await?
             .into_iter()
             .map(|r| r.id)
@@ -130,15 +143,8 @@ async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> an
     let mut failed = 0;
     for id in ids {
         let outcome = rt
-            .answer(
-                &id,
-                Answer {
-                    approve,
-                    by: actor(ctx),
-                    note: a.note.clone(),
-                    grant: grant.clone(),
-                },
-            )
+            .confirmations()
+            .answer(&id, verdict.clone(), &actor(ctx), a.note.as_deref())
             .await?;
         match outcome {
             ResolveOutcome::Resolved {
@@ -177,7 +183,7 @@ async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> an
 pub(crate) async fn grants(rt: &Runtime, ctx: &Context, cmd: GrantsCommand) -> anyhow::Result<u8> {
     match cmd {
         GrantsCommand::List { all, json } => {
-            let rows = rt.grants(all).await?;
+            let rows = rt.confirmations().grants(all).await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&rows)?)?;
                 return Ok(0);
@@ -227,15 +233,15 @@ pub(crate) async fn grants(rt: &Runtime, ctx: &Context, cmd: GrantsCommand) -> a
                     Some(p) => remember(&p)?,
                     None => Remember::Tool,
                 },
-                who: agent.map_or(Who::Anyone, Who::Agent),
+                who: agent.map(Who::Agent),
                 duration: duration(d.as_deref())?,
             };
-            let g = rt.grant(&tool, &spec, &actor(ctx)).await?;
+            let g = rt.confirmations().grant(&tool, &spec, &actor(ctx)).await?;
             outln!("granted {} ({} for {})", g.id, g.scope.kind(), g.tool)?;
             Ok(0)
         }
         GrantsCommand::Revoke { id } => {
-            if rt.revoke_grant(&id, &actor(ctx)).await? {
+            if rt.confirmations().revoke_grant(&id, &actor(ctx)).await? {
                 outln!("revoked {id}")?;
                 Ok(0)
             } else {
@@ -252,7 +258,7 @@ pub(crate) async fn mode(
     cmd: Option<ModeCommand>,
 ) -> anyhow::Result<u8> {
     match cmd {
-        None | Some(ModeCommand::Show) => outln!("{}", rt.mode())?,
+        None | Some(ModeCommand::Show) => outln!("{}", rt.settings().mode())?,
         Some(ModeCommand::Set { mode: m }) => {
             let mode: OperationalMode = match m.parse() {
                 Ok(mode) => mode,
@@ -262,7 +268,7 @@ pub(crate) async fn mode(
                     return Ok(2);
                 }
             };
-            let before = rt.set_mode(mode, &actor(ctx)).await?;
+            let before = rt.settings().set_mode(mode, &actor(ctx)).await?;
             outln!("operational mode {before} -> {mode}")?;
         }
     }

@@ -1,7 +1,8 @@
 //! The `toolwarden` binary: parses the command line, opens the runtime on the configured data
 //! directory and workspace, and runs one command. Errors that are Toolwarden's own (bad config,
 //! unusable data directory) exit with code 10 and a one-line message; tool calls exit with the code
-//! of their status. A reader that closes stdout ends the command quietly (`out`).
+//! of their status, and refused requests with the code of their kind (`exit`). A reader that
+//! closes stdout ends the command quietly (`out`).
 
 // Every print goes through `out`, where a closed stdout is an error instead of a panic.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -10,6 +11,7 @@ mod audit;
 mod call;
 mod cli;
 mod confirm;
+mod exit;
 mod mcp;
 mod out;
 mod policy;
@@ -28,8 +30,7 @@ use clap::Parser;
 use crate::cli::{Cli, Command};
 use crate::out::errln;
 
-/// Exit code for problems with Toolwarden itself rather than with a tool call.
-pub(crate) const EXIT_INTERNAL: u8 = 10;
+use crate::exit::EXIT_INTERNAL;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -71,7 +72,7 @@ fn main() -> ExitCode {
         Err(e) if out::is_closed(&e) => ExitCode::from(out::EXIT_CLOSED),
         Err(e) => {
             errln!("error: {e:#}");
-            ExitCode::from(EXIT_INTERNAL)
+            ExitCode::from(exit::for_error(&e))
         }
     }
 }
@@ -81,7 +82,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Config = cli.command {
         return ctx.show();
     }
-    let rt = ctx.open_runtime().await?;
+    let rt = match ctx.open_runtime().await {
+        Ok(rt) => rt,
+        // Toolwarden cannot start: its own trouble, whatever the cause's kind.
+        Err(e) => {
+            errln!("error: {e:#}");
+            return Ok(EXIT_INTERNAL);
+        }
+    };
     for w in rt.warnings() {
         errln!("warning: {w}");
     }

@@ -96,6 +96,7 @@ async fn review(
     if accept {
         let p = waiting[0];
         match rt
+            .upstreams()
             .accept_upstream_change(&p.server, &p.tool, &actor(ctx))
             .await?
         {
@@ -150,7 +151,7 @@ async fn review(
 async fn servers(rt: &Runtime, ctx: &Context, as_json: bool) -> anyhow::Result<u8> {
     let shutdown = CancellationToken::new();
     let upstreams = start_upstreams(rt, ctx, &shutdown).await;
-    let status = rt.upstream_status();
+    let status = rt.upstreams().upstream_status();
     shutdown.cancel();
     upstreams.stopped().await;
     let down = status.iter().any(|s| !s.connected);

@@ -15,6 +15,7 @@ use tw_store::AuditQuery;
 
 use crate::audit::{parse_time, time};
 use crate::cli::PolicyCommand;
+use crate::exit::unknown_tool;
 use crate::out::{errln, out, outln};
 use crate::setup::Context;
 use crate::table::Table;
@@ -56,10 +57,10 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: PolicyCommand) -> anyh
 }
 
 fn show(rt: &Runtime) -> anyhow::Result<()> {
-    let p = rt.policy();
+    let p = rt.settings().policy();
     outln!("policy from:   {}", tw_runtime::policy::describe(&p))?;
-    outln!("mode:          {}", rt.mode())?;
-    outln!("license tier:  {}", rt.tier())?;
+    outln!("mode:          {}", rt.settings().mode())?;
+    outln!("license tier:  {}", rt.settings().tier())?;
     outln!(
         "confirmations: wait {} s ({})",
         p.confirmation_timeout.0,
@@ -87,7 +88,7 @@ fn explain(
         who.agent_id = Caller::agent(c).agent_id;
     }
     let Some(decision) = rt.explain(tool, &arguments, &who) else {
-        bail!("no tool named {tool:?} is registered (see `toolwarden tools list`)");
+        return Err(unknown_tool(tool));
     };
     if as_json {
         outln!("{}", serde_json::to_string_pretty(&decision)?)?;
@@ -98,7 +99,7 @@ fn explain(
             who.skill
                 .as_deref()
                 .map_or(String::new(), |s| format!(" (skill {s})")),
-            rt.mode()
+            rt.settings().mode()
         )?;
         out!("{}", render(&decision))?;
     }
@@ -136,14 +137,16 @@ fn compile_files(rt: &Runtime, files: &[PathBuf]) -> anyhow::Result<Result<Polic
         .iter()
         .map(|(file, text, doc)| PolicySource { file, text, doc })
         .collect();
-    Ok(Policy::compile(&sources, rt.policy().env.clone())
-        .map_err(|e| e.iter().map(ToString::to_string).collect()))
+    Ok(
+        Policy::compile(&sources, rt.settings().policy().env.clone())
+            .map_err(|e| e.iter().map(ToString::to_string).collect()),
+    )
 }
 
 fn check(rt: &Runtime, files: &[PathBuf]) -> anyhow::Result<u8> {
     let policy = if files.is_empty() {
         // The configured policy already compiled when the runtime opened (or it would not have).
-        rt.policy()
+        rt.settings().policy()
     } else {
         match compile_files(rt, files)? {
             Ok(p) => Arc::new(p),

@@ -23,13 +23,16 @@ pub(crate) async fn run(
     match cmd {
         None => serve(rt, ctx, listen).await,
         Some(ServeCommand::Token) => {
-            let (token, path) = rt.admin_token()?;
+            let (token, path) = rt.tokens().admin_token()?;
             outln!("{token}")?;
             errln!("(from {})", path.display());
             Ok(0)
         }
         Some(ServeCommand::Issue { agent, label }) => {
-            let (token, row) = rt.issue_api_token(&agent, label, &actor(ctx)).await?;
+            let (token, row) = rt
+                .tokens()
+                .issue_api_token(&agent, label, &actor(ctx))
+                .await?;
             outln!("{token}")?;
             errln!(
                 "token {} for agent {}: it reaches /mcp only; this is the only time it is shown",
@@ -39,7 +42,7 @@ pub(crate) async fn run(
             Ok(0)
         }
         Some(ServeCommand::Revoke { agent }) => {
-            let revoked = rt.revoke_api_tokens(&agent, &actor(ctx)).await?;
+            let revoked = rt.tokens().revoke_api_tokens(&agent, &actor(ctx)).await?;
             if revoked.is_empty() {
                 errln!("agent {agent} has no live token");
                 return Ok(1);

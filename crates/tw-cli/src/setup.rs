@@ -53,7 +53,7 @@ impl Context {
     }
 
     pub(crate) async fn open_runtime(&self) -> anyhow::Result<Runtime> {
-        self.places.open_runtime().await.with_context(|| {
+        Runtime::open_at(&self.places).await.with_context(|| {
             format!(
                 "cannot open toolwarden with data directory {}",
                 self.places.data_dir.display()

@@ -1,13 +1,14 @@
 //! `toolwarden tools ...`: discovery, inspection with the policy explanation, export for agents,
 //! managing custom tools, and switching tools off and on per license tier.
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use tw_core::export::{ExportFormat, export_tools};
 use tw_core::{Caller, CoreError, Decision, DefinitionFormat, ToolFilter, load_tool_specs};
 use tw_runtime::{Runtime, RuntimeError};
 
 use crate::cli::{Format, ListArgs, SwitchArgs, ToolsCommand};
+use crate::exit::unknown_tool;
 use crate::out::{errln, out, outln};
 use crate::setup::Context;
 use crate::table::Table;
@@ -20,7 +21,8 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ToolsCommand) -> anyho
         ToolsCommand::Export { format, all } => export(rt, caller, format, all),
         ToolsCommand::Add { file } => add(rt, ctx, &file).await,
         ToolsCommand::Remove { name } => {
-            rt.remove_custom_tool(&name, &crate::confirm::actor(ctx))
+            rt.tools()
+                .remove_custom_tool(&name, &crate::confirm::actor(ctx))
                 .await?;
             outln!("removed custom tool {name}")?;
             Ok(0)
@@ -37,11 +39,15 @@ async fn switch(rt: &Runtime, ctx: &Context, a: SwitchArgs, enabled: bool) -> an
     tiers.sort();
     tiers.dedup();
     if tiers.is_empty() {
-        tiers.push(rt.tier());
+        tiers.push(rt.settings().tier());
     }
     let actor = crate::confirm::actor(ctx);
     for tier in tiers {
-        match rt.set_tool_enabled(&a.name, tier, enabled, &actor).await {
+        match rt
+            .tools()
+            .set_tool_enabled(&a.name, tier, enabled, &actor)
+            .await
+        {
             Ok(outcome) => outln!("{outcome}")?,
             Err(RuntimeError::Core(e @ CoreError::UnknownTool(_))) => {
                 // A usage error (exit 2), like an unknown tier.
@@ -56,7 +62,7 @@ async fn switch(rt: &Runtime, ctx: &Context, a: SwitchArgs, enabled: bool) -> an
 
 /// The tiers a tool is switched off for, as `tools list` shows them (`-`: none).
 fn off_for(rt: &Runtime, tool: &str) -> String {
-    let tiers = rt.disabled_tiers(tool);
+    let tiers = rt.tools().disabled_tiers(tool);
     if tiers.is_empty() {
         return "-".to_owned();
     }
@@ -123,7 +129,7 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
 
 fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Result<u8> {
     let Some(tool) = rt.registry().get(name) else {
-        bail!("no tool named {name:?} is registered (see `toolwarden tools list`)");
+        return Err(unknown_tool(name));
     };
     let d = &tool.definition;
     let explanation = rt.tool_decision(name, caller);
@@ -144,7 +150,7 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
                     }
                 },
                 "policy": explanation,
-                "switched_off": rt.tier_switches(name),
+                "switched_off": rt.tools().tier_switches(name),
             }))?
         )?;
         return Ok(0);
@@ -179,7 +185,7 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
     if let tw_runtime::ToolKind::Custom(cmd) = &tool.kind {
         outln!("  command: {}", cmd.argv().collect::<Vec<_>>().join(" "))?;
     }
-    let switches = rt.tier_switches(name);
+    let switches = rt.tools().tier_switches(name);
     if !switches.is_empty() {
         let shown: Vec<String> = switches
             .iter()
@@ -229,31 +235,18 @@ async fn add(rt: &Runtime, ctx: &Context, file: &std::path::Path) -> anyhow::Res
     let format = DefinitionFormat::from_path(&shown)
         .ok_or_else(|| anyhow!("{shown}: unknown file type; use .json, .toml, .yaml or .yml"))?;
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {shown}"))?;
-    // Every spec in the file is checked before any is added, so a bad file changes nothing.
+    // The runtime checks every spec before it adds any, so a bad file changes nothing.
     let specs = load_tool_specs(&text, &shown, format)?;
-    for spec in &specs {
-        if spec.command.is_none() {
-            bail!(
-                "{shown}: tool {} has no `command` section; a custom tool needs one, e.g. [command] argv = [\"wc\", \"-w\", \"{{path}}\"]",
-                spec.definition.name
-            );
-        }
-        if rt
-            .registry()
-            .get(spec.definition.name.as_str())
-            .is_some_and(|t| t.kind.is_builtin())
-        {
-            bail!(
-                "{shown}: tool {} is built in; choose another name",
-                spec.definition.name
-            );
-        }
-    }
-    let now = tw_runtime::Clock::now_us(&tw_runtime::SystemClock);
-    let actor = crate::confirm::actor(ctx);
-    for spec in specs {
-        let name = spec.definition.name.to_string();
-        let added = rt.add_custom_tool(spec, now, &actor).await?;
+    let names: Vec<String> = specs
+        .iter()
+        .map(|s| s.definition.name.to_string())
+        .collect();
+    let added = rt
+        .tools()
+        .add_custom_tools(specs, &crate::confirm::actor(ctx))
+        .await
+        .with_context(|| shown.clone())?;
+    for (name, added) in names.iter().zip(added) {
         outln!(
             "{} custom tool {name}",
             if added { "added" } else { "updated" }

@@ -127,10 +127,10 @@ pub async fn serve_stdio(
 /// records), at most [`DRAIN_LIMIT`]. For any host that ends a session.
 pub async fn drain(rt: &Runtime) {
     let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
-    while !rt.running().is_empty() {
+    while !rt.pipeline().running().is_empty() {
         if tokio::time::Instant::now() >= deadline {
             tracing::warn!(
-                calls = rt.running().len(),
+                calls = rt.pipeline().running().len(),
                 "calls still in flight after the MCP session ended"
             );
             return;

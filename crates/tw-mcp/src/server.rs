@@ -143,14 +143,14 @@ fn listing(rt: &Runtime, caller: &Caller) -> Vec<Value> {
         .collect()
 }
 
-fn callable(rt: &Runtime, caller: &Caller) -> Vec<Arc<tw_runtime::runtime::Entry>> {
+fn callable(rt: &Runtime, caller: &Caller) -> Vec<Arc<tw_runtime::Entry>> {
     rt.registry()
         .list()
         .into_iter()
         .filter(|t| {
             let name = t.definition.name.as_str();
             // An upstream tool whose server is down is left out until it is back.
-            rt.tool_available(name)
+            rt.upstreams().tool_available(name)
                 && rt
                     .tool_decision(name, caller)
                     .is_some_and(|d| d.decision != Decision::Deny)

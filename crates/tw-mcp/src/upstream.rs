@@ -304,6 +304,7 @@ async fn connect(rt: &Runtime, server: &UpstreamServer) -> Result<Connection, St
     match &server.transport {
         UpstreamTransport::Stdio { .. } => {
             let mut process = rt
+                .upstreams()
                 .start_upstream_process(server)
                 .await
                 .map_err(|e| format!("it could not be started: {e}"))?;
@@ -390,6 +391,7 @@ async fn register(rt: &Runtime, server: &str, conn: &Connection) -> Result<usize
         peer: conn.peer.clone(),
     });
     let registered = rt
+        .upstreams()
         .register_upstream(server, imported, client)
         .await
         .map_err(|e| format!("its tools could not be registered: {e}"))?;
@@ -420,7 +422,7 @@ async fn supervise(
                         let _ = tx.send(());
                     }
                     let why = serve_until_closed(&rt, &name, &mut conn, &shutdown).await;
-                    rt.upstream_down(&name, why.clone());
+                    rt.upstreams().upstream_down(&name, why.clone());
                     let exit = conn.close().await;
                     if shutdown.is_cancelled() {
                         return;
@@ -430,7 +432,7 @@ async fn supervise(
             },
         };
         tracing::warn!(server = %name, error = %why, retry_in = ?backoff, "upstream MCP server is down");
-        rt.upstream_down(&name, why);
+        rt.upstreams().upstream_down(&name, why);
         if let Some(tx) = first.take() {
             let _ = tx.send(());
         }

@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::json;
@@ -25,8 +25,7 @@ use tw_core::capability::{
 };
 use tw_core::policy::access::AccessLevel;
 use tw_core::skill::{
-    CapabilityIndex, Envelopes, OverrideAction, Overrides, Provenance, ResolvedTool, SkillOverride,
-    Via,
+    CapabilityIndex, OverrideAction, Overrides, Provenance, ResolvedTool, SkillOverride, Via,
 };
 use tw_store::{
     CapabilityScore, ClassificationRow, ClassificationSource, OverrideAction as StoredAction,
@@ -35,13 +34,12 @@ use tw_store::{
 
 use crate::classifier::LlmClassifier;
 use crate::error::{Result, RuntimeError};
-use crate::runtime::Runtime;
 
 /// The catalog shipped with Toolwarden, used unless the config names another.
 pub const BUILTIN_CATALOG: &str = include_str!("../../../config/tool_capabilities.yaml");
 
 /// Who the runtime's own classifications are recorded as.
-const CLASSIFIER_ACTOR: &str = "classifier";
+pub(crate) const CLASSIFIER_ACTOR: &str = "classifier";
 
 /// Reads the catalog the config names, else the built-in one. A catalog that does not parse
 /// refuses to start, with every problem as `file:line: message`.
@@ -49,7 +47,10 @@ pub(crate) fn load_catalog(file: Option<&std::path::Path>) -> Result<Catalog> {
     let (text, name) = match file {
         Some(path) => (
             std::fs::read_to_string(path).map_err(|e| {
-                RuntimeError::Capabilities(format!("{}: cannot be read: {e}", path.display()))
+                RuntimeError::invalid(
+                    "capabilities_file",
+                    format!("{}: cannot be read: {e}", path.display()),
+                )
             })?,
             path.display().to_string(),
         ),
@@ -59,7 +60,8 @@ pub(crate) fn load_catalog(file: Option<&std::path::Path>) -> Result<Catalog> {
         ),
     };
     parse_catalog(&text).map_err(|errors| {
-        RuntimeError::Capabilities(
+        RuntimeError::invalid(
+            "capabilities_file",
             errors
                 .iter()
                 .map(|e| format!("{name}:{e}"))
@@ -130,7 +132,7 @@ impl CapabilityState {
         }
     }
 
-    fn with(&self, tool: &str, entry: Option<ToolCapabilities>) -> Self {
+    pub(crate) fn with(&self, tool: &str, entry: Option<ToolCapabilities>) -> Self {
         let mut tools = self.tools.clone();
         match entry {
             Some(e) => tools.insert(tool.to_owned(), e),
@@ -178,9 +180,9 @@ impl OverrideState {
 /// Counters of this process's skill activity, for `toolwarden skills metrics` and the app.
 #[derive(Debug, Default)]
 pub(crate) struct SkillCounters {
-    activations: Mutex<HashMap<String, u64>>,
+    pub(crate) activations: Mutex<HashMap<String, u64>>,
     /// Calls let through by: manifest, inherited, capability, override; and refused.
-    checks: [AtomicU64; 5],
+    pub(crate) checks: [AtomicU64; 5],
 }
 
 impl SkillCounters {
@@ -269,7 +271,7 @@ pub struct SkillFigures {
     pub last_call_at: Option<i64>,
 }
 
-fn core_source(s: ClassificationSource) -> Source {
+pub(crate) fn core_source(s: ClassificationSource) -> Source {
     match s {
         ClassificationSource::Static => Source::Static,
         ClassificationSource::Llm => Source::Llm,
@@ -287,7 +289,7 @@ fn stored_source(s: Source) -> ClassificationSource {
     }
 }
 
-fn from_row(row: &ClassificationRow) -> ToolCapabilities {
+pub(crate) fn from_row(row: &ClassificationRow) -> ToolCapabilities {
     ToolCapabilities {
         tool: row.tool.clone(),
         classification: Classification {
@@ -308,7 +310,7 @@ fn from_row(row: &ClassificationRow) -> ToolCapabilities {
     }
 }
 
-fn to_row(t: &ToolCapabilities) -> ClassificationRow {
+pub(crate) fn to_row(t: &ToolCapabilities) -> ClassificationRow {
     ClassificationRow {
         tool: t.tool.clone(),
         definition_hash: t.definition_hash.clone(),
@@ -384,445 +386,6 @@ pub(crate) async fn classify(
         definition_hash: definition_hash(def),
         classified_at: now_us,
         classified_by: CLASSIFIER_ACTOR.to_owned(),
-    }
-}
-
-impl Runtime {
-    /// Every registered tool's capabilities, and the catalog.
-    pub fn capabilities(&self) -> Arc<CapabilityState> {
-        Arc::clone(
-            &self
-                .inner()
-                .capabilities
-                .read()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
-    }
-
-    /// The administrators' per-skill overrides.
-    pub fn skill_overrides(&self) -> Arc<OverrideState> {
-        Arc::clone(
-            &self
-                .inner()
-                .overrides
-                .read()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
-    }
-
-    fn swap_capabilities(&self, f: impl FnOnce(&CapabilityState) -> CapabilityState) {
-        let mut guard = self
-            .inner()
-            .capabilities
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let next = f(&guard);
-        *guard = Arc::new(next);
-    }
-
-    /// Classifies a tool that was just registered or changed (kept as it is when an
-    /// administrator set its capabilities, the static map names it, or the definition is the
-    /// one already classified), records it and puts it in force.
-    pub(crate) async fn classify_registered(&self, def: &ToolDefinition) {
-        let state = self.capabilities();
-        let cached = self
-            .store()
-            .classification(def.name.as_str())
-            .await
-            .unwrap_or_else(|e| {
-                tracing::warn!(tool = %def.name, error = %e, "the cached classification cannot be read");
-                None
-            });
-        let entry = match settled(def, &state.catalog, cached.as_ref()) {
-            Some(e) => e,
-            None => {
-                let e = classify(
-                    def,
-                    &state.catalog,
-                    self.inner().classifier.as_ref(),
-                    self.now_us(),
-                )
-                .await;
-                self.remember(&e).await;
-                e
-            }
-        };
-        let name = def.name.to_string();
-        self.swap_capabilities(|s| s.with(&name, Some(entry)));
-    }
-
-    /// Caches a classification and puts it in force.
-    pub(crate) async fn remember_classification(&self, entry: ToolCapabilities) {
-        self.remember(&entry).await;
-        let name = entry.tool.clone();
-        self.swap_capabilities(|s| s.with(&name, Some(entry)));
-    }
-
-    async fn remember(&self, entry: &ToolCapabilities) {
-        if let Err(e) = self.store().put_classification(&to_row(entry)).await {
-            tracing::warn!(tool = %entry.tool, error = %e, "the classification could not be cached; it holds until restart");
-        }
-    }
-
-    /// Forgets a removed tool's classification (an administrator's stays for a tool of the same
-    /// name registered later).
-    pub(crate) async fn forget_classification(&self, tool: &str) {
-        let admin = self
-            .capabilities()
-            .tools
-            .get(tool)
-            .is_some_and(|t| t.classification.source == Source::Admin);
-        if !admin
-            && let Err(e) = self
-                .store()
-                .delete_classification(tool, None, self.now_us())
-                .await
-        {
-            tracing::warn!(tool, error = %e, "the classification could not be removed");
-        }
-        self.swap_capabilities(|s| s.with(tool, None));
-    }
-
-    /// The registered tool named `tool`, or `unknown tool` as an error.
-    fn registered(&self, tool: &str) -> Result<Arc<tw_core::RegisteredTool<crate::ToolKind>>> {
-        Ok(self
-            .inner()
-            .registry
-            .get(tool)
-            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?)
-    }
-
-    /// Runs the classifier on a registered tool again (`toolwarden skills classify TOOL
-    /// --again`), replacing a cached machine classification; an administrator's stays.
-    pub async fn reclassify_tool(&self, tool: &str) -> Result<ToolCapabilities> {
-        let entry = self.registered(tool)?;
-        let def = &entry.definition;
-        let state = self.capabilities();
-        if let Some(current) = state.tools.get(tool)
-            && matches!(
-                current.classification.source,
-                Source::Admin | Source::Static
-            )
-        {
-            return Ok(current.clone());
-        }
-        let e = classify(
-            def,
-            &state.catalog,
-            self.inner().classifier.as_ref(),
-            self.now_us(),
-        )
-        .await;
-        self.remember(&e).await;
-        self.swap_capabilities(|s| s.with(tool, Some(e.clone())));
-        Ok(e)
-    }
-
-    /// An administrator sets a tool's capabilities; they hold over every classifier until
-    /// cleared. Each must be in the catalog.
-    pub async fn set_tool_capabilities(
-        &self,
-        tool: &str,
-        capabilities: &[String],
-        note: Option<&str>,
-        actor: &str,
-    ) -> Result<ToolCapabilities> {
-        let entry = self.registered(tool)?;
-        let state = self.capabilities();
-        if let Some(unknown) = capabilities.iter().find(|c| !state.catalog.contains(c)) {
-            return Err(RuntimeError::Capabilities(format!(
-                "{unknown:?} is not a capability in the catalog; known: {}",
-                state.catalog.names().collect::<Vec<_>>().join(", ")
-            )));
-        }
-        let mut unique: Vec<String> = Vec::new();
-        for c in capabilities {
-            if !unique.contains(c) {
-                unique.push(c.clone());
-            }
-        }
-        let e = ToolCapabilities {
-            tool: tool.to_owned(),
-            classification: Classification {
-                source: Source::Admin,
-                capabilities: unique
-                    .into_iter()
-                    .map(|capability| Assigned {
-                        capability,
-                        confidence: 1.0,
-                    })
-                    .collect(),
-                detail: note.map(str::to_owned),
-            },
-            definition_hash: definition_hash(&entry.definition),
-            classified_at: self.now_us(),
-            classified_by: actor.to_owned(),
-        };
-        self.store().put_classification(&to_row(&e)).await?;
-        self.swap_capabilities(|s| s.with(tool, Some(e.clone())));
-        Ok(e)
-    }
-
-    /// Clears an administrator's capabilities for a tool; a classifier then decides again.
-    pub async fn clear_tool_capabilities(&self, tool: &str, actor: &str) -> Result<bool> {
-        let entry = self.registered(tool)?;
-        let admin = self
-            .capabilities()
-            .tools
-            .get(tool)
-            .is_some_and(|t| t.classification.source == Source::Admin);
-        if !admin {
-            return Ok(false);
-        }
-        self.store()
-            .delete_classification(tool, Some(actor), self.now_us())
-            .await?;
-        self.swap_capabilities(|s| s.with(tool, None));
-        self.classify_registered(&entry.definition).await;
-        Ok(true)
-    }
-
-    /// Adds a tool to a skill (`Some(level)`) or removes one from it (`None`), over its manifest
-    /// and its capabilities. Persisted and written to the admin log with `actor` and `reason`.
-    pub async fn set_skill_override(
-        &self,
-        skill: &str,
-        tool: &str,
-        add: Option<AccessLevel>,
-        reason: Option<&str>,
-        actor: &str,
-    ) -> Result<Option<SkillOverrideRow>> {
-        tw_core::skill::check_name(skill)
-            .map_err(|e| RuntimeError::Capabilities(format!("skill name {skill:?} {e}")))?;
-        if let Some(e) = self.skills().error() {
-            return Err(RuntimeError::Capabilities(format!(
-                "the skills directory cannot be read: {e}"
-            )));
-        }
-        if self.skills().get(skill).is_none() {
-            return Err(RuntimeError::Capabilities(format!(
-                "no skill named {skill:?} is in {}",
-                self.skills_dir().display()
-            )));
-        }
-        if add.is_some() && self.inner().registry.get(tool).is_none() {
-            return Err(tw_core::CoreError::UnknownTool(tool.to_owned()).into());
-        }
-        tw_core::ToolName::new(tool)?;
-        let row = SkillOverrideRow {
-            skill: skill.to_owned(),
-            tool: tool.to_owned(),
-            action: if add.is_some() {
-                StoredAction::Add
-            } else {
-                StoredAction::Remove
-            },
-            access_level: add,
-            reason: reason.map(str::to_owned),
-            created_at: self.now_us(),
-            created_by: actor.to_owned(),
-        };
-        let previous = self.store().put_skill_override(&row).await?;
-        self.refresh_overrides().await?;
-        Ok(previous)
-    }
-
-    /// Removes an override; the skill's manifest and capabilities decide again.
-    pub async fn clear_skill_override(
-        &self,
-        skill: &str,
-        tool: &str,
-        actor: &str,
-    ) -> Result<Option<SkillOverrideRow>> {
-        let removed = self
-            .store()
-            .delete_skill_override(skill, tool, actor, self.now_us())
-            .await?;
-        self.refresh_overrides().await?;
-        Ok(removed)
-    }
-
-    /// Re-reads the overrides and the classifications other processes may have changed.
-    pub(crate) async fn refresh_overrides(&self) -> Result<()> {
-        let rows = self.store().skill_overrides().await?;
-        if rows != self.skill_overrides().rows {
-            *self
-                .inner()
-                .overrides
-                .write()
-                .unwrap_or_else(PoisonError::into_inner) = Arc::new(OverrideState::new(rows));
-        }
-        Ok(())
-    }
-
-    /// Picks up administrators' capability settings made by other processes.
-    pub(crate) async fn refresh_classifications(&self) -> Result<()> {
-        let rows = self.store().classifications().await?;
-        let state = self.capabilities();
-        let mut changed = Vec::new();
-        for row in &rows {
-            let held = state.tools.get(&row.tool);
-            let differs = held.is_none_or(|h| {
-                h.classification.source != core_source(row.source)
-                    || h.classified_at != row.classified_at
-            });
-            if differs
-                && (row.source == ClassificationSource::Admin
-                    || held.is_some_and(|h| h.classification.source == Source::Admin))
-                && self.inner().registry.get(&row.tool).is_some()
-            {
-                changed.push(from_row(row));
-            }
-        }
-        // An administrator's setting cleared elsewhere: classify again here.
-        let cleared: Vec<String> = state
-            .tools
-            .values()
-            .filter(|t| {
-                t.classification.source == Source::Admin && !rows.iter().any(|r| r.tool == t.tool)
-            })
-            .map(|t| t.tool.clone())
-            .collect();
-        if !changed.is_empty() {
-            self.swap_capabilities(|s| {
-                let mut tools = s.tools.clone();
-                for c in changed {
-                    tools.insert(c.tool.clone(), c);
-                }
-                CapabilityState::new(Arc::clone(&s.catalog), tools, s.min_confidence)
-            });
-        }
-        for tool in cleared {
-            if let Some(entry) = self.inner().registry.get(&tool) {
-                self.swap_capabilities(|s| s.with(&tool, None));
-                self.classify_registered(&entry.definition).await;
-            }
-        }
-        Ok(())
-    }
-
-    /// The tools a skill may use now, with where each came from: its manifest, a skill it
-    /// inherits from, a capability of its `permissions` (with who classified the tool), or an
-    /// override. Counted as an activation. `None` for a skill that is not loaded.
-    pub fn resolve_skill(&self, skill: &str) -> Option<ResolvedSkill> {
-        let skills = self.skills();
-        let caps = self.capabilities();
-        let ov = self.skill_overrides();
-        let env = Envelopes {
-            skills: &skills.map,
-            capabilities: &caps.index,
-            overrides: &ov.overrides,
-        };
-        let reached = env.resolve(skill)?;
-        {
-            let mut a = self
-                .inner()
-                .skill_counters
-                .activations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            *a.entry(skill.to_owned()).or_default() += 1;
-        }
-        let registry = &self.inner().registry;
-        let tools: Vec<ResolvedEntry> = reached
-            .iter()
-            .map(|r| ResolvedEntry {
-                tool: r.to_resolved(),
-                registered: r.name.starts_with("group:") || registry.get(r.name).is_some(),
-                classification: match r.via {
-                    Via::Capability(cap) => caps.tools.get(r.name).map(|t| ClassificationNote {
-                        source: t.classification.source,
-                        confidence: t
-                            .classification
-                            .capabilities
-                            .iter()
-                            .find(|a| a.capability == cap)
-                            .map_or(0.0, |a| a.confidence),
-                    }),
-                    _ => None,
-                },
-            })
-            .collect();
-
-        let permissions = skills.map.permissions_of(skill).to_vec();
-        Some(ResolvedSkill {
-            skill: skill.to_owned(),
-            unknown_permissions: permissions
-                .iter()
-                .filter(|p| !caps.catalog.contains(p))
-                .cloned()
-                .collect(),
-            permissions,
-            dangling_overrides: ov
-                .overrides
-                .of(skill)
-                .iter()
-                .filter(|o| registry.get(&o.tool).is_none())
-                .map(|o| o.tool.clone())
-                .collect(),
-            tools,
-        })
-    }
-
-    /// Lifecycle figures: per skill (activations, resolved tools by provenance, overrides, calls
-    /// and refusals from the audit log) and the classification sources.
-    pub async fn skill_metrics(&self) -> Result<SkillMetrics> {
-        let usage = self.store().skill_usage().await?;
-        let skills = self.skills();
-        let ov = self.skill_overrides();
-        let activations = self
-            .inner()
-            .skill_counters
-            .activations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let caps = self.capabilities();
-        let env = Envelopes {
-            skills: &skills.map,
-            capabilities: &caps.index,
-            overrides: &ov.overrides,
-        };
-        let mut names: Vec<String> = skills.skills.iter().map(|s| s.folder.clone()).collect();
-        names.extend(usage.iter().map(|u| u.skill.clone()));
-        names.sort();
-        names.dedup();
-        let figures = names
-            .into_iter()
-            .map(|skill| {
-                let mut resolved = BTreeMap::new();
-                for r in env.resolve(&skill).iter().flat_map(|res| res.iter()) {
-                    let key = match r.via {
-                        Via::Manifest => "manifest",
-                        Via::Inherited(_) => "inherited",
-                        Via::Capability(_) => "capability",
-                        Via::Override(_) => "override",
-                    };
-                    *resolved.entry(key).or_default() += 1;
-                }
-                let used = usage.iter().find(|u| u.skill == skill);
-                SkillFigures {
-                    loaded: skills.get(&skill).is_some_and(|s| s.manifest.is_some()),
-                    activations: activations.get(&skill).copied().unwrap_or(0),
-                    resolved,
-                    overrides: ov.overrides.of(&skill).len(),
-                    calls: used.map_or(0, |u| u.calls),
-                    skill_denied: used.map_or(0, |u| u.skill_denied),
-                    last_call_at: used.and_then(|u| u.last_call_at),
-                    skill,
-                }
-            })
-            .collect();
-        let counters = &self.inner().skill_counters.checks;
-        let checks = ["manifest", "inherited", "capability", "override", "denied"]
-            .into_iter()
-            .zip(counters.iter().map(|c| c.load(Ordering::Relaxed)))
-            .collect();
-        Ok(SkillMetrics {
-            skills: figures,
-            classification_sources: caps.sources(),
-            checks,
-        })
     }
 }
 

@@ -23,13 +23,14 @@ use tw_core::policy::grant::{Grant, GrantScope};
 use tw_core::policy::{Decision, Layer, LayerVerdict, PolicyDecision, RuleRef, Severity};
 use tw_core::{Caller, ToolCall};
 use tw_store::{
-    AdminEvent, ConfirmationQuery, ConfirmationRow, ConfirmationState, GrantQuery, GrantRow,
-    NewConfirmation, NewGrant, Resolution, ResolveOutcome,
+    ConfirmationQuery, ConfirmationRow, ConfirmationState, GrantQuery, GrantRow, NewConfirmation,
+    NewGrant, Resolution, ResolveOutcome,
 };
 
 use crate::error::{Result, RuntimeError};
 use crate::events::EventKind;
-use crate::runtime::{Runtime, new_execution_id};
+use crate::ids::new_execution_id;
+use crate::shared::Shared;
 
 /// How often a waiting call looks at its request when no one in this process answered it.
 pub const POLL: Duration = Duration::from_millis(100);
@@ -93,23 +94,31 @@ pub enum Who {
 pub struct GrantSpec {
     /// Which calls.
     pub remember: Remember,
-    /// Whose calls.
-    pub who: Who,
-    /// How long it lasts; `None` is until revoked.
+    /// Whose calls; `None`: the service's default, the same caller when approving a call and
+    /// anyone for a grant made on its own (see [`ConfirmationService::grant`]).
+    pub who: Option<Who>,
+    /// How long it lasts; `None` is until revoked. Zero is refused.
     pub duration: Option<Duration>,
 }
 
-/// A person's answer.
+/// A person's answer to a held call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Answer {
-    /// Approve or deny.
-    pub approve: bool,
-    /// Who answers.
-    pub by: String,
-    /// Why.
-    pub note: Option<String>,
-    /// With an approval: remember it as a grant.
-    pub grant: Option<GrantSpec>,
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// Let the call run; with a grant, also remember the approval for later calls.
+    Approve {
+        /// What to remember, if anything.
+        grant: Option<GrantSpec>,
+    },
+    /// Refuse the call.
+    Deny,
+}
+
+impl Answer {
+    /// Whether the answer lets the call run.
+    pub fn approves(&self) -> bool {
+        matches!(self, Answer::Approve { .. })
+    }
 }
 
 fn core_grant(row: &GrantRow) -> Grant {
@@ -137,11 +146,25 @@ pub(crate) enum Held {
     },
 }
 
+/// Owns pending confirmations and grants: holding a call for a person, answering it, and
+/// standing approvals with their defaults and limits.
+pub struct ConfirmationService {
+    shared: Arc<Shared>,
+    waiters: Waiters,
+}
+
 fn new_id() -> String {
     new_execution_id().to_string()
 }
 
-impl Runtime {
+impl ConfirmationService {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            waiters: Waiters::default(),
+        }
+    }
+
     /// Looks for an active grant covering the call; applies the first to `decision`.
     pub(crate) async fn apply_grants(
         &self,
@@ -149,9 +172,10 @@ impl Runtime {
         arguments: &Value,
         decision: &mut PolicyDecision,
     ) -> Result<bool> {
-        let now = self.now_us();
+        let now = self.shared.now_us();
         let grants = self
-            .store()
+            .shared
+            .store
             .grants(&GrantQuery {
                 tool: Some(call.tool.clone()),
                 active_at: Some(now),
@@ -172,17 +196,18 @@ impl Runtime {
         Ok(false)
     }
 
-    /// Holds a call for a person's answer.
+    /// Holds a call for a person's answer, for as long as policy's confirmation timeout (how
+    /// many seconds, and the rule that says so) allows.
     pub(crate) async fn hold(
         &self,
         call: &ToolCall,
         arguments: &Value,
         decision: &PolicyDecision,
+        timeout: (u64, String),
         cancel: &CancellationToken,
     ) -> Result<Held> {
-        let now = self.now_us();
-        let (timeout_secs, timeout_source) =
-            self.policy_state().policy.confirmation_timeout.clone();
+        let now = self.shared.now_us();
+        let (timeout_secs, timeout_source) = timeout;
         let expires_at =
             now.saturating_add(i64::try_from(timeout_secs).unwrap_or(i64::MAX / 2) * 1_000_000);
         let reason = decision.deciding().map_or_else(
@@ -191,7 +216,8 @@ impl Runtime {
         );
         let id = new_id();
         let caller = call.caller.sanitized();
-        self.store()
+        self.shared
+            .store
             .create_confirmation(NewConfirmation {
                 id: id.clone(),
                 execution_id: call.execution_id.to_string(),
@@ -206,8 +232,8 @@ impl Runtime {
                 expires_at,
             })
             .await?;
-        let notify = self.inner().waiters.register(&id);
-        self.emit_for(
+        let notify = self.waiters.register(&id);
+        self.shared.emit_for(
             call,
             EventKind::ConfirmationRequested {
                 confirmation_id: id.clone(),
@@ -219,7 +245,7 @@ impl Runtime {
         let outcome = self
             .wait(&id, expires_at, &notify, cancel, &timeout_source)
             .await;
-        self.inner().waiters.remove(&id);
+        self.waiters.remove(&id);
         let held = outcome?;
         let (state, by) = match &held {
             Held::Approved(v) => ("approved", v.rule.as_ref().map(|r| r.source.clone())),
@@ -232,7 +258,7 @@ impl Runtime {
                 verdict.rule.as_ref().map(|r| r.source.clone()),
             ),
         };
-        self.emit_for(
+        self.shared.emit_for(
             call,
             EventKind::ConfirmationResolved {
                 confirmation_id: id,
@@ -255,9 +281,9 @@ impl Runtime {
             if let Some(held) = self.settled(id, timeout_source).await? {
                 return Ok(held);
             }
-            let now = self.now_us();
+            let now = self.shared.now_us();
             if now >= expires_at {
-                self.store().expire_confirmations(now).await?;
+                self.shared.store.expire_confirmations(now).await?;
                 continue;
             }
             let left = Duration::from_micros(u64::try_from(expires_at - now).unwrap_or(0));
@@ -271,9 +297,9 @@ impl Runtime {
                         note: Some("the call was cancelled while it waited".to_owned()),
                         grant: None,
                     };
-                    let now = self.now_us();
+                    let now = self.shared.now_us();
                     if let ResolveOutcome::Resolved { .. } =
-                        self.store().resolve_confirmation(id, withdrawn, now).await?
+                        self.shared.store.resolve_confirmation(id, withdrawn, now).await?
                     {
                         return Ok(Held::Refused {
                             verdict: LayerVerdict::stop(
@@ -294,8 +320,8 @@ impl Runtime {
 
     /// The request's answer, if it has one.
     async fn settled(&self, id: &str, timeout_source: &str) -> Result<Option<Held>> {
-        let Some(row) = self.store().confirmation(id).await? else {
-            return Err(RuntimeError::Confirmation(format!(
+        let Some(row) = self.shared.store.confirmation(id).await? else {
+            return Err(RuntimeError::Internal(format!(
                 "confirmation {id} disappeared from the store"
             )));
         };
@@ -337,17 +363,24 @@ impl Runtime {
 
     /// Pending requests, oldest first.
     pub async fn pending_confirmations(&self) -> Result<Vec<ConfirmationRow>> {
-        self.store().expire_confirmations(self.now_us()).await?;
+        self.shared
+            .store
+            .expire_confirmations(self.shared.now_us())
+            .await?;
         Ok(self
-            .store()
+            .shared
+            .store
             .confirmations(&ConfirmationQuery::default())
             .await?)
     }
 
     /// Requests in any state, newest answers first after the pending ones.
     pub async fn confirmations(&self, q: &ConfirmationQuery) -> Result<Vec<ConfirmationRow>> {
-        self.store().expire_confirmations(self.now_us()).await?;
-        Ok(self.store().confirmations(q).await?)
+        self.shared
+            .store
+            .expire_confirmations(self.shared.now_us())
+            .await?;
+        Ok(self.shared.store.confirmations(q).await?)
     }
 
     fn new_grant(
@@ -361,27 +394,52 @@ impl Runtime {
         let scope = match (&spec.remember, arguments) {
             (Remember::Exact, Some(args)) => GrantScope::Exact(args.clone()),
             (Remember::Exact, None) => {
-                return Err(RuntimeError::Confirmation(
-                    "an exact-call grant needs a call to copy the arguments from; give a pattern or the tool".to_owned(),
+                return Err(RuntimeError::invalid(
+                    "remember",
+                    "an exact-call grant needs a call to copy the arguments from; give a pattern or the tool",
                 ));
             }
             (Remember::Pattern(p), _) => GrantScope::Pattern(p.clone()),
             (Remember::Tool, _) => GrantScope::Tool,
         };
-        scope.check().map_err(RuntimeError::Confirmation)?;
-        let agent_id = match (&spec.who, call) {
+        scope
+            .check()
+            .map_err(|e| RuntimeError::invalid("remember", e))?;
+        // The narrowest sensible default: the caller of the call being approved; a grant made
+        // on its own has no caller to narrow it to.
+        let who = spec.who.clone().unwrap_or(if call.is_some() {
+            Who::SameCaller
+        } else {
+            Who::Anyone
+        });
+        let agent_id = match (&who, call) {
             (Who::Anyone, _) => None,
             (Who::Agent(a), _) => Some(a.clone()),
             (Who::SameCaller, Some((_, agent))) => Some(agent.to_owned()),
             (Who::SameCaller, None) => {
-                return Err(RuntimeError::Confirmation(
-                    "\"the same caller\" only makes sense when approving a call; name the agent"
-                        .to_owned(),
+                return Err(RuntimeError::invalid(
+                    "who",
+                    "\"the same caller\" only makes sense when approving a call; name the agent",
                 ));
             }
         };
+        if let Who::Agent(a) = &who
+            && a.trim().is_empty()
+        {
+            return Err(RuntimeError::invalid(
+                "who",
+                "name the agent the grant is for",
+            ));
+        }
+        if spec.duration.is_some_and(|d| d.is_zero()) {
+            return Err(RuntimeError::invalid(
+                "duration",
+                "a grant must last some time; leave the duration out for one that lasts until revoked",
+            ));
+        }
         let expires_at = spec.duration.map(|d| {
-            self.now_us()
+            self.shared
+                .now_us()
                 .saturating_add(i64::try_from(d.as_micros()).unwrap_or(i64::MAX / 2))
         });
         Ok(NewGrant {
@@ -396,88 +454,102 @@ impl Runtime {
         })
     }
 
-    /// Answers a pending request. An approval may remember itself as a grant, which also releases
-    /// every other pending call it covers.
-    pub async fn answer(&self, id: &str, answer: Answer) -> Result<ResolveOutcome> {
-        let now = self.now_us();
-        let grant = match (&answer.grant, answer.approve) {
-            (Some(spec), true) => {
-                let row = self.store().confirmation(id).await?.ok_or_else(|| {
-                    RuntimeError::Confirmation(format!("no confirmation with id {id}"))
-                })?;
-                Some(self.new_grant(
-                    &row.tool,
-                    Some((&row.arguments, &row.agent_id)),
-                    spec,
-                    &answer.by,
-                )?)
+    /// Answers a pending request as `by`, with an optional note. An approval may remember
+    /// itself as a grant, which also releases every other pending call it covers. An unknown id
+    /// is [`ResolveOutcome::NotFound`]; a request already settled is left as it was
+    /// ([`ResolveOutcome::AlreadyResolved`]).
+    pub async fn answer(
+        &self,
+        id: &str,
+        answer: Answer,
+        by: &str,
+        note: Option<&str>,
+    ) -> Result<ResolveOutcome> {
+        let now = self.shared.now_us();
+        let grant = match &answer {
+            Answer::Approve { grant: Some(spec) } => {
+                let Some(row) = self.shared.store.confirmation(id).await? else {
+                    return Ok(ResolveOutcome::NotFound);
+                };
+                Some(self.new_grant(&row.tool, Some((&row.arguments, &row.agent_id)), spec, by)?)
             }
-            _ => None,
+            Answer::Approve { grant: None } | Answer::Deny => None,
         };
         let outcome = self
-            .store()
+            .shared
+            .store
             .resolve_confirmation(
                 id,
                 Resolution {
-                    approve: answer.approve,
-                    by: answer.by.clone(),
-                    note: answer.note.clone(),
+                    approve: answer.approves(),
+                    by: by.to_owned(),
+                    note: note.map(str::to_owned),
                     grant,
                 },
                 now,
             )
             .await?;
-        self.inner().waiters.wake(id);
+        self.waiters.wake(id);
         if let ResolveOutcome::Resolved {
             confirmation,
             grant: Some(grant),
         } = &outcome
         {
-            self.admin(
-                &answer.by,
-                "grant_created",
-                format!(
-                    "approving confirmation {} granted {}",
-                    confirmation.id,
-                    core_grant(grant).describe()
-                ),
-                serde_json::to_value(grant.as_ref()).unwrap_or(Value::Null),
-            )
-            .await;
-            self.release_covered(grant, &answer.by).await?;
+            self.shared
+                .admin(
+                    by,
+                    "grant_created",
+                    format!(
+                        "approving confirmation {} granted {}",
+                        confirmation.id,
+                        core_grant(grant).describe()
+                    ),
+                    serde_json::to_value(grant.as_ref()).unwrap_or(Value::Null),
+                )
+                .await;
+            self.release_covered(grant, by).await?;
         }
         Ok(outcome)
     }
 
-    /// Creates a grant outside an approval.
+    /// Creates a grant outside an approval: for `tool` (which must be registered), covering
+    /// anyone unless `spec` names an agent.
     pub async fn grant(&self, tool: &str, spec: &GrantSpec, by: &str) -> Result<GrantRow> {
-        if self.registry().get(tool).is_none() {
-            return Err(tw_core::CoreError::UnknownTool(tool.to_owned()).into());
-        }
+        self.shared.registered(tool)?;
         let new = self.new_grant(tool, None, spec, by)?;
-        let row = self.store().create_grant(new, self.now_us()).await?;
-        self.admin(
-            by,
-            "grant_created",
-            format!("granted {}", core_grant(&row).describe()),
-            serde_json::to_value(&row).unwrap_or(Value::Null),
-        )
-        .await;
+        let row = self
+            .shared
+            .store
+            .create_grant(new, self.shared.now_us())
+            .await?;
+        self.shared
+            .admin(
+                by,
+                "grant_created",
+                format!("granted {}", core_grant(&row).describe()),
+                serde_json::to_value(&row).unwrap_or(Value::Null),
+            )
+            .await;
         self.release_covered(&row, by).await?;
         Ok(row)
     }
 
     /// Revokes a grant. Returns false if it was unknown or already revoked.
     pub async fn revoke_grant(&self, id: &str, by: &str) -> Result<bool> {
-        let done = self.store().revoke_grant(id, by, self.now_us()).await?;
+        let done = self
+            .shared
+            .store
+            .revoke_grant(id, by, self.shared.now_us())
+            .await?;
         if done {
-            self.admin(
-                by,
-                "grant_revoked",
-                format!("revoked grant {id}"),
-                Value::Null,
-            )
-            .await;
+            self.shared
+                .admin(
+                    by,
+                    "grant_revoked",
+                    format!("revoked grant {id}"),
+                    Value::Null,
+                )
+                .await;
         }
         Ok(done)
     }
@@ -485,10 +557,11 @@ impl Runtime {
     /// Grants, active ones only unless `include_revoked`.
     pub async fn grants(&self, include_revoked: bool) -> Result<Vec<GrantRow>> {
         Ok(self
-            .store()
+            .shared
+            .store
             .grants(&GrantQuery {
                 tool: None,
-                active_at: (!include_revoked).then(|| self.now_us()),
+                active_at: (!include_revoked).then(|| self.shared.now_us()),
                 include_revoked,
             })
             .await?)
@@ -497,9 +570,10 @@ impl Runtime {
     /// Approves every pending request the grant covers.
     async fn release_covered(&self, grant: &GrantRow, by: &str) -> Result<()> {
         let g = core_grant(grant);
-        let now = self.now_us();
+        let now = self.shared.now_us();
         for pending in self
-            .store()
+            .shared
+            .store
             .confirmations(&ConfirmationQuery::default())
             .await?
         {
@@ -512,26 +586,13 @@ impl Runtime {
                     note: Some(format!("covered by grant {}", grant.id)),
                     grant: None,
                 };
-                self.store()
+                self.shared
+                    .store
                     .resolve_confirmation(&pending.id, released, now)
                     .await?;
-                self.inner().waiters.wake(&pending.id);
+                self.waiters.wake(&pending.id);
             }
         }
         Ok(())
-    }
-
-    /// Records an administrative change; a failure to record is logged, not fatal to the change.
-    pub(crate) async fn admin(&self, actor: &str, kind: &str, summary: String, details: Value) {
-        let event = AdminEvent {
-            at: self.now_us(),
-            actor: actor.to_owned(),
-            kind: kind.to_owned(),
-            summary,
-            details,
-        };
-        if let Err(e) = self.store().append_admin_event(event).await {
-            tracing::error!(error = %e, kind, "an administrative change could not be recorded");
-        }
     }
 }

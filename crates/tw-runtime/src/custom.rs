@@ -14,8 +14,9 @@ use tw_core::policy::Policy;
 use tw_core::{CommandTemplate, ErrorCode, OutputFormat, ToolStatus};
 use tw_sandbox::Workspace;
 
-use crate::runtime::{ExecFailure, Produced};
-use crate::sandboxed::{self, Launch, STDERR_IN_MESSAGE, facts, failure, tail};
+use crate::sandboxed::{
+    self, ExecFailure, Launch, Produced, STDERR_IN_MESSAGE, facts, failure, tail,
+};
 
 pub(crate) async fn run(
     launch: Launch<'_>,

@@ -4,10 +4,17 @@
 //! Architecture invariant: this is the only place a tool runs. Transports (CLI, MCP, the desktop
 //! app) build a `ToolCall`, hand it to `Runtime::execute` and relay the `ToolResult`; none of them
 //! looks at policy, schemas or the audit log on its own.
+//!
+//! The crate is a thin facade (`runtime`) over services that each own their state and their
+//! rules: the call `pipeline`, `tools` (custom tools, tier switches), `settings` (policy, tier,
+//! mode), `confirm` (confirmations and grants), `skills` (skills, capabilities, overrides),
+//! `upstream` (imported MCP tools) and `tokens`. They share `shared` (store, clock, events,
+//! registry, workspace, sandbox), follow other processes' changes through `changes` and files
+//! through `watch`, and never import the facade.
 
-pub mod batch;
 pub mod builtins;
 pub mod capabilities;
+mod changes;
 pub mod classifier;
 pub mod clock;
 pub mod config;
@@ -15,31 +22,43 @@ pub mod confirm;
 mod custom;
 pub mod error;
 pub mod events;
+mod ids;
+mod imported;
+pub mod kind;
 pub mod live;
 pub mod paths;
+pub mod pipeline;
 pub mod policy;
 pub mod runtime;
 mod sandboxed;
+pub mod settings;
+mod shared;
 pub mod skills;
 pub mod switches;
 pub mod tokens;
+pub mod tools;
 pub mod upstream;
+mod watch;
 
-pub use batch::BatchMode;
+pub use changes::SETTINGS_REFRESH;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::{
     Commands, Config, ConfigError, SandboxSettings, ServeSettings, SessionLimits, ToolOverride,
     UpstreamServer, UpstreamTransport,
 };
-pub use confirm::{Answer, GrantSpec, Remember, Who};
-pub use error::{Result, RuntimeError};
+pub use confirm::{Answer, ConfirmationService, GrantSpec, Remember, Who};
+pub use error::{ErrorKind, Result, RuntimeError};
 pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
+pub use ids::{new_execution_id, new_trace_id};
+pub use kind::{Entry, ToolKind};
+pub use pipeline::{BatchMode, Pipeline};
 pub use policy::PolicyLoadError;
-pub use runtime::{
-    DATABASE_FILE, MODE_SETTING, Runtime, RuntimeOptions, ToolKind, new_execution_id, new_trace_id,
-};
+pub use runtime::{DATABASE_FILE, Runtime, RuntimeOptions};
+pub use settings::{MODE_SETTING, PolicyState, SettingsService};
+pub use skills::{OverrideChange, SkillService};
 pub use switches::ToolSwitchOutcome;
-pub use tokens::TokenHolder;
+pub use tokens::{TokenHolder, TokenService};
+pub use tools::ToolService;
 pub use tw_sandbox::Doctor as SandboxDoctor;
 pub use tw_sandbox::{Interactive, InteractiveExit};
-pub use upstream::{ImportedTool, UpstreamClient, UpstreamStatus};
+pub use upstream::{ImportedTool, UpstreamClient, UpstreamService, UpstreamStatus};

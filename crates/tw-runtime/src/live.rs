@@ -26,10 +26,10 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWriteExt as _, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
-use tw_core::{ExecutionId, TraceId};
+use tw_core::ExecutionId;
 
 use crate::events::{ExecutionEvent, Received};
-use crate::runtime::{Inner, Runtime};
+use crate::pipeline::Pipeline;
 
 /// The directory of the feeds, below the data directory.
 pub const FEED_DIR: &str = "live";
@@ -47,20 +47,7 @@ pub fn feed_dir(data_dir: &Path) -> PathBuf {
     data_dir.join(FEED_DIR)
 }
 
-/// A call running in some process, as a watcher first learns of it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunningCall {
-    /// The execution.
-    pub execution_id: ExecutionId,
-    /// Its trace.
-    pub trace_id: TraceId,
-    /// The tool called.
-    pub tool: String,
-    /// The calling agent.
-    pub agent_id: String,
-    /// When the call was taken (µs since the epoch).
-    pub started_at: i64,
-}
+pub use crate::pipeline::RunningCall;
 
 /// What a feed sends a watcher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,9 +96,9 @@ impl Drop for FeedServer {
 }
 
 impl FeedServer {
-    /// Listens on `DATA/live/PID.sock` for `inner`'s runtime (held weakly, so the feed never
+    /// Listens on `DATA/live/PID.sock` for `pipeline`'s calls (held weakly, so the feed never
     /// keeps a closed runtime alive).
-    pub(crate) fn start(data_dir: &Path, inner: Weak<Inner>) -> io::Result<(Self, PathBuf)> {
+    pub(crate) fn start(data_dir: &Path, pipeline: Weak<Pipeline>) -> io::Result<(Self, PathBuf)> {
         let dir = feed_dir(data_dir);
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -125,7 +112,7 @@ impl FeedServer {
         }
         let listener = UnixListener::bind(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        let task = tokio::spawn(accept_loop(listener, inner));
+        let task = tokio::spawn(accept_loop(listener, pipeline));
         Ok((
             Self {
                 path: path.clone(),
@@ -136,7 +123,7 @@ impl FeedServer {
     }
 }
 
-async fn accept_loop(listener: UnixListener, inner: Weak<Inner>) {
+async fn accept_loop(listener: UnixListener, inner: Weak<Pipeline>) {
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -188,7 +175,7 @@ async fn write_json(
     stream.write_all(&line).await
 }
 
-async fn serve(stream: UnixStream, inner: Weak<Inner>) -> io::Result<()> {
+async fn serve(stream: UnixStream, inner: Weak<Pipeline>) -> io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let line = tokio::time::timeout(REQUEST_TIMEOUT, read_line(&mut reader))
@@ -196,7 +183,7 @@ async fn serve(stream: UnixStream, inner: Weak<Inner>) -> io::Result<()> {
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
     let request: Request = serde_json::from_str(line.trim())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    let Some(rt) = inner.upgrade().map(Runtime::from_inner) else {
+    let Some(rt) = inner.upgrade() else {
         return Ok(());
     };
     match request {

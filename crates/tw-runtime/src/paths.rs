@@ -108,11 +108,4 @@ impl Places {
             workspace,
         })
     }
-
-    /// Opens the runtime on these places.
-    pub async fn open_runtime(&self) -> crate::Result<crate::Runtime> {
-        let options =
-            crate::RuntimeOptions::new(&self.data_dir, self.workspace.clone(), self.config.clone());
-        crate::Runtime::open(options).await
-    }
 }

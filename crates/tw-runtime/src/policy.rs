@@ -1,25 +1,19 @@
 //! Where policy comes from and how it stays current: the config's `[policy]` table and the files
-//! `policy_files` names are read and compiled together (the built-in policy when there are none);
-//! a watcher reloads them when they change.
+//! `policy_files` names are read and compiled together (the built-in policy when there are none).
+//! The settings service (`crate::settings`) holds the policy in force and reloads it when the
+//! shared file watcher sees one of these files change.
 //!
 //! A process that starts with an invalid policy refuses to start. A running process that sees an
 //! invalid change keeps its last good policy, says so (log, warning event, admin log) and keeps
 //! watching. Every successful reload is recorded in the admin log with what changed.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
 
-use notify::{RecursiveMode, Watcher as _};
-use tokio::sync::mpsc;
 use tw_core::policy::compile::BUILTIN_FILE;
 use tw_core::policy::{Policy, PolicyDoc, PolicyEnv, PolicyError, PolicySource};
 
 use crate::config::Config;
-use crate::runtime::Inner;
-
-/// How long the watcher waits for a burst of writes (an editor's save) to settle.
-pub const DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// Why a policy could not be loaded: every problem, each with its file and position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -99,54 +93,6 @@ pub fn describe(policy: &Policy) -> String {
         "the built-in policy".to_owned()
     } else {
         policy.files.join(", ")
-    }
-}
-
-/// Watches the policy's files and asks the runtime to reload when one changes. Dropping it stops
-/// the watching.
-pub(crate) struct PolicyWatcher {
-    _watcher: notify::RecommendedWatcher,
-    _task: tokio::task::JoinHandle<()>,
-}
-
-impl PolicyWatcher {
-    /// Starts watching `files` (their directories, since editors replace files by renaming).
-    pub(crate) fn start(files: Vec<PathBuf>, runtime: Weak<Inner>) -> notify::Result<Self> {
-        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-        let names: Vec<PathBuf> = files.clone();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if let Ok(event) = event
-                    && event.paths.iter().any(|p| names.iter().any(|n| n == p))
-                {
-                    let _ = tx.send(());
-                }
-            })?;
-        let mut dirs: Vec<&Path> = files.iter().filter_map(|f| f.parent()).collect();
-        dirs.sort();
-        dirs.dedup();
-        for dir in dirs {
-            watcher.watch(dir, RecursiveMode::NonRecursive)?;
-        }
-        let task = tokio::spawn(async move {
-            while rx.recv().await.is_some() {
-                // Let a burst of writes settle, then reload once.
-                tokio::time::sleep(DEBOUNCE).await;
-                while rx.try_recv().is_ok() {}
-                let Some(inner) = runtime.upgrade() else {
-                    break;
-                };
-                // A failed reload is logged, announced and recorded by `reload_policy` itself;
-                // the watcher just keeps watching.
-                let _ = crate::runtime::Runtime::from_inner(inner)
-                    .reload_policy("file watcher")
-                    .await;
-            }
-        });
-        Ok(Self {
-            _watcher: watcher,
-            _task: task,
-        })
     }
 }
 

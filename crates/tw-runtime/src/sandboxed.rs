@@ -17,7 +17,22 @@ use tw_sandbox::{OutputChunk, ProcessOutput, ProcessSpec, RunOutcome, Sandbox, W
 
 use crate::clock::Clock;
 use crate::events::{EventBus, EventKind, ExecutionEvent, Stream};
-use crate::runtime::ExecFailure;
+
+/// What an executor produced.
+pub(crate) struct Produced {
+    pub(crate) output: Value,
+    pub(crate) execution: Map<String, Value>,
+    /// Whether the executor already cut the output (a child's stdout is capped as it is read).
+    pub(crate) truncated: bool,
+}
+
+/// An executor's failure: its status, error and whatever it learned about the execution.
+pub(crate) struct ExecFailure {
+    pub(crate) status: ToolStatus,
+    pub(crate) error: ToolError,
+    pub(crate) output: Option<Value>,
+    pub(crate) execution: Map<String, Value>,
+}
 
 /// How much of one output chunk is forwarded as a progress event.
 const PROGRESS_CHUNK: usize = 4096;
@@ -40,7 +55,7 @@ pub(crate) struct Launch<'a> {
 pub(crate) const HIDE_WALK_LIMIT: usize = 200_000;
 
 /// The spec a tool's process starts from: `program` in `cwd` (the directory policy judged the
-/// call in, see [`crate::runtime::RunPlan`]), at the level policy requires, seeing the workspace
+/// call in, see `crate::pipeline`'s run plan), at the level policy requires, seeing the workspace
 /// read-write (read-only at restricted) minus policy's forbidden paths, with the call's limit and
 /// the definition's output cap.
 ///

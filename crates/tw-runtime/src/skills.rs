@@ -1,290 +1,327 @@
-//! Loading a skills directory: every folder's SKILL.md parsed (one broken skill never stops the
-//! others), each diagnostic located as `path:line`, and the skill-tool map of the skills that
-//! loaded; and watching it, so that an edit applies within a second.
+//! The skills service: the skills directory as it is on disk now, every registered tool's
+//! capabilities, the administrators' per-skill overrides, and the skill layer's verdict on a
+//! call made under a skill. It owns the rules for all of them: what a SKILL.md may be before it
+//! is saved, what an override may say, and who classifies a tool.
 //!
 //! What a call under a skill meets follows from what is on disk now, the same at start-up and
 //! on every reload: a missing directory has no skills, so every skill a call names is unknown; a
 //! skill whose SKILL.md has errors or cannot be read does not load; a directory that cannot be
-//! read (not a directory, permission denied, an I/O error) is an error, and while it lasts every
-//! call under a skill is refused with it. Each of these is refused (`skill_denied`) by the skill
-//! layer with the reason. No last good version is kept: a skill in force is always one the
-//! directory holds, so an edit meant to narrow a skill can never leave the wider one running.
+//! read is an error, and while it lasts every call under a skill is refused with it. No last
+//! good version is kept: a skill in force is always one the directory holds, so an edit meant to
+//! narrow a skill can never leave the wider one running.
+//!
+//! The directory is watched through the runtime's shared file watcher; while it cannot be read,
+//! or before it exists, the change feed looks again every second (`crate::changes`).
+
+mod classify;
+mod load;
+mod overrides;
+mod resolve;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
-use tw_core::skill::{Diagnostic, SkillManifest, SkillMap, check_name, parse_skill};
+use tw_core::skill::{Diagnostic, check_name, parse_skill};
+use tw_core::{ToolDefinition, policy};
 
-/// Where the skills are: the config's `skills_dir`, else the first workspace root's `skills`.
-pub fn skills_dir(config: &crate::Config, workspace: &[PathBuf]) -> PathBuf {
-    match &config.skills_dir {
-        Some(d) => d.clone(),
-        None => workspace
-            .first()
-            .map_or_else(|| PathBuf::from("skills"), |w| w.join("skills")),
+pub use self::load::{LoadedSkill, SavedSkill, Skills, skills_dir};
+pub use self::overrides::{MAX_REASON, OverrideChange};
+use crate::capabilities::{CapabilityState, OverrideState, SkillCounters};
+use crate::classifier::LlmClassifier;
+use crate::config::Config;
+use crate::error::{Result, RuntimeError};
+use crate::shared::Shared;
+use crate::watch::{FileWatcher, Subscription};
+
+/// The longest SKILL.md that may be checked or saved: a manifest is a page of YAML and some
+/// Markdown, so anything near this is a mistake (a pasted file of something else).
+pub const MAX_SKILL_TEXT: usize = 256 * 1024;
+
+/// Owns the skills, the capabilities of every tool and the overrides.
+pub struct SkillService {
+    shared: Arc<Shared>,
+    this: Weak<SkillService>,
+    dir: PathBuf,
+    loaded: RwLock<Arc<Skills>>,
+    watcher: FileWatcher,
+    watching: Mutex<Option<Subscription>>,
+    /// Every registered tool's capabilities, swapped whole on a change.
+    capabilities: RwLock<Arc<CapabilityState>>,
+    /// The administrators' per-skill overrides, swapped whole on a change.
+    overrides: RwLock<Arc<OverrideState>>,
+    /// The language model that classifies new tools, when one is configured.
+    classifier: Option<LlmClassifier>,
+    counters: SkillCounters,
+}
+
+/// What the skill layer made of a call.
+pub(crate) struct SkillJudgement {
+    /// The layer's verdict, for the decision's trace.
+    pub(crate) verdict: policy::LayerVerdict,
+    /// The skill's own rate limit the call counts against, if it has one.
+    pub(crate) rate: Option<policy::rate::RateCheck>,
+}
+
+impl SkillService {
+    /// Loads the skills directory, the capability catalog, the classifier's settings and the
+    /// overrides. Tools are classified once they are all registered ([`Self::classify_at_start`]).
+    pub(crate) async fn open(
+        shared: Arc<Shared>,
+        config: &Config,
+        dir: PathBuf,
+        watcher: FileWatcher,
+    ) -> Result<Arc<Self>> {
+        let skills = Skills::load(&dir);
+        let catalog = Arc::new(crate::capabilities::load_catalog(
+            config.capabilities_file.as_deref(),
+        )?);
+        let classifier = LlmClassifier::from_settings(&config.classifier)
+            .map_err(|e| RuntimeError::invalid("classifier", e))?;
+        let overrides = OverrideState::new(shared.store.skill_overrides().await?);
+        let capabilities = CapabilityState::new(
+            catalog,
+            Default::default(),
+            config.classifier.min_confidence,
+        );
+        Ok(Arc::new_cyclic(|this| Self {
+            shared,
+            this: this.clone(),
+            dir,
+            loaded: RwLock::new(Arc::new(skills)),
+            watcher,
+            watching: Mutex::new(None),
+            capabilities: RwLock::new(Arc::new(capabilities)),
+            overrides: RwLock::new(Arc::new(overrides)),
+            classifier,
+            counters: SkillCounters::default(),
+        }))
     }
-}
 
-/// One skill folder as loaded.
-#[derive(Debug, Clone)]
-pub struct LoadedSkill {
-    /// The folder's name.
-    pub folder: String,
-    /// Its SKILL.md.
-    pub path: PathBuf,
-    /// The manifest, unless an error made it unusable.
-    pub manifest: Option<SkillManifest>,
-    /// Its problems, in file order.
-    pub diagnostics: Vec<Diagnostic>,
-}
+    /// Why the skills directory cannot be read, as a start-up warning, when it cannot.
+    pub(crate) fn warning(&self) -> Option<String> {
+        self.loaded().error().map(|e| {
+            format!(
+                "the skills directory cannot be read ({e}); every call under a skill is refused \
+                 until it can"
+            )
+        })
+    }
 
-impl LoadedSkill {
-    /// Why the skill does not load, as `FILE:LINE: error: ...` (its first error).
-    fn unusable_reason(&self) -> String {
-        let first = self
-            .diagnostics
-            .iter()
-            .find(|d| d.severity == tw_core::skill::Severity::Error);
-        match first {
-            Some(d) => format!(
-                "{}:{}",
-                self.path.display(),
-                d.to_string().trim_start_matches("line ")
-            ),
-            None => format!("{}: it has errors", self.path.display()),
+    /// The skills as loaded now.
+    pub fn loaded(&self) -> Arc<Skills> {
+        Arc::clone(&self.loaded.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The skills to list: an error, not an empty list, while the directory cannot be read.
+    pub fn listing(&self) -> Result<Arc<Skills>> {
+        let loaded = self.loaded();
+        match loaded.error() {
+            Some(reason) => Err(RuntimeError::Unavailable(format!(
+                "the skills directory cannot be read: {reason}"
+            ))),
+            None => Ok(loaded),
         }
     }
-}
 
-/// A skills directory as loaded.
-#[derive(Debug, Clone, Default)]
-pub struct Skills {
-    /// Every folder, by name.
-    pub skills: Vec<LoadedSkill>,
-    /// The usable skills' tools, both ways; it also refuses the skills that do not load, and
-    /// every skill while the directory cannot be read.
-    pub map: SkillMap,
-}
-
-/// A folder that holds a SKILL.md entry of any kind (a file, or a directory or dangling link
-/// that will fail to read) is a skill; `Err` is why the folder itself cannot be looked into.
-/// Files and dangling links beside the folders (an editor's lock file) are not skills.
-fn is_skill_folder(folder: &Path) -> Result<bool, std::io::Error> {
-    match std::fs::metadata(folder) {
-        Ok(m) if !m.is_dir() => return Ok(false),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
+    /// Checks a skill name's shape (field `name`).
+    pub fn check_name(&self, name: &str) -> Result<()> {
+        check_skill_name("name", name)
     }
-    match std::fs::symlink_metadata(folder.join("SKILL.md")) {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
 
-fn unreadable_file(message: String) -> tw_core::skill::SkillParse {
-    tw_core::skill::SkillParse {
-        manifest: None,
-        diagnostics: vec![Diagnostic {
-            severity: tw_core::skill::Severity::Error,
-            line: 1,
-            field: None,
-            message,
-        }],
+    /// Where the skills are read from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
-}
 
-impl Skills {
-    /// Loads every skill folder of `dir`. A missing directory has no skills; one that cannot be
-    /// read, or whose listing fails part-way, gives no skill and a map that refuses every call
-    /// under one, naming the directory and the error ([`Skills::error`]). A skill folder or
-    /// SKILL.md that cannot be read is that skill's error, and the others still load.
-    pub fn load(dir: &Path) -> Skills {
-        let listed: std::io::Result<Vec<PathBuf>> = match std::fs::read_dir(dir) {
-            Ok(entries) => entries.map(|e| e.map(|e| e.path())).collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e),
-        };
-        let mut entries = match listed {
-            Ok(entries) => entries,
-            Err(e) => {
-                return Skills {
-                    skills: Vec::new(),
-                    map: SkillMap::unreadable(format!("{}: {e}", dir.display())),
-                };
+    /// Re-reads the skills directory (the watcher does this on every change, and the change
+    /// feed every second while the directory cannot be read). What is on disk now is in force.
+    pub fn reload(&self) {
+        let next = Skills::load(&self.dir);
+        for s in &next.skills {
+            for d in &s.diagnostics {
+                tracing::warn!(file = %s.path.display(), "{d}");
             }
-        };
-        entries.sort();
-        let skills: Vec<LoadedSkill> = entries
-            .into_iter()
-            .filter_map(|folder| {
-                let is_skill = is_skill_folder(&folder);
-                if matches!(is_skill, Ok(false)) {
-                    return None;
-                }
-                let name = folder
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let path = folder.join("SKILL.md");
-                let parsed = match is_skill {
-                    Err(e) => unreadable_file(format!("cannot look into the folder: {e}")),
-                    Ok(_) => match std::fs::read(&path) {
-                        Ok(bytes) => parse_skill(&String::from_utf8_lossy(&bytes), Some(&name)),
-                        Err(e) => unreadable_file(format!("cannot read the file: {e}")),
-                    },
-                };
-                Some(LoadedSkill {
-                    folder: name,
-                    path,
-                    manifest: parsed.manifest,
-                    diagnostics: parsed.diagnostics,
-                })
-            })
-            .collect();
-        let usable: Vec<SkillManifest> = skills.iter().filter_map(|s| s.manifest.clone()).collect();
-        let mut map = SkillMap::new(&usable);
-        for s in skills.iter().filter(|s| s.manifest.is_none()) {
-            map.mark_unusable(&s.folder, s.unusable_reason());
         }
-        Skills { skills, map }
-    }
-
-    /// Why the skills directory could not be read, when it could not.
-    pub fn error(&self) -> Option<&str> {
-        self.map.unreadable_reason()
-    }
-
-    /// The skill named `name`.
-    pub fn get(&self, name: &str) -> Option<&LoadedSkill> {
-        self.skills.iter().find(|s| s.folder == name)
-    }
-}
-
-/// Watches a skills directory (recursively: editors replace files inside skill folders) and
-/// calls `reload` once a burst of changes has settled.
-pub(crate) struct SkillsWatcher {
-    _watcher: notify::RecommendedWatcher,
-    _task: tokio::task::JoinHandle<()>,
-}
-
-impl SkillsWatcher {
-    pub(crate) fn start(
-        dir: &Path,
-        reload: impl Fn() -> bool + Send + 'static,
-    ) -> notify::Result<Self> {
-        use notify::Watcher as _;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if event.is_ok_and(|e| !e.kind.is_access()) {
-                    let _ = tx.send(());
-                }
-            })?;
-        watcher.watch(dir, notify::RecursiveMode::Recursive)?;
-        let task = tokio::spawn(async move {
-            while rx.recv().await.is_some() {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                while rx.try_recv().is_ok() {}
-                if !reload() {
-                    break;
-                }
+        let before = self.loaded();
+        match (before.error(), next.error()) {
+            (was, Some(e)) if was != Some(e) => {
+                tracing::warn!(error = %e, "the skills directory cannot be read; every call under a skill is refused until it can");
             }
+            (Some(_), None) => tracing::info!("the skills directory can be read again"),
+            _ => {}
+        }
+        *self.loaded.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+    }
+
+    /// Starts watching the skills directory, unless it already is watched (it must exist).
+    pub(crate) fn watch(&self) {
+        let mut slot = self.watching.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_some() || !self.dir.is_dir() {
+            return;
+        }
+        let this = self.this.clone();
+        let action: crate::watch::Action = Box::new(move || {
+            let this = this.clone();
+            Box::pin(async move { this.upgrade().map(|s| s.reload()).is_some() })
         });
-        Ok(Self {
-            _watcher: watcher,
-            _task: task,
-        })
+        match self.watcher.subscribe(&self.dir, true, |_| true, action) {
+            Ok(sub) => *slot = Some(sub),
+            Err(e) => {
+                tracing::warn!(error = %e, "the skills cannot be watched; changes need a restart")
+            }
+        }
     }
-}
 
-/// What saving a SKILL.md did.
-#[derive(Debug, Clone)]
-pub struct SavedSkill {
-    /// Where it was written.
-    pub path: PathBuf,
-    /// Whether the skill is new.
-    pub created: bool,
-    /// Its warnings (a save with errors is refused).
-    pub warnings: Vec<Diagnostic>,
-}
-
-/// Writes `text` to `path` so that a reader sees the old file or the new one, never part of
-/// either: a temporary file in the same folder, flushed to disk, renamed over the old one, and
-/// the folder flushed so the rename survives a crash.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".SKILL.md.{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    /// Looks again at a directory that could not be read, or that appeared after the start and
+    /// is not watched yet, so its skills apply (and the refusals for an unreadable one end)
+    /// within a second of it being fixed. Called once a second by the change feed.
+    pub(crate) fn recheck(&self) {
+        let watched = self
+            .watching
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if self.loaded().error().is_some() || (!watched && self.dir.is_dir()) {
+            self.reload();
+            if self.loaded().error().is_none() {
+                // An earlier watch ends with the directory it was on (one replaced by a file
+                // and back, say): watch afresh.
+                *self.watching.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                self.watch();
+            }
+        }
     }
-    written
-}
 
-impl crate::Runtime {
+    /// Checks a skill's name and SKILL.md as given: the name's shape (field `name`) and the
+    /// text's size (field `text`), then parses it. Nothing is read or written.
+    pub fn check_text(&self, name: &str, text: &str) -> Result<Vec<Diagnostic>> {
+        check_skill_name("name", name)?;
+        if text.len() > MAX_SKILL_TEXT {
+            return Err(RuntimeError::invalid(
+                "text",
+                format!(
+                    "a SKILL.md is at most {} KiB; this one is {} KiB",
+                    MAX_SKILL_TEXT / 1024,
+                    text.len().div_ceil(1024)
+                ),
+            ));
+        }
+        Ok(parse_skill(text, Some(name)).diagnostics)
+    }
+
     /// The SKILL.md text of a skill folder.
-    pub fn skill_text(&self, name: &str) -> crate::Result<String> {
-        check_name(name)
-            .map_err(|e| crate::RuntimeError::Capabilities(format!("skill name {name:?} {e}")))?;
-        let path = self.skills_dir().join(name).join("SKILL.md");
+    pub fn text(&self, name: &str) -> Result<String> {
+        check_skill_name("name", name)?;
+        let path = self.dir.join(name).join("SKILL.md");
         std::fs::read_to_string(&path).map_err(|e| {
-            crate::RuntimeError::Capabilities(format!("{}: cannot be read: {e}", path.display()))
+            if e.kind() == std::io::ErrorKind::NotFound {
+                RuntimeError::NotFound(format!("no skill named {name:?} in {}", self.dir.display()))
+            } else {
+                RuntimeError::Unavailable(format!("{}: cannot be read: {e}", path.display()))
+            }
         })
     }
 
-    /// Saves a skill's SKILL.md (creating the folder for a new skill): parsed first, and refused
-    /// with every diagnostic if it has an error, so an invalid save never replaces a working
-    /// skill; written atomically; put in force at once; recorded in the admin log as `actor`.
-    pub async fn save_skill(
-        &self,
-        name: &str,
-        text: &str,
-        actor: &str,
-    ) -> crate::Result<SavedSkill> {
-        check_name(name)
-            .map_err(|e| crate::RuntimeError::Capabilities(format!("skill name {name:?} {e}")))?;
-        let parsed = parse_skill(text, Some(name));
-        if parsed.has_errors() {
-            return Err(crate::RuntimeError::SkillInvalid {
+    /// Saves a skill's SKILL.md (creating the folder for a new skill): checked first
+    /// ([`Self::check_text`]) and refused with every diagnostic if it has an error, so an
+    /// invalid save never replaces a working skill; written atomically; put in force at once;
+    /// recorded in the admin log as `actor`.
+    pub async fn save(&self, name: &str, text: &str, actor: &str) -> Result<SavedSkill> {
+        let diagnostics = self.check_text(name, text)?;
+        if diagnostics
+            .iter()
+            .any(|d| d.severity == tw_core::skill::Severity::Error)
+        {
+            return Err(RuntimeError::SkillInvalid {
                 skill: name.to_owned(),
-                diagnostics: parsed.diagnostics,
+                diagnostics,
             });
         }
-        let folder = self.skills_dir().join(name);
+        let folder = self.dir.join(name);
         let path = folder.join("SKILL.md");
         let created = !path.exists();
         let io = |e: std::io::Error| {
-            crate::RuntimeError::Capabilities(format!("{}: cannot be written: {e}", path.display()))
+            RuntimeError::Unavailable(format!("{}: cannot be written: {e}", path.display()))
         };
         std::fs::create_dir_all(&folder).map_err(io)?;
-        write_atomically(&path, text).map_err(io)?;
+        load::write_atomically(&path, text).map_err(io)?;
         // The first skill may have just created the directory: watch it from now on.
-        self.watch_skills();
-        self.reload_skills();
-        self.admin(
-            actor,
-            "skill_saved",
-            format!("{} skill {name}", if created { "created" } else { "saved" }),
-            serde_json::json!({
-                "skill": name,
-                "path": path,
-                "bytes": text.len(),
-                "warnings": parsed.diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            }),
-        )
-        .await;
+        self.watch();
+        self.reload();
+        self.shared
+            .admin(
+                actor,
+                "skill_saved",
+                format!("{} skill {name}", if created { "created" } else { "saved" }),
+                serde_json::json!({
+                    "skill": name,
+                    "path": path,
+                    "bytes": text.len(),
+                    "warnings": diagnostics.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                }),
+            )
+            .await;
         Ok(SavedSkill {
             path,
             created,
-            warnings: parsed.diagnostics,
+            warnings: diagnostics,
         })
     }
+
+    /// The skill layer's verdict on a call to `def` made under `skill`: the tool must be in
+    /// the skill's envelope at or below the level the skill declares. A skill that is unknown,
+    /// does not load, or cannot be read because the directory cannot reaches nothing. `count`:
+    /// the call is real (not an explanation), so it counts in the lifecycle figures.
+    pub(crate) fn judge(
+        &self,
+        skill: &str,
+        def: &ToolDefinition,
+        needed: policy::access::AccessLevel,
+        arguments: &serde_json::Value,
+        argv: Option<&[String]>,
+        count: bool,
+    ) -> SkillJudgement {
+        let skills = self.loaded();
+        let caps = self.capabilities();
+        let ov = self.overrides();
+        let envelopes = tw_core::skill::Envelopes {
+            skills: &skills.map,
+            capabilities: &caps.index,
+            overrides: &ov.overrides,
+        };
+        let judged = envelopes.judge(skill, def, needed, arguments, argv);
+        if count {
+            self.counters.count_check(judged.via);
+        }
+        SkillJudgement {
+            verdict: judged.verdict,
+            rate: judged.rate,
+        }
+    }
+
+    /// The loaded skill named `skill`, or why there is none to change.
+    fn existing(&self, field: &'static str, skill: &str) -> Result<()> {
+        check_skill_name(field, skill)?;
+        let loaded = self.loaded();
+        if let Some(e) = loaded.error() {
+            return Err(RuntimeError::Unavailable(format!(
+                "the skills directory cannot be read: {e}"
+            )));
+        }
+        if loaded.get(skill).is_none() {
+            return Err(RuntimeError::NotFound(format!(
+                "no skill named {skill:?} is in {}",
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
 }
+
+/// A skill name's shape, as `field`.
+fn check_skill_name(field: &'static str, name: &str) -> Result<()> {
+    check_name(name).map_err(|e| RuntimeError::invalid(field, format!("skill name {name:?} {e}")))
+}
+
+#[cfg(test)]
+mod tests;

@@ -4,21 +4,16 @@
 //! time, and the policy trace of every refused call quotes all three.
 //!
 //! The switches are rows in the store (`tool_switches`), so every process on the data directory
-//! shares them: the one that makes a change applies it at once, the others re-read the table
-//! with the mode, every [`SETTINGS_REFRESH`](crate::runtime::SETTINGS_REFRESH). Each change is
-//! written together with its admin-log entry, in one transaction.
+//! shares them: the one that makes a change applies it at once (`crate::tools`), the others
+//! re-read the table when its change counter moves. Each change is written together with its
+//! admin-log entry, in one transaction. This module holds the in-memory view and the outcome.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
-use serde_json::json;
 use tw_core::LicenseTier;
 use tw_core::policy::TierSwitch;
-use tw_store::{AdminEvent, SwitchChange, ToolSwitchRow};
-
-use crate::error::Result;
-use crate::runtime::Runtime;
+use tw_store::ToolSwitchRow;
 
 /// The tools switched off, by tool and tier, as one runtime holds them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,14 +40,14 @@ impl Switches {
         self.0.get(tool)?.get(&tier)
     }
 
-    fn of(&self, tool: &str) -> Vec<TierSwitch> {
+    pub(crate) fn of(&self, tool: &str) -> Vec<TierSwitch> {
         self.0
             .get(tool)
             .map(|tiers| tiers.values().cloned().collect())
             .unwrap_or_default()
     }
 
-    fn with(&self, tool: &str, tier: LicenseTier, off: Option<TierSwitch>) -> Self {
+    pub(crate) fn with(&self, tool: &str, tier: LicenseTier, off: Option<TierSwitch>) -> Self {
         let mut next = self.clone();
         match off {
             Some(switch) => {
@@ -74,7 +69,7 @@ impl Switches {
     }
 }
 
-/// What [`Runtime::set_tool_enabled`] did. Its `Display` is the line to show a person.
+/// What [`crate::tools::ToolService::set_tool_enabled`] did. Its `Display` is the line to show a person.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolSwitchOutcome {
     /// The tool.
@@ -113,89 +108,5 @@ impl fmt::Display for ToolSwitchOutcome {
                 "{tool} is already {state} for the {tier} tier; nothing changed"
             ),
         }
-    }
-}
-
-impl Runtime {
-    /// Switches `tool` on or off for `tier`, for every process on this data directory, and
-    /// records who did it in the admin log (`tool_disabled`, `tool_enabled`). This runtime
-    /// honours the change before returning; others within about a second. Switching a tool to
-    /// the state it is already in changes and records nothing, and says so. A tool that is not
-    /// registered is refused.
-    pub async fn set_tool_enabled(
-        &self,
-        tool: &str,
-        tier: LicenseTier,
-        enabled: bool,
-        actor: &str,
-    ) -> Result<ToolSwitchOutcome> {
-        if self.registry().get(tool).is_none() {
-            return Err(tw_core::CoreError::UnknownTool(tool.to_owned()).into());
-        }
-        let now = self.now_us();
-        let (kind, state) = if enabled {
-            ("tool_enabled", "on")
-        } else {
-            ("tool_disabled", "off")
-        };
-        let event = AdminEvent {
-            at: now,
-            actor: actor.to_owned(),
-            kind: kind.to_owned(),
-            summary: format!("tool {tool} switched {state} for the {tier} tier"),
-            details: json!({"tool": tool, "tier": tier.as_str(), "enabled": enabled}),
-        };
-        let change = SwitchChange {
-            tool: tool.to_owned(),
-            tier,
-            enabled,
-            by: actor.to_owned(),
-            at: now,
-        };
-        // Held across the write so a refresh that read the table before it cannot put the old
-        // switches back after it.
-        let _sync = self.inner().switches_sync.lock().await;
-        let outcome = self.store().switch_tool(&change, &event).await?;
-        let off = outcome.off.map(|row| TierSwitch {
-            tier: row.tier,
-            by: row.disabled_by,
-            at: row.disabled_at,
-        });
-        let in_force = if enabled { None } else { off.clone() };
-        let next = Arc::new(self.policy_state().switches.with(tool, tier, in_force));
-        self.swap_state(|s| s.switches = next);
-        if outcome.changed {
-            tracing::info!(tool, %tier, enabled, by = actor, "tool switched");
-        }
-        Ok(ToolSwitchOutcome {
-            tool: tool.to_owned(),
-            tier,
-            enabled,
-            changed: outcome.changed,
-            off,
-        })
-    }
-
-    /// The tiers `tool` is switched off for, in tier order (core first).
-    pub fn disabled_tiers(&self, tool: &str) -> Vec<LicenseTier> {
-        self.tier_switches(tool).iter().map(|s| s.tier).collect()
-    }
-
-    /// The switches that turned `tool` off, with who and when, in tier order.
-    pub fn tier_switches(&self, tool: &str) -> Vec<TierSwitch> {
-        self.policy_state().switches.of(tool)
-    }
-
-    /// Re-reads the switches (another process may have changed them) and applies them if they
-    /// differ from the ones in force.
-    pub(crate) async fn refresh_switches(&self) -> Result<()> {
-        let _sync = self.inner().switches_sync.lock().await;
-        let read = Switches::from_rows(self.store().tool_switches().await?);
-        if *self.policy_state().switches != read {
-            tracing::info!("tool switches changed by another process");
-            let read = Arc::new(read);
-            self.swap_state(|s| s.switches = read);
-        }
-        Ok(())
     }
 }

@@ -9,11 +9,13 @@
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::json;
 use tw_store::{AdminEvent, ApiTokenRow, NewApiToken};
 
-use crate::{Result, Runtime, RuntimeError};
+use crate::error::{Result, RuntimeError};
+use crate::shared::Shared;
 
 /// The administrator's token file, in the data directory.
 pub const ADMIN_TOKEN_FILE: &str = "serve-token";
@@ -25,7 +27,7 @@ pub const TOKEN_PREFIX: &str = "tw_";
 fn new_token() -> Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
-        .map_err(|e| RuntimeError::Token(format!("no randomness for a token: {e}")))?;
+        .map_err(|e| RuntimeError::Unavailable(format!("no randomness for a token: {e}")))?;
     Ok(format!(
         "{TOKEN_PREFIX}{}",
         tw_core::fingerprint::hex(&bytes)
@@ -42,7 +44,7 @@ pub fn token_sha256(token: &str) -> String {
 /// refused rather than used: anyone who read it could act as the administrator.
 pub fn admin_token(dir: &Path) -> Result<(String, PathBuf)> {
     let path = dir.join(ADMIN_TOKEN_FILE);
-    let bad = |m: String| RuntimeError::Token(format!("{}: {m}", path.display()));
+    let bad = |m: String| RuntimeError::Unavailable(format!("{}: {m}", path.display()));
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let mode = std::fs::metadata(&path)
@@ -103,10 +105,19 @@ pub enum TokenHolder {
     Agent(String),
 }
 
-impl Runtime {
+/// Owns the HTTP endpoint's tokens: the administrator's file and agents' hashed tokens.
+pub struct TokenService {
+    shared: Arc<Shared>,
+}
+
+impl TokenService {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+
     /// The administrator's token of this runtime's data directory (made if there is none).
     pub fn admin_token(&self) -> Result<(String, PathBuf)> {
-        admin_token(self.data_dir())
+        admin_token(self.shared.data_dir())
     }
 
     /// Issues a token for `agent`: shown once (returned here), stored as its hash.
@@ -118,14 +129,16 @@ impl Runtime {
     ) -> Result<(String, ApiTokenRow)> {
         let agent_id = tw_core::Caller::agent(agent).agent_id;
         if agent_id.is_empty() || agent_id != agent || agent.len() > 128 {
-            return Err(RuntimeError::Token(format!(
-                "{agent:?} is not an agent id: use 1 to 128 printable characters"
-            )));
+            return Err(RuntimeError::invalid(
+                "agent",
+                format!("{agent:?} is not an agent id: use 1 to 128 printable characters"),
+            ));
         }
         let token = new_token()?;
-        let now = self.now_us();
+        let now = self.shared.now_us();
         let row = self
-            .store()
+            .shared
+            .store
             .issue_api_token(
                 &NewApiToken {
                     agent_id: agent_id.clone(),
@@ -148,9 +161,10 @@ impl Runtime {
 
     /// Revokes every live token of `agent`; the ones revoked (none: nothing was recorded).
     pub async fn revoke_api_tokens(&self, agent: &str, by: &str) -> Result<Vec<ApiTokenRow>> {
-        let now = self.now_us();
+        let now = self.shared.now_us();
         Ok(self
-            .store()
+            .shared
+            .store
             .revoke_api_tokens(
                 agent,
                 now,
@@ -179,7 +193,8 @@ impl Runtime {
             return Ok(Some(TokenHolder::Admin));
         }
         Ok(self
-            .store()
+            .shared
+            .store
             .api_token_agent(&sha)
             .await?
             .map(TokenHolder::Agent))

@@ -1,219 +1,62 @@
-//! Tools imported from other MCP servers ("upstream" servers): registered as `server__tool`,
+//! The upstream service: tools imported from other MCP servers, registered as `server__tool`,
 //! judged, validated, audited and limited like every other tool, and called through whatever
 //! client the transport (tw-mcp) connected. The runtime knows nothing of MCP itself: a client is
-//! an [`UpstreamClient`], and tw-mcp registers a server's tools with [`Runtime::register_upstream`]
-//! each time it (re)connects and reports it gone with [`Runtime::upstream_down`].
+//! an [`UpstreamClient`], and tw-mcp registers a server's tools with
+//! [`UpstreamService::register_upstream`] each time it (re)connects and reports it gone with
+//! [`UpstreamService::upstream_down`].
 //!
 //! **Pinning.** The first time a tool is registered, the fingerprint of its upstream definition
 //! (name, description, schemas; keys sorted) is pinned in the store. A later, different definition
 //! quarantines the tool: policy denies every call (`tool_quarantined`), so the listing an agent
 //! sees drops it, until an administrator reviews the change and accepts it. A description is what
 //! an agent reads and obeys, so a server that rewrites one after approval ("rug pull") must not
-//! reach an agent unseen. The quarantine is re-read from the store every second, so an
-//! acceptance in another process frees the tool here too.
+//! reach an agent unseen. The quarantine is re-read when the pins change, so an acceptance in
+//! another process frees the tool here too.
 //!
 //! **Availability.** While a server is down (crashed, restarting), its tools stay registered and
 //! a call fails at once with `upstream_unavailable` (and is audited); the MCP listing leaves them
 //! out until the server is back.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use serde::Serialize;
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-use tw_core::{ToolDefinition, ToolStatus};
+use serde_json::json;
 use tw_store::{AdminEvent, SeenDefinition};
 pub use tw_store::{PinRow, PinState};
 
-use crate::builtins::{BuiltinTool, ToolContext, ToolFailure, ToolFuture};
-use crate::runtime::ToolKind;
-use crate::{Result, Runtime, RuntimeError};
+use crate::error::{Result, RuntimeError};
+use crate::imported::Upstreams;
+pub use crate::imported::{
+    ImportedTool, QUARANTINED, UNAVAILABLE, UPSTREAM_ERROR, UpstreamClient, UpstreamStatus,
+    UpstreamTool, pin_hash,
+};
+use crate::kind::ToolKind;
+use crate::shared::Shared;
+use crate::skills::SkillService;
 
-/// The error code of a call to a server that is not connected.
-pub const UNAVAILABLE: &str = "upstream_unavailable";
-/// The error code of a call refused because its tool changed upstream since it was pinned.
-pub const QUARANTINED: &str = "tool_quarantined";
-/// The error code of a tool error the upstream server reported.
-pub const UPSTREAM_ERROR: &str = "upstream_error";
-
-/// A connected upstream server, as the transport gives it to the runtime.
-pub trait UpstreamClient: Send + Sync + 'static {
-    /// Calls `tool` (its name on the server) with validated arguments; `cancel` fires when the
-    /// call is cancelled or times out. The output is the tool's structured content if it gave
-    /// one, else `{"content": [...]}` with its content blocks.
-    fn call<'a>(
-        &'a self,
-        tool: &'a str,
-        arguments: &'a Value,
-        cancel: CancellationToken,
-    ) -> ToolFuture<'a>;
+/// Owns the upstream servers' connections and the quarantine of their tools.
+pub struct UpstreamService {
+    shared: Arc<Shared>,
+    skills: Arc<SkillService>,
+    upstreams: Arc<Upstreams>,
 }
 
-/// A tool a server offers, ready to register.
-#[derive(Debug, Clone)]
-pub struct ImportedTool {
-    /// The definition as registered (`server__tool`).
-    pub definition: ToolDefinition,
-    /// The tool's name on the server.
-    pub upstream_name: String,
-    /// What is pinned: the server's own name, description and schemas for the tool.
-    pub pinned: Value,
-}
-
-/// One registered upstream tool: where calls go.
-pub struct UpstreamTool {
-    server: String,
-    tool: String,
-    definition: ToolDefinition,
-    upstreams: Weak<Upstreams>,
-}
-
-impl std::fmt::Debug for UpstreamTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "UpstreamTool({}:{})", self.server, self.tool)
-    }
-}
-
-impl UpstreamTool {
-    /// The server's name.
-    pub fn server(&self) -> &str {
-        &self.server
-    }
-
-    /// The tool's name on the server.
-    pub fn upstream_name(&self) -> &str {
-        &self.tool
-    }
-}
-
-impl BuiltinTool for UpstreamTool {
-    fn definition(&self) -> std::result::Result<ToolDefinition, tw_core::CoreError> {
-        Ok(self.definition.clone())
-    }
-
-    fn call<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let client = self
-                .upstreams
-                .upgrade()
-                .and_then(|u| u.client(&self.server));
-            let Some(client) = client else {
-                return Err(unavailable(
-                    &self.server,
-                    self.upstreams.upgrade().as_deref(),
-                ));
-            };
-            client.call(&self.tool, args, ctx.cancel.clone()).await
-        })
-    }
-}
-
-fn unavailable(server: &str, upstreams: Option<&Upstreams>) -> ToolFailure {
-    let why = upstreams
-        .and_then(|u| u.read().get(server).and_then(|s| s.error.clone()))
-        .map(|e| format!(" ({e})"))
-        .unwrap_or_default();
-    ToolFailure {
-        status: ToolStatus::Failed,
-        code: UNAVAILABLE.to_owned(),
-        message: format!("upstream server {server} is not connected{why}; it is being restarted"),
-    }
-}
-
-#[derive(Default)]
-struct ServerState {
-    client: Option<Arc<dyn UpstreamClient>>,
-    /// Registered name → the tool's name on the server.
-    tools: BTreeMap<String, String>,
-    error: Option<String>,
-    connects: u32,
-}
-
-/// Every upstream server this runtime knows, and which tools are quarantined.
-#[derive(Default)]
-pub(crate) struct Upstreams {
-    servers: RwLock<BTreeMap<String, ServerState>>,
-    /// Registered name → why it is quarantined.
-    quarantined: RwLock<HashMap<String, String>>,
-}
-
-impl Upstreams {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, ServerState>> {
-        self.servers.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, ServerState>> {
-        self.servers.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn client(&self, server: &str) -> Option<Arc<dyn UpstreamClient>> {
-        self.read().get(server).and_then(|s| s.client.clone())
-    }
-
-    pub(crate) fn quarantine_reason(&self, tool: &str) -> Option<String> {
-        self.quarantined
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(tool)
-            .cloned()
-    }
-
-    /// Rebuilds the quarantine from the store's pins.
-    fn set_quarantine(&self, pins: &[PinRow]) {
-        let servers = self.read();
-        let mut q = HashMap::new();
-        for pin in pins.iter().filter(|p| p.quarantined()) {
-            let Some(state) = servers.get(&pin.server) else {
-                continue;
-            };
-            for (registered, upstream) in &state.tools {
-                if *upstream == pin.tool {
-                    q.insert(
-                        registered.clone(),
-                        format!(
-                            "tool {registered} is quarantined: server {} changed its definition \
-                             since it was pinned; an administrator must review the change \
-                             (`toolwarden mcp review {registered}`)",
-                            pin.server
-                        ),
-                    );
-                }
-            }
+impl UpstreamService {
+    pub(crate) fn new(shared: Arc<Shared>, skills: Arc<SkillService>) -> Self {
+        Self {
+            shared,
+            skills,
+            upstreams: Arc::default(),
         }
-        *self
-            .quarantined
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = q;
     }
-}
 
-/// An upstream server's state, for `toolwarden mcp servers` and the API.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UpstreamStatus {
-    /// The server's configured name.
-    pub server: String,
-    /// Whether it is connected now.
-    pub connected: bool,
-    /// Its registered tools.
-    pub tools: Vec<String>,
-    /// Those quarantined.
-    pub quarantined: Vec<String>,
-    /// Why it is not connected (the last error), if it is not.
-    pub error: Option<String>,
-    /// How many times it connected (more than one: it was restarted).
-    pub connects: u32,
-}
-
-/// What is pinned, as a fingerprint: SHA-256 of the JSON with every object's keys sorted, so a
-/// server that merely reorders keys changes nothing.
-pub fn pin_hash(pinned: &Value) -> String {
-    tw_core::fingerprint::json_sha256(pinned)
-}
-
-impl Runtime {
     fn upstreams(&self) -> &Arc<Upstreams> {
-        &self.inner().upstreams
+        &self.upstreams
+    }
+
+    /// Why `tool` is quarantined, if it is.
+    pub(crate) fn quarantine_reason(&self, tool: &str) -> Option<String> {
+        self.upstreams.quarantine_reason(tool)
     }
 
     /// Registers what `server` offers now (on each connect), with `client` for its calls.
@@ -226,21 +69,22 @@ impl Runtime {
         tools: Vec<ImportedTool>,
         client: Arc<dyn UpstreamClient>,
     ) -> Result<Vec<(String, PinState)>> {
-        let now = self.now_us();
+        let now = self.shared.now_us();
         let mut registered = Vec::new();
         let mut names = BTreeMap::new();
         for t in tools {
             let name = t.definition.name.to_string();
-            let taken = self
-                .registry()
-                .get(&name)
-                .is_some_and(|e| !matches!(&e.kind, ToolKind::Upstream(u) if u.server == server));
+            let taken =
+                self.shared.registry.get(&name).is_some_and(
+                    |e| !matches!(&e.kind, ToolKind::Upstream(u) if u.server == server),
+                );
             if taken || names.contains_key(&name) {
                 tracing::warn!(server, tool = %name, "an upstream tool's name is taken; skipped");
                 continue;
             }
             let state = self
-                .store()
+                .shared
+                .store
                 .observe_upstream_tool(&SeenDefinition {
                     server: server.to_owned(),
                     tool: t.upstream_name.clone(),
@@ -255,12 +99,12 @@ impl Runtime {
                 definition: t.definition.clone(),
                 upstreams: Arc::downgrade(self.upstreams()),
             }));
-            if self.registry().get(&name).is_some() {
-                self.registry().update(t.definition.clone(), kind)?;
+            if self.shared.registry.get(&name).is_some() {
+                self.shared.registry.update(t.definition.clone(), kind)?;
             } else {
-                self.registry().register(t.definition.clone(), kind)?;
+                self.shared.registry.register(t.definition.clone(), kind)?;
             }
-            self.classify_registered(&t.definition).await;
+            self.skills.classify_registered(&t.definition).await;
             names.insert(name.clone(), t.upstream_name);
             registered.push((name, state));
         }
@@ -280,8 +124,8 @@ impl Runtime {
             gone
         };
         for name in gone {
-            let _ = self.registry().unregister(&name);
-            self.forget_classification(&name).await;
+            let _ = self.shared.registry.unregister(&name);
+            self.skills.forget_classification(&name).await;
         }
         self.refresh_quarantine().await?;
         for (name, state) in &registered {
@@ -302,7 +146,7 @@ impl Runtime {
 
     /// Whether `tool` can be called now: not an upstream tool, or one whose server is connected.
     pub fn tool_available(&self, tool: &str) -> bool {
-        match self.registry().get(tool).map(|e| e.kind.clone()) {
+        match self.shared.registry.get(tool).map(|e| e.kind.clone()) {
             Some(ToolKind::Upstream(u)) => self.upstreams().client(&u.server).is_some(),
             Some(_) => true,
             None => false,
@@ -336,7 +180,7 @@ impl Runtime {
         if self.upstreams().read().is_empty() {
             return Ok(());
         }
-        let pins = self.store().upstream_pins().await?;
+        let pins = self.shared.store.upstream_pins().await?;
         self.upstreams().set_quarantine(&pins);
         Ok(())
     }
@@ -350,14 +194,15 @@ impl Runtime {
         by: &str,
     ) -> Result<Option<PinRow>> {
         let event = AdminEvent {
-            at: self.now_us(),
+            at: self.shared.now_us(),
             actor: by.to_owned(),
             kind: "upstream_pin_accepted".to_owned(),
             summary: format!("accepted the changed definition of {server}'s tool {tool}"),
             details: json!({ "server": server, "tool": tool }),
         };
         let accepted = self
-            .store()
+            .shared
+            .store
             .accept_upstream_tool(server, tool, by, &event)
             .await?;
         self.refresh_quarantine().await?;
@@ -369,9 +214,9 @@ impl Runtime {
     /// give is an error.
     pub async fn start_upstream_process(
         &self,
-        server: &crate::UpstreamServer,
+        server: &crate::config::UpstreamServer,
     ) -> Result<tw_sandbox::Interactive> {
-        let crate::UpstreamTransport::Stdio {
+        let crate::config::UpstreamTransport::Stdio {
             command,
             args,
             env,
@@ -382,15 +227,16 @@ impl Runtime {
             read_write,
         } = &server.transport
         else {
-            return Err(RuntimeError::Upstream(format!(
-                "upstream.{} is reached over HTTP, not started",
-                server.name
-            )));
+            return Err(RuntimeError::invalid(
+                "transport",
+                format!("upstream.{} is reached over HTTP, not started", server.name),
+            ));
         };
         let cwd = match cwd {
             Some(c) => c.clone(),
             None => self
-                .workspace()
+                .shared
+                .workspace
                 .roots()
                 .first()
                 .cloned()
@@ -416,21 +262,6 @@ impl Runtime {
             spec.fs.read_only.push(cwd);
         }
         spec.fs.read_only.extend(read_only.iter().cloned());
-        Ok(self.inner().sandbox.spawn_interactive(spec).await?)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pin_ignores_key_order_but_not_content() {
-        let a = json!({"name": "x", "description": "d", "inputSchema": {"type": "object", "properties": {"a": {}, "b": {}}}});
-        let b = json!({"inputSchema": {"properties": {"b": {}, "a": {}}, "type": "object"}, "description": "d", "name": "x"});
-        let c = json!({"name": "x", "description": "d.", "inputSchema": {"type": "object", "properties": {"a": {}, "b": {}}}});
-        assert_eq!(pin_hash(&a), pin_hash(&b));
-        assert_ne!(pin_hash(&a), pin_hash(&c));
-        assert_eq!(pin_hash(&a).len(), 64);
+        Ok(self.shared.sandbox.spawn_interactive(spec).await?)
     }
 }

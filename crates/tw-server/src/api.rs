@@ -20,13 +20,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tw_core::{Caller, ToolStatus};
-use tw_runtime::{Runtime, RuntimeError};
-use tw_store::{AuditExportFormat, AuditQuery, ConfirmationQuery, ConfirmationState};
+use tw_core::Caller;
+use tw_runtime::{ErrorKind, Runtime, RuntimeError};
+use tw_store::{AuditExportFormat, AuditFilter, AuditQuery, ConfirmationQuery, ConfirmationState};
 
 use crate::Gateway;
 use crate::body;
-use crate::guard::error;
 
 /// Who admin-API changes are recorded as.
 const ACTOR: &str = "api";
@@ -63,11 +62,17 @@ pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// The part of the request at fault, when the runtime names one.
+    field: Option<&'static str>,
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        error(self.status, self.code, &self.message)
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if let Some(field) = self.field {
+            error["field"] = json!(field);
+        }
+        (self.status, axum::Json(json!({ "error": error }))).into_response()
     }
 }
 
@@ -77,6 +82,7 @@ impl ApiError {
             status,
             code,
             message: message.as_ref().to_owned(),
+            field: None,
         }
     }
 
@@ -93,28 +99,33 @@ impl ApiError {
     }
 }
 
+/// The HTTP status of each kind of runtime error: the one place the admin API decides it.
+pub(crate) fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::Denied => StatusCode::FORBIDDEN,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
-        use tw_core::CoreError;
-        match &e {
-            RuntimeError::Core(CoreError::UnknownTool(name)) => Self::unknown_tool(name),
-            RuntimeError::BuiltinName(_) => {
-                Self::new(StatusCode::CONFLICT, "builtin", e.to_string())
-            }
-            RuntimeError::TierLimit { .. } => {
-                Self::new(StatusCode::FORBIDDEN, "tier_limit", e.to_string())
-            }
-            RuntimeError::Core(_) | RuntimeError::NotCustom(_) | RuntimeError::Confirmation(_) => {
-                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", e.to_string())
-            }
-            _ => {
-                tracing::error!(error = %e, "an admin API request failed");
-                Self::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "the request failed; the server's log says why",
-                )
-            }
+        let kind = e.kind();
+        if kind == ErrorKind::Internal {
+            // Internals stay in the server's log, not in the answer.
+            tracing::error!(error = %e, "an admin API request failed");
+            return Self::new(
+                status_of(kind),
+                e.code(),
+                "the request failed; the server's log says why",
+            );
+        }
+        Self {
+            field: e.field(),
+            ..Self::new(status_of(kind), e.code(), e.to_string())
         }
     }
 }
@@ -151,7 +162,7 @@ fn ok(value: impl serde::Serialize) -> Reply {
 
 /// One tool as listed by `tools list --json` and `GET /api/v1/tools`: what it is and what policy
 /// decides for `caller` before arguments are known.
-pub fn tool_summary(rt: &Runtime, tool: &tw_runtime::runtime::Entry, caller: &Caller) -> Value {
+pub fn tool_summary(rt: &Runtime, tool: &tw_runtime::Entry, caller: &Caller) -> Value {
     let d = &tool.definition;
     json!({
         "name": d.name,
@@ -162,7 +173,7 @@ pub fn tool_summary(rt: &Runtime, tool: &tw_runtime::runtime::Entry, caller: &Ca
         "license_tier": d.license_tier,
         "requires_confirmation": d.requires_confirmation,
         "policy": rt.tool_decision(d.name.as_str(), caller).map(|p| p.decision),
-        "disabled_tiers": rt.disabled_tiers(d.name.as_str()),
+        "disabled_tiers": rt.tools().disabled_tiers(d.name.as_str()),
         "description": d.description,
     })
 }
@@ -238,14 +249,7 @@ async fn show_tool(State(g): Shared, Path(name): Path<String>) -> Reply {
 async fn create_tool(State(g): Shared, body: String) -> Reply {
     let spec = body::tool_spec(&body)?;
     let name = spec.definition.name.to_string();
-    if g.rt.registry().get(&name).is_some() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "exists",
-            format!("tool {name} exists; PUT /api/v1/tools/{name} replaces it"),
-        ));
-    }
-    g.rt.add_custom_tool(spec, g.rt.now_us(), ACTOR).await?;
+    g.rt.tools().create_custom_tool(spec, ACTOR).await?;
     Ok((
         StatusCode::CREATED,
         axum::Json(json!({ "name": name, "created": true })),
@@ -261,18 +265,21 @@ async fn replace_tool(State(g): Shared, Path(name): Path<String>, body: String) 
             spec.definition.name.as_str()
         )));
     }
-    let created = g.rt.add_custom_tool(spec, g.rt.now_us(), ACTOR).await?;
+    let created = g.rt.tools().add_custom_tool(spec, ACTOR).await?;
     ok(json!({ "name": name, "created": created }))
 }
 
 async fn delete_tool(State(g): Shared, Path(name): Path<String>) -> Reply {
-    g.rt.remove_custom_tool(&name, ACTOR).await?;
+    g.rt.tools().remove_custom_tool(&name, ACTOR).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn switch(g: &Gateway, name: &str, body: &str, enabled: bool) -> Reply {
-    let tier = body::switch(body)?.unwrap_or_else(|| g.rt.tier());
-    let outcome = g.rt.set_tool_enabled(name, tier, enabled, ACTOR).await?;
+    let tier = body::switch(body)?.unwrap_or_else(|| g.rt.settings().tier());
+    let outcome =
+        g.rt.tools()
+            .set_tool_enabled(name, tier, enabled, ACTOR)
+            .await?;
     ok(json!({
         "tool": outcome.tool,
         "tier": outcome.tier,
@@ -302,7 +309,7 @@ async fn explain(
 }
 
 async fn reload(State(g): Shared) -> Reply {
-    match g.rt.reload_policy(ACTOR).await {
+    match g.rt.settings().reload_policy(ACTOR).await {
         Ok(warnings) => ok(json!({ "reloaded": true, "warnings": warnings })),
         Err(message) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -338,17 +345,21 @@ async fn confirmations(
         ),
     };
     let rows =
-        g.rt.confirmations(&ConfirmationQuery {
-            state,
-            limit: q.limit.unwrap_or(50).clamp(1, tw_store::MAX_PAGE),
-        })
-        .await?;
+        g.rt.confirmations()
+            .confirmations(&ConfirmationQuery {
+                state,
+                limit: q.limit.unwrap_or(50).clamp(1, tw_store::MAX_PAGE),
+            })
+            .await?;
     ok(rows)
 }
 
 async fn answer(g: &Gateway, id: &str, body: &str, approve: bool) -> Reply {
-    let answer = body::answer(body, approve, ACTOR)?;
-    let outcome = g.rt.answer(id, answer).await?;
+    let request = body::answer(body, approve)?;
+    let outcome =
+        g.rt.confirmations()
+            .answer(id, request.answer, ACTOR, request.note.as_deref())
+            .await?;
     match outcome {
         tw_store::ResolveOutcome::NotFound => Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -389,17 +400,11 @@ struct AuditParams {
     format: Option<String>,
 }
 
+/// The query string as the store's audit filter; the store checks it.
 fn audit_query(q: AuditParams) -> Result<AuditQuery, ApiError> {
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=tw_store::MAX_PAGE).contains(&limit) {
-        return Err(ApiError::bad(format!(
-            "limit: between 1 and {}",
-            tw_store::MAX_PAGE
-        )));
-    }
-    Ok(AuditQuery {
+    let filter = AuditFilter {
         tool: q.tool,
-        status: parse::<ToolStatus>("status", q.status)?,
+        status: q.status,
         agent_id: q.agent,
         skill: q.skill,
         since: q.since,
@@ -407,7 +412,12 @@ fn audit_query(q: AuditParams) -> Result<AuditQuery, ApiError> {
         text: q.text,
         violations_only: q.violations,
         cursor: q.cursor,
-        limit,
+        limit: q.limit,
+    };
+    filter.query().map_err(|e| ApiError {
+        // A query string that makes no sense is a bad request, like one that does not parse.
+        status: StatusCode::BAD_REQUEST,
+        ..ApiError::from(RuntimeError::from(e))
     })
 }
 
@@ -464,7 +474,7 @@ async fn export(State(g): Shared, q: Result<Query<AuditParams>, QueryRejection>)
 
 /// The upstream servers this process connected (or tried to).
 async fn upstream(State(g): Shared) -> Reply {
-    ok(g.rt.upstream_status())
+    ok(g.rt.upstreams().upstream_status())
 }
 
 /// Quarantined upstream tools, each with its pinned and its new definition.
@@ -489,6 +499,7 @@ async fn upstream_accept(State(g): Shared, Path(tool): Path<String>) -> Reply {
     };
     match g
         .rt
+        .upstreams()
         .accept_upstream_change(&pin.server, &pin.tool, ACTOR)
         .await?
     {

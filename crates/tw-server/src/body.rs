@@ -129,9 +129,19 @@ struct AnswerBody {
     duration_secs: Option<u64>,
 }
 
+/// A person's answer as the API received it.
+#[derive(Debug)]
+pub struct AnswerRequest {
+    /// Approve (perhaps remembering it) or deny.
+    pub answer: Answer,
+    /// Why, for the record.
+    pub note: Option<String>,
+}
+
 /// `POST /confirmations/{id}/approve` and `/deny`: nothing, or a note and (with an approval
-/// only) the grant to remember; the answer `by` gives.
-pub fn answer(body: &str, approve: bool, by: &str) -> Result<Answer, BodyError> {
+/// only) the grant to remember. Whose calls a grant covers, when `who` is absent, is the
+/// confirmation service's default.
+pub fn answer(body: &str, approve: bool) -> Result<AnswerRequest, BodyError> {
     let b: AnswerBody = optional(body)?.unwrap_or_default();
     if !approve && (b.remember.is_some() || b.who.is_some() || b.duration_secs.is_some()) {
         return Err(BodyError::bad(
@@ -140,16 +150,27 @@ pub fn answer(body: &str, approve: bool, by: &str) -> Result<Answer, BodyError> 
             None,
         ));
     }
-    let grant = b.remember.map(|remember| GrantSpec {
-        remember,
-        who: b.who.unwrap_or(Who::SameCaller),
-        duration: b.duration_secs.map(std::time::Duration::from_secs),
-    });
-    Ok(Answer {
-        approve,
-        by: by.to_owned(),
+    if b.remember.is_none() && (b.who.is_some() || b.duration_secs.is_some()) {
+        return Err(BodyError::bad(
+            "who and duration_secs describe a grant: give remember too".to_owned(),
+            None,
+            None,
+        ));
+    }
+    let answer = if approve {
+        Answer::Approve {
+            grant: b.remember.map(|remember| GrantSpec {
+                remember,
+                who: b.who,
+                duration: b.duration_secs.map(std::time::Duration::from_secs),
+            }),
+        }
+    } else {
+        Answer::Deny
+    };
+    Ok(AnswerRequest {
+        answer,
         note: b.note,
-        grant,
     })
 }
 

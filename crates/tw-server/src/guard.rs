@@ -131,7 +131,12 @@ impl Guard {
             ));
         }
         let owner = |name: String| SessionOwner::new(tw_runtime::tokens::token_sha256(token), name);
-        match self.rt.token_holder(token, &self.admin_sha256).await {
+        match self
+            .rt
+            .tokens()
+            .token_holder(token, &self.admin_sha256)
+            .await
+        {
             Ok(Some(TokenHolder::Admin)) => {
                 Ok((Access::Admin, owner("the administrator's token".to_owned())))
             }

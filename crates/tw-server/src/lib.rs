@@ -140,7 +140,7 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> Result<Endpoint> {
     check_listen(settings.listen, settings.allow_non_loopback)?;
-    let (token, token_file) = rt.admin_token()?;
+    let (token, token_file) = rt.tokens().admin_token()?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .map_err(|source| ServerError::Bind {

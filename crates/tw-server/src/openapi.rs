@@ -202,7 +202,7 @@ pub(crate) fn document() -> Value {
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
-                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "field": {"type": "string", "description": "The part of the request at fault, when one is named."}}}}},
                 "ToolSummary": {"type": "object", "properties": {
                     "name": {"type": "string"}, "kind": {"type": "string"}, "group": {"type": "string"}, "category": {"type": "string"},
                     "risk_level": {"type": "string"}, "license_tier": {"type": "string"}, "requires_confirmation": {"type": "boolean"},

@@ -48,7 +48,7 @@ async fn fixture_with(limits: tw_runtime::SessionLimits) -> Fixture {
     ))
     .await
     .unwrap();
-    let (admin, _) = rt.admin_token().unwrap();
+    let (admin, _) = rt.tokens().admin_token().unwrap();
     let addr: SocketAddr = ADDR.parse().unwrap();
     let guard = Guard::new(rt.clone(), admin.clone(), addr, &ServeSettings::default());
     let router = app(rt.clone(), guard, limits, CancellationToken::new());
@@ -216,7 +216,8 @@ async fn configured_hosts_and_origins_are_let_in() {
 async fn an_agents_token_reaches_mcp_but_not_the_admin_api_and_stops_when_revoked() {
     let f = fixture().await;
     let (token, row) =
-        f.rt.issue_api_token("ci-bot", Some("pipeline".into()), "ana")
+        f.rt.tokens()
+            .issue_api_token("ci-bot", Some("pipeline".into()), "ana")
             .await
             .unwrap();
     assert_eq!(row.agent_id, "ci-bot");
@@ -246,7 +247,10 @@ async fn an_agents_token_reaches_mcp_but_not_the_admin_api_and_stops_when_revoke
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body.to_string().contains("toolwarden"), "{body}");
 
-    f.rt.revoke_api_tokens("ci-bot", "ana").await.unwrap();
+    f.rt.tokens()
+        .revoke_api_tokens("ci-bot", "ana")
+        .await
+        .unwrap();
     let (status, _) = send(
         &f.router,
         request(Method::POST, "/mcp", Some(&token), Some(&init)),
@@ -790,8 +794,16 @@ async fn a_token_past_its_session_cap_is_refused_with_429_and_no_open_session_is
         max_per_token: 2,
     })
     .await;
-    let (agent, _) = f.rt.issue_api_token("ci-bot", None, "ana").await.unwrap();
-    let (other_agent_token, _) = f.rt.issue_api_token("ci-bot", None, "ana").await.unwrap();
+    let (agent, _) =
+        f.rt.tokens()
+            .issue_api_token("ci-bot", None, "ana")
+            .await
+            .unwrap();
+    let (other_agent_token, _) =
+        f.rt.tokens()
+            .issue_api_token("ci-bot", None, "ana")
+            .await
+            .unwrap();
 
     let a = open_session(&f.router, &f.admin).await.unwrap();
     let b = open_session(&f.router, &f.admin).await.unwrap();
@@ -859,7 +871,11 @@ async fn a_token_past_its_session_cap_is_refused_with_429_and_no_open_session_is
 #[tokio::test]
 async fn another_tokens_session_id_opens_nothing() {
     let f = fixture().await;
-    let (agent, _) = f.rt.issue_api_token("ci-bot", None, "ana").await.unwrap();
+    let (agent, _) =
+        f.rt.tokens()
+            .issue_api_token("ci-bot", None, "ana")
+            .await
+            .unwrap();
     let admins = open_session(&f.router, &f.admin).await.unwrap();
     let (status, _, body) = mcp_post(&f.router, &agent, Some(&admins), &list_tools()).await;
     assert_eq!(

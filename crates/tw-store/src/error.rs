@@ -72,12 +72,29 @@ pub enum StoreError {
         /// What is wrong with it.
         message: String,
     },
+    /// An audit filter that makes no sense (see [`crate::AuditFilter`]).
+    #[error("invalid audit query: {field}: {message}")]
+    InvalidQuery {
+        /// The filter's field (`limit`, `until`, ...).
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
     /// SQLite reported an error.
     #[error("database error: {0}")]
     Sqlx(#[from] sqlx::Error),
     /// Writing an export failed.
     #[error("cannot write the export: {0}")]
     Export(std::io::Error),
+}
+
+impl StoreError {
+    /// Whether another connection held the file (SQLite's BUSY, LOCKED or BUSY_SNAPSHOT), so
+    /// trying again later may work.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Sqlx(sqlx::Error::Database(d))
+            if d.code().is_some_and(|c| c == "5" || c == "6" || c == "517"))
+    }
 }
 
 /// Results of store operations.

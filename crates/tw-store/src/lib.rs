@@ -10,9 +10,11 @@
 
 mod admin;
 mod capabilities;
+mod changes;
 mod codec;
 mod confirmations;
 mod error;
+mod filter;
 mod grants;
 mod pins;
 mod query;
@@ -40,11 +42,13 @@ pub use capabilities::{
     CapabilityScore, ClassificationRow, ClassificationSource, OverrideAction, SkillOverrideRow,
     SkillUsageRow,
 };
+pub use changes::{ChangeCounters, WATCHED_TABLES};
 pub use confirmations::{
     ConfirmationQuery, ConfirmationRow, ConfirmationState, NewConfirmation, Resolution,
     ResolveOutcome,
 };
 pub use error::{Result, StoreError};
+pub use filter::{AuditFilter, DEFAULT_PAGE};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
 pub use pins::{PinRow, PinState, SeenDefinition};
 pub use query::{
@@ -252,6 +256,17 @@ impl Store {
             .await
     }
 
+    /// Replaces custom tool `old` with `spec` in one transaction: the old row goes and the new one
+    /// is saved together, or neither happens. `spec` may rename the tool; a new name already
+    /// taken by another stored tool is refused (`Invalid`), and so is an `old` that is not stored.
+    pub async fn replace_custom_tool(&self, old: &str, spec: &ToolSpec, now_us: i64) -> Result<()> {
+        let tool = tools::encode(spec)?;
+        self.inner
+            .writer
+            .transaction(async |conn| tools::replace(conn, old, &tool, now_us).await)
+            .await
+    }
+
     /// Deletes a custom tool; returns whether it existed.
     pub async fn delete_custom_tool(&self, name: &str) -> Result<bool> {
         self.inner
@@ -265,14 +280,10 @@ impl Store {
         tools::list(&self.inner.pool).await
     }
 
-    /// How many custom tools are stored and when the last was saved: what changes whenever
-    /// another process adds, replaces or removes one (one cheap query, for polling).
-    pub async fn custom_tools_version(&self) -> Result<(i64, i64)> {
-        let row: (i64, Option<i64>) =
-            sqlx::query_as("SELECT count(*), max(updated_at) FROM custom_tools")
-                .fetch_one(&self.inner.pool)
-                .await?;
-        Ok((row.0, row.1.unwrap_or(0)))
+    /// How many times each table other processes' runtimes follow has changed (see
+    /// [`WATCHED_TABLES`]): one query of a few rows, for polling.
+    pub async fn change_counters(&self) -> Result<ChangeCounters> {
+        changes::read(&self.inner.pool).await
     }
 
     /// A setting, if it was ever set.
@@ -664,6 +675,8 @@ async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod capabilities_tests;
+#[cfg(test)]
+mod changes_tests;
 #[cfg(test)]
 mod pins_tests;
 #[cfg(test)]

@@ -905,7 +905,7 @@ async fn usage_report_counts_by_tool_and_caller() {
     store.close().await;
 }
 
-fn spec(description: &str) -> tw_core::ToolSpec {
+pub(crate) fn spec(description: &str) -> tw_core::ToolSpec {
     let text = json!({
         "name": "word_count",
         "description": description,

@@ -64,6 +64,51 @@ pub(crate) async fn save(
     Ok(())
 }
 
+/// [`crate::Store::replace_custom_tool`]'s work, inside its transaction.
+pub(crate) async fn replace(
+    conn: &mut SqliteConnection,
+    old: &str,
+    tool: &EncodedTool,
+    now_us: i64,
+) -> Result<()> {
+    let created: Option<i64> =
+        sqlx::query_scalar("SELECT created_at FROM custom_tools WHERE name = ?")
+            .bind(old.to_owned())
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some(created) = created else {
+        return Err(StoreError::Invalid {
+            what: format!("custom tool {old:?}"),
+            message: "it is not stored".to_owned(),
+        });
+    };
+    if tool.name != old {
+        let taken: Option<i64> = sqlx::query_scalar("SELECT 1 FROM custom_tools WHERE name = ?")
+            .bind(tool.name.clone())
+            .fetch_optional(&mut *conn)
+            .await?;
+        if taken.is_some() {
+            return Err(StoreError::Invalid {
+                what: format!("custom tool {:?}", tool.name),
+                message: "another stored custom tool has this name".to_owned(),
+            });
+        }
+        delete(conn, old).await?;
+    }
+    // A rename keeps the tool's place among the custom tools (its tier rank).
+    sqlx::query(
+        "INSERT INTO custom_tools (name, spec, created_at, updated_at) VALUES (?, ?, ?, ?) \
+         ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at",
+    )
+    .bind(tool.name.clone())
+    .bind(tool.text.clone())
+    .bind(created)
+    .bind(now_us)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 pub(crate) async fn delete(conn: &mut SqliteConnection, name: &str) -> Result<bool> {
     let done = sqlx::query("DELETE FROM custom_tools WHERE name = ?")
         .bind(name.to_owned())

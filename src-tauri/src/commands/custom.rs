@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use tauri::State;
 use tw_core::{DefinitionFormat, load_tool_specs};
-use tw_protocol::{IpcError, RunResult, RunToolParams, SaveToolParams, ToolParams, ToolSummary};
-use tw_runtime::RuntimeError;
+use tw_protocol::{RunResult, RunToolParams, SaveToolParams, ToolParams, ToolSummary};
 
-use super::{Reply, actor, caller, internal, invalid, summary};
+use super::{Reply, actor, caller, internal, invalid, refused, summary};
 use crate::Desktop;
 
 /// A dotted field path from the spec loader (`command.argv[0]`) as a JSON pointer
@@ -67,22 +66,8 @@ pub(crate) fn parse_spec(spec: &serde_json::Value) -> Reply<tw_core::ToolSpec> {
     Ok(spec)
 }
 
-fn runtime_error(e: RuntimeError) -> IpcError {
-    match e {
-        RuntimeError::BuiltinName(name) => invalid(
-            "/name",
-            format!("{name} is a built-in tool; choose another name"),
-        ),
-        RuntimeError::TierLimit { .. } => IpcError::new("conflict", e.to_string()),
-        RuntimeError::Core(tw_core::CoreError::UnknownTool(name)) => {
-            IpcError::new("not_found", format!("no tool named {name:?}"))
-        }
-        RuntimeError::Store(e) => internal("saving the tool", e),
-        other => IpcError::new("invalid", other.to_string()),
-    }
-}
-
-/// Adds a custom tool, or replaces the one being edited (renaming it if the name changed).
+/// Adds a custom tool, or replaces the one being edited (renaming it if the name changed) in
+/// one step; the tools service checks the name and the tier's allowance.
 #[tauri::command]
 pub async fn save_custom_tool(
     state: State<'_, Arc<Desktop>>,
@@ -91,42 +76,15 @@ pub async fn save_custom_tool(
     let rt = &state.runtime;
     let spec = parse_spec(&params.spec)?;
     let name = spec.definition.name.to_string();
-    let original = params.original_name.filter(|o| !o.is_empty());
-    if let Some(existing) = rt.registry().get(&name) {
-        if existing.kind.is_builtin() {
-            return Err(invalid(
-                "/name",
-                format!("{name} is a built-in tool; choose another name"),
-            ));
+    let saved = match params.original_name.filter(|o| !o.is_empty()) {
+        Some(original) => {
+            rt.tools()
+                .replace_custom_tool(&original, spec, &actor())
+                .await
         }
-        if original.as_deref() != Some(name.as_str()) {
-            return Err(invalid(
-                "/name",
-                format!("a custom tool named {name} exists; edit it instead"),
-            ));
-        }
-    }
-    if let Some(original) = &original
-        && rt
-            .registry()
-            .get(original)
-            .is_none_or(|t| t.kind.is_builtin())
-    {
-        return Err(IpcError::new(
-            "not_found",
-            format!("no custom tool named {original:?} to edit"),
-        ));
-    }
-    let now = tw_runtime::Clock::now_us(&tw_runtime::SystemClock);
-    let who = actor();
-    rt.add_custom_tool(spec, now, &who)
-        .await
-        .map_err(runtime_error)?;
-    if let Some(original) = original.filter(|o| *o != name) {
-        rt.remove_custom_tool(&original, &who)
-            .await
-            .map_err(runtime_error)?;
-    }
+        None => rt.tools().create_custom_tool(spec, &actor()).await,
+    };
+    saved.map_err(|e| refused("saving the tool", e))?;
     summary(rt, &name, &caller())
 }
 
@@ -135,9 +93,10 @@ pub async fn save_custom_tool(
 pub async fn remove_custom_tool(state: State<'_, Arc<Desktop>>, params: ToolParams) -> Reply<()> {
     state
         .runtime
+        .tools()
         .remove_custom_tool(&params.name, &actor())
         .await
-        .map_err(runtime_error)
+        .map_err(|e| refused("removing the tool", e))
 }
 
 /// Runs one call as the app's caller, through the whole pipeline (policy, confirmation,
@@ -177,7 +136,7 @@ mod tests {
         assert_eq!(pointer(""), "");
     }
 
-    fn error(spec: serde_json::Value) -> IpcError {
+    fn error(spec: serde_json::Value) -> tw_protocol::IpcError {
         parse_spec(&spec).unwrap_err()
     }
 

@@ -1,80 +1,25 @@
 //! The skills page: every skill of the skills directory with its figures, one skill's resolved
 //! tools (with where each came from) and its overrides, administrators' overrides (add a tool,
-//! remove one, clear), and the SKILL.md editor's check and validated save. The runtime does the
-//! work and keeps the admin log; these commands check the parameters, naming the field at fault,
-//! and convert.
+//! remove one, clear), and the SKILL.md editor's check and validated save. The skills service
+//! does the work, checks what it is given and keeps the admin log; these commands read the
+//! form's parameters and convert.
 
 use std::sync::Arc;
 
 use tauri::State;
 use tw_core::policy::access::AccessLevel;
-use tw_core::skill::{Diagnostic, check_name, parse_skill};
+use tw_core::skill::Diagnostic;
 use tw_protocol::{
     IpcError, SkillDetail, SkillDiagnostic, SkillOverrideParams, SkillParams, SkillSummary,
     SkillTextParams,
 };
-use tw_runtime::{Runtime, RuntimeError};
+use tw_runtime::{OverrideChange, Runtime, RuntimeError};
 
-use super::{Reply, actor, internal, invalid};
+use super::{Reply, actor, invalid, refused};
 use crate::{Desktop, convert};
 
-/// The longest SKILL.md the editor may check or save; a manifest is a page of YAML and some
-/// Markdown, so anything near this is a mistake (a pasted file of something else).
-pub(crate) const MAX_SKILL_TEXT: usize = 256 * 1024;
-
-/// The longest reason an override may carry (it goes to the admin log).
-pub(crate) const MAX_REASON: usize = 1000;
-
-/// What an override request asks the runtime to do, once its parameters are checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum OverrideRequest {
-    /// Add the tool at a level (`Some`) or remove it (`None`).
-    Set {
-        add: Option<AccessLevel>,
-        reason: Option<String>,
-    },
-    /// Drop the override; the manifest and capabilities decide again.
-    Clear,
-}
-
-fn skill_name(field: &str, name: &str) -> Reply<()> {
-    check_name(name).map_err(|e| invalid(field, format!("a skill name {e}")))
-}
-
-fn skill_text(text: &str) -> Reply<()> {
-    if text.len() > MAX_SKILL_TEXT {
-        return Err(invalid(
-            "/text",
-            format!(
-                "a SKILL.md is at most {} KiB; this one is {} KiB",
-                MAX_SKILL_TEXT / 1024,
-                text.len().div_ceil(1024)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks an override's parameters: the names, the action, a level only for an addition
-/// (standard when none is given), a reason only for an addition or a removal.
-pub(crate) fn override_request(p: &SkillOverrideParams) -> Reply<OverrideRequest> {
-    skill_name("/skill", &p.skill)?;
-    tw_core::ToolName::new(&p.tool).map_err(|e| invalid("/tool", e.to_string()))?;
-    let reason = p
-        .reason
-        .as_deref()
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-        .map(str::to_owned);
-    if reason
-        .as_deref()
-        .is_some_and(|r| r.chars().count() > MAX_REASON)
-    {
-        return Err(invalid(
-            "/reason",
-            format!("a reason is at most {MAX_REASON} characters"),
-        ));
-    }
+/// What an override request asks the skills service to do, read from the form's parameters.
+pub(crate) fn override_change(p: &SkillOverrideParams) -> Reply<OverrideChange> {
     let level = p
         .access_level
         .as_deref()
@@ -83,19 +28,13 @@ pub(crate) fn override_request(p: &SkillOverrideParams) -> Reply<OverrideRequest
         .transpose()
         .map_err(|e| invalid("/accessLevel", e))?;
     match p.action.as_str() {
-        "add" => Ok(OverrideRequest::Set {
-            add: Some(level.unwrap_or_default()),
-            reason,
-        }),
+        "add" => Ok(OverrideChange::Add(level.unwrap_or_default())),
         "remove" | "clear" if level.is_some() => Err(invalid(
             "/accessLevel",
             format!("only an addition has an access level, not a {}", p.action),
         )),
-        "remove" => Ok(OverrideRequest::Set { add: None, reason }),
-        "clear" if reason.is_some() => {
-            Err(invalid("/reason", "clearing an override takes no reason"))
-        }
-        "clear" => Ok(OverrideRequest::Clear),
+        "remove" => Ok(OverrideChange::Remove),
+        "clear" => Ok(OverrideChange::Clear),
         other => Err(invalid(
             "/action",
             format!("{other:?} is not an override action; use add, remove or clear"),
@@ -115,35 +54,23 @@ pub(crate) fn invalid_text(skill: &str, diagnostics: &[Diagnostic]) -> IpcError 
     invalid("/text", message)
 }
 
-fn override_error(e: RuntimeError) -> IpcError {
-    match e {
-        RuntimeError::Core(tw_core::CoreError::UnknownTool(name)) => {
-            invalid("/tool", format!("no tool named {name:?} is registered"))
-        }
-        RuntimeError::Core(e) => invalid("/tool", e.to_string()),
-        RuntimeError::Capabilities(message) => invalid("/skill", message),
-        RuntimeError::Store(e) => internal("saving the override", e),
-        other => IpcError::new("invalid", other.to_string()),
-    }
-}
-
 fn not_found(name: &str, rt: &Runtime) -> IpcError {
     IpcError::new(
         "not_found",
-        format!("no skill named {name:?} in {}", rt.skills_dir().display()),
+        format!("no skill named {name:?} in {}", rt.skills().dir().display()),
     )
 }
 
 /// A skill in full, as it is in force now.
 fn detail(rt: &Runtime, name: &str) -> Reply<SkillDetail> {
-    let skills = rt.skills();
+    let skills = rt.skills().loaded();
     let skill = skills.get(name).ok_or_else(|| not_found(name, rt))?;
-    let text = rt.skill_text(name).map_err(|e| {
-        tracing::warn!(skill = name, error = %e, "a skill's SKILL.md cannot be read");
-        IpcError::new("internal", e.to_string())
-    })?;
-    let resolved = rt.resolve_skill(name);
-    let overrides = rt.skill_overrides();
+    let text = rt
+        .skills()
+        .text(name)
+        .map_err(|e| refused("reading the SKILL.md", e))?;
+    let resolved = rt.skills().resolve(name);
+    let overrides = rt.skills().overrides();
     let problems = skills
         .map
         .problems()
@@ -164,21 +91,16 @@ fn detail(rt: &Runtime, name: &str) -> Reply<SkillDetail> {
 #[tauri::command]
 pub async fn list_skills(state: State<'_, Arc<Desktop>>) -> Reply<Vec<SkillSummary>> {
     let rt = &state.runtime;
-    let skills = rt.skills();
-    // An unreadable directory is not an empty one: say so, as the CLI does.
-    if let Some(reason) = skills.error() {
-        return Err(IpcError::new(
-            "unavailable",
-            format!(
-                "the skills directory cannot be read, so every call under a skill is refused: \
-                 {reason}"
-            ),
-        ));
-    }
+    // An unreadable directory is not an empty one: the service says so.
+    let skills = rt
+        .skills()
+        .listing()
+        .map_err(|e| refused("listing the skills", e))?;
     let metrics = rt
-        .skill_metrics()
+        .skills()
+        .metrics()
         .await
-        .map_err(|e| internal("reading the skills' figures", e))?;
+        .map_err(|e| refused("reading the skills' figures", e))?;
     Ok(skills
         .skills
         .iter()
@@ -198,48 +120,48 @@ pub async fn list_skills(state: State<'_, Arc<Desktop>>) -> Reply<Vec<SkillSumma
 /// One skill: its SKILL.md, its diagnostics, its resolved tools and its overrides.
 #[tauri::command]
 pub async fn get_skill(state: State<'_, Arc<Desktop>>, params: SkillParams) -> Reply<SkillDetail> {
-    skill_name("/name", &params.name)?;
-    detail(&state.runtime, &params.name)
+    let rt = &state.runtime;
+    rt.skills()
+        .check_name(&params.name)
+        .map_err(|e| refused("reading the skill", e))?;
+    detail(rt, &params.name)
 }
 
 /// Adds a tool to a skill, removes one, or clears such an override, as the app's actor; the
-/// runtime writes it with its admin-log entry. Answers the skill as it is after.
+/// skills service checks it and writes it with its admin-log entry. Answers the skill as it is
+/// after.
 #[tauri::command]
 pub async fn set_skill_override(
     state: State<'_, Arc<Desktop>>,
     params: SkillOverrideParams,
 ) -> Reply<SkillDetail> {
-    let request = override_request(&params)?;
+    let change = override_change(&params)?;
     let rt = &state.runtime;
-    if rt.skills().get(&params.skill).is_none() {
-        return Err(not_found(&params.skill, rt));
-    }
-    let who = actor();
-    match request {
-        OverrideRequest::Set { add, reason } => {
-            rt.set_skill_override(&params.skill, &params.tool, add, reason.as_deref(), &who)
-                .await
-                .map_err(override_error)?;
-        }
-        OverrideRequest::Clear => {
-            rt.clear_skill_override(&params.skill, &params.tool, &who)
-                .await
-                .map_err(override_error)?;
-        }
-    }
+    rt.skills()
+        .change_override(
+            &params.skill,
+            &params.tool,
+            change,
+            params.reason.as_deref(),
+            &actor(),
+        )
+        .await
+        .map_err(|e| refused("saving the override", e))?;
     detail(rt, &params.skill)
 }
 
 /// A SKILL.md's problems, without saving it (the editor checks as the person types).
 #[tauri::command]
-pub async fn check_skill(params: SkillTextParams) -> Reply<Vec<SkillDiagnostic>> {
-    skill_name("/name", &params.name)?;
-    skill_text(&params.text)?;
-    Ok(parse_skill(&params.text, Some(&params.name))
-        .diagnostics
-        .iter()
-        .map(convert::skill_diagnostic)
-        .collect())
+pub async fn check_skill(
+    state: State<'_, Arc<Desktop>>,
+    params: SkillTextParams,
+) -> Reply<Vec<SkillDiagnostic>> {
+    let diagnostics = state
+        .runtime
+        .skills()
+        .check_text(&params.name, &params.text)
+        .map_err(|e| refused("checking the SKILL.md", e))?;
+    Ok(diagnostics.iter().map(convert::skill_diagnostic).collect())
 }
 
 /// Saves a SKILL.md (a new skill gets its folder): refused with every diagnostic, and nothing
@@ -249,101 +171,69 @@ pub async fn save_skill(
     state: State<'_, Arc<Desktop>>,
     params: SkillTextParams,
 ) -> Reply<SkillDetail> {
-    skill_name("/name", &params.name)?;
-    skill_text(&params.text)?;
     let rt = &state.runtime;
-    match rt.save_skill(&params.name, &params.text, &actor()).await {
+    match rt.skills().save(&params.name, &params.text, &actor()).await {
         Ok(_) => detail(rt, &params.name),
         Err(RuntimeError::SkillInvalid { skill, diagnostics }) => {
             Err(invalid_text(&skill, &diagnostics))
         }
-        Err(e) => {
-            tracing::error!(skill = params.name, error = %e, "saving a SKILL.md failed");
-            Err(IpcError::new("internal", e.to_string()))
-        }
+        Err(e) => Err(refused("saving the SKILL.md", e)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
-    use tw_core::skill::Severity;
+    use tw_core::skill::{Severity, parse_skill};
 
     use super::*;
 
-    fn params(action: &str, level: Option<&str>, reason: Option<&str>) -> SkillOverrideParams {
+    fn params(action: &str, level: Option<&str>) -> SkillOverrideParams {
         SkillOverrideParams {
             skill: "research".into(),
             tool: "http_fetch".into(),
             action: action.into(),
             access_level: level.map(str::to_owned),
-            reason: reason.map(str::to_owned),
+            reason: None,
         }
     }
 
-    /// The request, or the field the error names.
-    fn check(p: SkillOverrideParams) -> Result<OverrideRequest, Option<String>> {
-        override_request(&p).map_err(|e| {
+    /// The change, or the field the error names. (Names, reasons and what each change may
+    /// carry are the skills service's rules, tested there.)
+    fn check(p: SkillOverrideParams) -> Result<OverrideChange, Option<String>> {
+        override_change(&p).map_err(|e| {
             assert_eq!(e.code, "invalid", "{e}");
             e.field
         })
     }
 
     #[test]
-    fn override_parameters_are_checked_field_by_field() {
+    fn the_forms_action_and_level_become_a_change() {
         let field = |f: &str| Err(Some(f.to_owned()));
-        let mut bad_skill = params("add", None, None);
-        bad_skill.skill = "Research".into();
-        let mut bad_tool = params("add", None, None);
-        bad_tool.tool = "http fetch".into();
         let got = vec![
-            check(params("add", None, None)),
-            check(params(
-                "add",
-                Some("elevated"),
-                Some("  needed for the demo "),
-            )),
-            check(params("add", Some(""), Some("   "))),
-            check(params("remove", None, Some("too broad"))),
-            check(params("clear", None, None)),
-            check(params("grant", None, None)),
-            check(params("add", Some("root"), None)),
-            check(params("remove", Some("admin"), None)),
-            check(params("clear", None, Some("because"))),
-            check(params("remove", None, Some(&"x".repeat(MAX_REASON + 1)))),
-            check(bad_skill),
-            check(bad_tool),
+            check(params("add", None)),
+            check(params("add", Some("elevated"))),
+            check(params("add", Some(""))),
+            check(params("remove", None)),
+            check(params("clear", None)),
+            check(params("grant", None)),
+            check(params("add", Some("root"))),
+            check(params("remove", Some("admin"))),
         ];
         assert_eq!(
             got,
             vec![
-                Ok(OverrideRequest::Set {
-                    add: Some(AccessLevel::Standard),
-                    reason: None
-                }),
-                Ok(OverrideRequest::Set {
-                    add: Some(AccessLevel::Elevated),
-                    reason: Some("needed for the demo".into())
-                }),
-                Ok(OverrideRequest::Set {
-                    add: Some(AccessLevel::Standard),
-                    reason: None
-                }),
-                Ok(OverrideRequest::Set {
-                    add: None,
-                    reason: Some("too broad".into())
-                }),
-                Ok(OverrideRequest::Clear),
+                Ok(OverrideChange::Add(AccessLevel::Standard)),
+                Ok(OverrideChange::Add(AccessLevel::Elevated)),
+                Ok(OverrideChange::Add(AccessLevel::Standard)),
+                Ok(OverrideChange::Remove),
+                Ok(OverrideChange::Clear),
                 field("/action"),
                 field("/accessLevel"),
                 field("/accessLevel"),
-                field("/reason"),
-                field("/reason"),
-                field("/skill"),
-                field("/tool"),
             ]
         );
-        let e = override_request(&params("add", Some("root"), None)).unwrap_err();
+        let e = override_change(&params("add", Some("root"))).unwrap_err();
         assert!(e.message.contains("standard, elevated or admin"), "{e}");
     }
 
@@ -372,18 +262,5 @@ mod tests {
                 message: parsed.diagnostics[0].message.clone(),
             }
         );
-    }
-
-    #[test]
-    fn names_and_texts_are_checked_before_the_runtime_sees_them() {
-        assert_eq!(
-            skill_name("/name", "../etc").unwrap_err().field.as_deref(),
-            Some("/name")
-        );
-        assert_eq!(skill_name("/name", "data-viz"), Ok(()));
-        let big = "x".repeat(MAX_SKILL_TEXT + 1);
-        let e = skill_text(&big).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("/text"));
-        assert_eq!(skill_text("---\n"), Ok(()));
     }
 }

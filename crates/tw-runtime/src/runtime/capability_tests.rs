@@ -14,7 +14,10 @@ use tw_core::capability::Source;
 use tw_core::{Caller, DefinitionFormat, ToolStatus, load_tool_specs};
 
 use super::policy_tests::{Install, code, wait_until};
+use tw_core::{ToolSpec, policy};
+
 use super::*;
+use crate::OverrideChange;
 
 /// How the fake model answers.
 #[derive(Debug, Clone)]
@@ -150,7 +153,7 @@ fn config(model: &FakeModel) -> String {
 }
 
 fn held(rt: &Runtime, tool: &str) -> (Source, Vec<(String, f32)>, String) {
-    let state = rt.capabilities();
+    let state = rt.skills().capabilities();
     let t = state.tools.get(tool).unwrap();
     (
         t.classification.source,
@@ -171,13 +174,10 @@ async fn the_model_classifies_a_new_tool_once_and_garbage_errors_or_silence_fall
     .await;
     let install = Install::new(&config(&model));
     let rt = install.open().await.unwrap();
-    rt.add_custom_tool(
-        tool("page_title", "Get the title of a web page"),
-        0,
-        "tester",
-    )
-    .await
-    .unwrap();
+    rt.tools()
+        .add_custom_tool(tool("page_title", "Get the title of a web page"), "tester")
+        .await
+        .unwrap();
     assert_eq!(
         held(&rt, "page_title"),
         (
@@ -198,7 +198,8 @@ async fn the_model_classifies_a_new_tool_once_and_garbage_errors_or_silence_fall
 
     // Garbage: prose instead of the JSON object asked for.
     model.answer(Answer::Content("I think it reads the web.".to_owned()));
-    rt.add_custom_tool(tool("fetch_page", "Fetch a web page"), 0, "tester")
+    rt.tools()
+        .add_custom_tool(tool("fetch_page", "Fetch a web page"), "tester")
         .await
         .unwrap();
     let (source, _, detail) = held(&rt, "fetch_page");
@@ -209,33 +210,28 @@ async fn the_model_classifies_a_new_tool_once_and_garbage_errors_or_silence_fall
     model.answer(Answer::Content(
         r#"{"capabilities":[{"name":"teleport","confidence":1}]}"#.to_owned(),
     ));
-    rt.add_custom_tool(
-        tool("page_links", "List the links of a web page"),
-        0,
-        "tester",
-    )
-    .await
-    .unwrap();
+    rt.tools()
+        .add_custom_tool(tool("page_links", "List the links of a web page"), "tester")
+        .await
+        .unwrap();
     let (source, _, detail) = held(&rt, "page_links");
     assert_eq!(source, Source::Heuristic);
     assert!(detail.contains("teleport"), "{detail}");
 
     // An error status.
     model.answer(Answer::Status(500));
-    rt.add_custom_tool(
-        tool("page_text", "Read the text of a web page"),
-        0,
-        "tester",
-    )
-    .await
-    .unwrap();
+    rt.tools()
+        .add_custom_tool(tool("page_text", "Read the text of a web page"), "tester")
+        .await
+        .unwrap();
     let (source, _, detail) = held(&rt, "page_text");
     assert_eq!(source, Source::Heuristic);
     assert!(detail.contains("HTTP 500"), "{detail}");
 
     // Silence: registration goes on after the time limit.
     model.answer(Answer::Silence);
-    rt.add_custom_tool(tool("page_size", "Measure a web page"), 0, "tester")
+    rt.tools()
+        .add_custom_tool(tool("page_size", "Measure a web page"), "tester")
         .await
         .unwrap();
     let (source, _, detail) = held(&rt, "page_size");
@@ -252,7 +248,7 @@ async fn the_model_classifies_a_new_tool_once_and_garbage_errors_or_silence_fall
         "page_text",
         "page_size",
     ] {
-        assert!(rt.inner.registry.get(name).is_some(), "{name}");
+        assert!(rt.registry().get(name).is_some(), "{name}");
     }
     let asked = model.requests().len();
     rt.close().await;
@@ -266,7 +262,7 @@ async fn the_model_classifies_a_new_tool_once_and_garbage_errors_or_silence_fall
     assert_eq!(held(&rt, "fetch_page").0, Source::Heuristic);
     assert_eq!(model.requests().len(), asked);
     // Until someone asks for it again.
-    let again = rt.reclassify_tool("fetch_page").await.unwrap();
+    let again = rt.skills().reclassify_tool("fetch_page").await.unwrap();
     assert_eq!(again.classification.source, Source::Llm);
     assert_eq!(
         held(&rt, "fetch_page").1,
@@ -303,17 +299,14 @@ async fn a_skill_reaches_a_tool_registered_later_and_an_override_beats_the_class
         ToolStatus::NotFound,
         "not registered yet"
     );
-    rt.add_custom_tool(
-        tool("page_title", "Get the title of a web page"),
-        0,
-        "tester",
-    )
-    .await
-    .unwrap();
+    rt.tools()
+        .add_custom_tool(tool("page_title", "Get the title of a web page"), "tester")
+        .await
+        .unwrap();
     // The skill was not edited; its permissions reach the new tool.
     let r = rt.execute(call(&rt)).await;
     assert_eq!(r.status, ToolStatus::Success, "{:?}", r.error);
-    let resolved = rt.resolve_skill("research").unwrap();
+    let resolved = rt.skills().resolve("research").unwrap();
     let entry = resolved
         .tools
         .iter()
@@ -326,7 +319,14 @@ async fn a_skill_reaches_a_tool_registered_later_and_an_override_beats_the_class
     assert_eq!(entry.classification.as_ref().unwrap().source, Source::Llm);
 
     // An administrator removes it from the skill: the override beats the classifier.
-    rt.set_skill_override("research", "page_title", None, Some("too broad"), "alice")
+    rt.skills()
+        .change_override(
+            "research",
+            "page_title",
+            OverrideChange::Remove,
+            Some("too broad"),
+            "alice",
+        )
         .await
         .unwrap();
     let r = rt.execute(call(&rt)).await;
@@ -337,7 +337,8 @@ async fn a_skill_reaches_a_tool_registered_later_and_an_override_beats_the_class
         "tool page_title was removed from skill research by an override (alice)"
     );
     assert!(
-        rt.resolve_skill("research")
+        rt.skills()
+            .resolve("research")
             .unwrap()
             .tools
             .iter()
@@ -349,23 +350,33 @@ async fn a_skill_reaches_a_tool_registered_later_and_an_override_beats_the_class
         other.execute(call(&other)).await.status,
         ToolStatus::PermissionDenied
     );
-    rt.clear_skill_override("research", "page_title", "alice")
+    rt.skills()
+        .change_override(
+            "research",
+            "page_title",
+            OverrideChange::Clear,
+            None,
+            "alice",
+        )
         .await
         .unwrap();
     assert_eq!(rt.execute(call(&rt)).await.status, ToolStatus::Success);
 
     // An administrator's capabilities beat the model's too.
-    rt.set_tool_capabilities("page_title", &["code_execute".to_owned()], None, "bob")
+    rt.skills()
+        .set_tool_capabilities("page_title", &["code_execute".to_owned()], None, "bob")
         .await
         .unwrap();
     assert_eq!(code(&rt.execute(call(&rt)).await), Some("skill_denied"));
     assert!(
-        rt.set_tool_capabilities("page_title", &["teleport".to_owned()], None, "bob")
+        rt.skills()
+            .set_tool_capabilities("page_title", &["teleport".to_owned()], None, "bob")
             .await
             .is_err()
     );
     assert!(
-        rt.clear_tool_capabilities("page_title", "bob")
+        rt.skills()
+            .clear_tool_capabilities("page_title", "bob")
             .await
             .unwrap()
     );
@@ -389,7 +400,7 @@ async fn a_skill_reaches_a_tool_registered_later_and_an_override_beats_the_class
         "set, clear, set capabilities, clear capabilities: {kinds:?}"
     );
     // The audit log names the skill on every call made under it.
-    let metrics = rt.skill_metrics().await.unwrap();
+    let metrics = rt.skills().metrics().await.unwrap();
     let research = metrics
         .skills
         .iter()
@@ -435,7 +446,8 @@ async fn a_skills_directory_made_by_the_first_save_is_watched_from_then_on() {
     let skill =
         |tools: &str| format!("---\nname: helper\ndescription: Helps.\ntools: {tools}\n---\n");
     let saved = rt
-        .save_skill("helper", &skill("[read_file]"), "tester")
+        .skills()
+        .save("helper", &skill("[read_file]"), "tester")
         .await
         .unwrap();
     assert!(saved.created);
@@ -453,7 +465,8 @@ async fn a_skills_directory_made_by_the_first_save_is_watched_from_then_on() {
     // A save with an error is refused and leaves the file as it was.
     let before = std::fs::read_to_string(&saved.path).unwrap();
     let e = rt
-        .save_skill("helper", "---\nname: helper\n---\n", "tester")
+        .skills()
+        .save("helper", "---\nname: helper\n---\n", "tester")
         .await
         .err()
         .unwrap();

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tw_core::{Caller, ToolResult, ToolStatus};
 
 use super::*;
+use crate::EventKind;
 use crate::events::Received;
 
 struct Fixture {

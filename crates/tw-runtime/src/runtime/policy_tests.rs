@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 use tw_core::{Caller, OperationalMode, ToolStatus};
 use tw_store::{AdminQuery, ConfirmationState};
 
+use tw_core::policy;
+
 use super::*;
+use crate::EventKind;
 use crate::confirm::{Answer, GrantSpec, Remember, Who};
 
 pub(super) struct Install {
@@ -62,10 +65,18 @@ where
 
 async fn one_pending(rt: &Runtime) -> tw_store::ConfirmationRow {
     wait_until("a pending confirmation", || async {
-        !rt.pending_confirmations().await.unwrap().is_empty()
+        !rt.confirmations()
+            .pending_confirmations()
+            .await
+            .unwrap()
+            .is_empty()
     })
     .await;
-    rt.pending_confirmations().await.unwrap().remove(0)
+    rt.confirmations()
+        .pending_confirmations()
+        .await
+        .unwrap()
+        .remove(0)
 }
 
 pub(super) fn code(r: &ToolResult) -> Option<&str> {
@@ -141,14 +152,12 @@ async fn a_waiting_call_is_released_by_an_approval_from_another_process() {
             .contains("in normal mode write_file needs a person's approval")
     );
     person_side
+        .confirmations()
         .answer(
             &pending.id,
-            Answer {
-                approve: true,
-                by: "ann".into(),
-                note: Some("looks fine".into()),
-                grant: None,
-            },
+            Answer::Approve { grant: None },
+            "ann",
+            Some("looks fine"),
         )
         .await
         .unwrap();
@@ -196,17 +205,10 @@ async fn denial_expiry_and_cancellation_all_refuse_the_call() {
     let r2 = rt.clone();
     let waiting = tokio::spawn(async move { r2.execute(call).await });
     let pending = one_pending(&rt).await;
-    rt.answer(
-        &pending.id,
-        Answer {
-            approve: false,
-            by: "bob".into(),
-            note: Some("not now".into()),
-            grant: None,
-        },
-    )
-    .await
-    .unwrap();
+    rt.confirmations()
+        .answer(&pending.id, Answer::Deny, "bob", Some("not now"))
+        .await
+        .unwrap();
     let r = waiting.await.unwrap();
     assert_eq!(
         (r.status, code(&r)),
@@ -267,18 +269,18 @@ async fn grants_answer_asks_but_never_denials() {
         tokio::spawn(async move { r2.execute(r2.call("write_file", a2, caller())).await });
     let pending = one_pending(&rt).await;
     let outcome = rt
+        .confirmations()
         .answer(
             &pending.id,
-            Answer {
-                approve: true,
-                by: "ann".into(),
-                note: None,
+            Answer::Approve {
                 grant: Some(GrantSpec {
                     remember: Remember::Exact,
-                    who: Who::SameCaller,
+                    who: Some(Who::SameCaller),
                     duration: Some(Duration::from_secs(3600)),
                 }),
             },
+            "ann",
+            None,
         )
         .await
         .unwrap();
@@ -320,7 +322,7 @@ async fn grants_answer_asks_but_never_denials() {
     .unwrap();
     let rt = install.open().await.unwrap();
     assert_eq!(
-        rt.grants(false).await.unwrap().len(),
+        rt.confirmations().grants(false).await.unwrap().len(),
         1,
         "the grant is still there"
     );
@@ -349,22 +351,28 @@ async fn a_new_grant_releases_every_waiting_call_it_covers() {
         }));
     }
     wait_until("two pending confirmations", || async {
-        rt.pending_confirmations().await.unwrap().len() == 2
+        rt.confirmations()
+            .pending_confirmations()
+            .await
+            .unwrap()
+            .len()
+            == 2
     })
     .await;
     let mut pattern = serde_json::Map::new();
     pattern.insert("path".into(), Value::String("d*.txt".into()));
-    rt.grant(
-        "write_file",
-        &GrantSpec {
-            remember: Remember::Pattern(pattern),
-            who: Who::Anyone,
-            duration: None,
-        },
-        "ann",
-    )
-    .await
-    .unwrap();
+    rt.confirmations()
+        .grant(
+            "write_file",
+            &GrantSpec {
+                remember: Remember::Pattern(pattern),
+                who: Some(Who::Anyone),
+                duration: None,
+            },
+            "ann",
+        )
+        .await
+        .unwrap();
     for w in waiting {
         assert_eq!(w.await.unwrap().status, ToolStatus::Success);
     }
@@ -375,8 +383,13 @@ async fn a_new_grant_releases_every_waiting_call_it_covers() {
         .unwrap();
     assert_eq!(events[0].kind, "grant_created");
     // Revoked, it no longer covers anything.
-    let grant = rt.grants(false).await.unwrap().remove(0);
-    assert!(rt.revoke_grant(&grant.id, "ann").await.unwrap());
+    let grant = rt.confirmations().grants(false).await.unwrap().remove(0);
+    assert!(
+        rt.confirmations()
+            .revoke_grant(&grant.id, "ann")
+            .await
+            .unwrap()
+    );
     let mut call = rt.call(
         "write_file",
         json!({"path": "d3.txt", "content": "x"}),
@@ -406,7 +419,10 @@ async fn a_mode_switch_is_recorded_and_reaches_other_processes() {
     };
     assert_eq!(b.execute(write(&b)).await.status, ToolStatus::Success);
     assert_eq!(
-        a.set_mode(OperationalMode::Lockdown, "ann").await.unwrap(),
+        a.settings()
+            .set_mode(OperationalMode::Lockdown, "ann")
+            .await
+            .unwrap(),
         OperationalMode::Normal
     );
     let r = a.execute(write(&a)).await;
@@ -415,7 +431,7 @@ async fn a_mode_switch_is_recorded_and_reaches_other_processes() {
         (ToolStatus::PermissionDenied, Some("mode_forbidden"))
     );
     wait_until("the other runtime to see lockdown", || async {
-        b.mode() == OperationalMode::Lockdown
+        b.settings().mode() == OperationalMode::Lockdown
     })
     .await;
     let r = b.execute(write(&b)).await;
@@ -445,7 +461,7 @@ async fn a_mode_switch_is_recorded_and_reaches_other_processes() {
     a.close().await;
     b.close().await;
     let c = install.open().await.unwrap();
-    assert_eq!(c.mode(), OperationalMode::Lockdown);
+    assert_eq!(c.settings().mode(), OperationalMode::Lockdown);
     c.close().await;
 }
 
@@ -500,7 +516,7 @@ async fn policy_files_reload_on_change_and_a_broken_change_keeps_the_last_good_p
     assert!(errors.contains("policy.toml:2:1"), "{errors}");
     assert_eq!(code(&rt.execute(echo(&rt)).await), Some("policy_denied"));
     // The failure is kept for the settings page until a reload succeeds.
-    let (at, kept) = rt.policy_error().unwrap();
+    let (at, kept) = rt.settings().policy_error().unwrap();
     assert_eq!(kept, errors);
     assert!(
         (events[0].at - at).abs() < 1_000_000,
@@ -512,7 +528,7 @@ async fn policy_files_reload_on_change_and_a_broken_change_keeps_the_last_good_p
         rt.explain("echo", &json!({}), &caller()).unwrap().decision == policy::Decision::Allow
     })
     .await;
-    assert_eq!(rt.policy_error(), None);
+    assert_eq!(rt.settings().policy_error(), None);
     write_policy(&policy_file, "allow = [\"echo\"\ndeny = \n");
     rt.close().await;
 
@@ -566,11 +582,12 @@ async fn skill_edits_apply_while_running_and_a_broken_edit_refuses_the_skill() {
     write_policy(&skill_file, "---\nname: helper\ntools: [\n---\n");
     wait_until("the broken edit to be seen", || async {
         rt.skills()
+            .loaded()
             .get("helper")
             .is_some_and(|s| s.manifest.is_none())
     })
     .await;
-    let skills = rt.skills();
+    let skills = rt.skills().loaded();
     let helper = skills.get("helper").unwrap();
     assert!(
         helper.diagnostics[0].message.contains("not valid YAML"),

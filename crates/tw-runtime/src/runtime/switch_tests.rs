@@ -13,6 +13,9 @@ use tw_core::{Caller, ToolStatus};
 use tw_store::{AdminQuery, AuditViolation};
 
 use super::policy_tests::{Install, code};
+use tw_core::policy::{Decision, RuleRef};
+use tw_core::{LicenseTier, ToolError};
+
 use super::*;
 use crate::clock::FixedClock;
 use crate::switches::ToolSwitchOutcome;
@@ -112,6 +115,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
 
     // Switched off for another tier: this pro runtime is unaffected.
     let teams = rt
+        .tools()
         .set_tool_enabled("echo", Teams, false, "bob")
         .await
         .unwrap();
@@ -123,6 +127,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
 
     // Switched off for pro: refused at once, with the tier, the person and the time.
     let off = rt
+        .tools()
         .set_tool_enabled("echo", Pro, false, "ann")
         .await
         .unwrap();
@@ -164,6 +169,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
 
     // Switching it off again changes and records nothing, and says who did it first.
     let again = rt
+        .tools()
         .set_tool_enabled("echo", Pro, false, "carl")
         .await
         .unwrap();
@@ -174,15 +180,16 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
             "echo is already off for the pro tier (switched off by ann at {AT}); nothing changed"
         )
     );
-    assert_eq!(rt.disabled_tiers("echo"), [Pro, Teams]);
+    assert_eq!(rt.tools().disabled_tiers("echo"), [Pro, Teams]);
     assert_eq!(
-        rt.tier_switches("echo"),
+        rt.tools().tier_switches("echo"),
         [switch(Pro, "ann"), switch(Teams, "bob")]
     );
-    assert_eq!(rt.disabled_tiers("read_file"), []);
+    assert_eq!(rt.tools().disabled_tiers("read_file"), []);
 
     // An unknown tool is refused, and nothing is written.
     let err = rt
+        .tools()
         .set_tool_enabled("no_such_tool", Pro, false, "ann")
         .await
         .unwrap_err();
@@ -192,7 +199,11 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
     );
 
     // Back on: the call runs again; switching on what is on is a no-op.
-    let on = rt.set_tool_enabled("echo", Pro, true, "ann").await.unwrap();
+    let on = rt
+        .tools()
+        .set_tool_enabled("echo", Pro, true, "ann")
+        .await
+        .unwrap();
     assert_eq!(on, outcome(Pro, true, true, Some(switch(Pro, "ann"))));
     assert_eq!(
         on.to_string(),
@@ -200,6 +211,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
     );
     assert_eq!(echo(&rt).await.status, ToolStatus::Success);
     let on_again = rt
+        .tools()
         .set_tool_enabled("echo", Enterprise, true, "ann")
         .await
         .unwrap();
@@ -208,7 +220,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
         on_again.to_string(),
         "echo is already on for the enterprise tier; nothing changed"
     );
-    assert_eq!(rt.disabled_tiers("echo"), [Teams]);
+    assert_eq!(rt.tools().disabled_tiers("echo"), [Teams]);
 
     // Every change, and nothing else, is in the admin log: who, when, tool, tier, on or off.
     let logged: Vec<_> = rt
@@ -276,12 +288,13 @@ async fn a_switch_reaches_other_runtimes_on_the_data_directory_within_a_second()
     let teams = open(&install, "teams").await;
 
     desktop
+        .tools()
         .set_tool_enabled("echo", Pro, false, "ann")
         .await
         .unwrap();
     assert_eq!(refusal(&echo(&desktop).await), refused_by_ann());
     within_a_second_and_a_half("the other runtimes seeing echo off", || {
-        cli.disabled_tiers("echo") == [Pro] && teams.disabled_tiers("echo") == [Pro]
+        cli.tools().disabled_tiers("echo") == [Pro] && teams.tools().disabled_tiers("echo") == [Pro]
     })
     .await;
     assert_eq!(refusal(&echo(&cli).await), refused_by_ann());
@@ -292,18 +305,20 @@ async fn a_switch_reaches_other_runtimes_on_the_data_directory_within_a_second()
     );
 
     // Switched back on from the other side.
-    cli.set_tool_enabled("echo", Pro, true, "bob")
+    cli.tools()
+        .set_tool_enabled("echo", Pro, true, "bob")
         .await
         .unwrap();
     assert_eq!(echo(&cli).await.status, ToolStatus::Success);
     within_a_second_and_a_half("the desktop runtime seeing echo on", || {
-        desktop.disabled_tiers("echo").is_empty()
+        desktop.tools().disabled_tiers("echo").is_empty()
     })
     .await;
     assert_eq!(echo(&desktop).await.status, ToolStatus::Success);
 
     // A runtime started later reads the switches when it opens.
     teams
+        .tools()
         .set_tool_enabled("echo", Teams, false, "carl")
         .await
         .unwrap();

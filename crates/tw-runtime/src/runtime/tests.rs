@@ -10,8 +10,11 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tw_core::{Caller, DefinitionFormat, ToolStatus, load_tool_specs};
 
+use tw_core::TraceId;
+
 use super::*;
 use crate::events::Received;
+use crate::{EventKind, ExecutionEvent};
 use tw_core::Decision;
 
 struct Fixture {
@@ -41,7 +44,7 @@ async fn fixture(config: &str, custom_tools: &str) -> Fixture {
         .await
         .unwrap();
         for spec in load_tool_specs(custom_tools, "tools.toml", DefinitionFormat::Toml).unwrap() {
-            rt.add_custom_tool(spec, 0, "tester").await.unwrap();
+            rt.tools().add_custom_tool(spec, "tester").await.unwrap();
         }
         rt.close().await;
     }
@@ -594,7 +597,7 @@ async fn cancel_by_id_stops_a_running_call_and_records_it() {
     let id = call.execution_id.clone();
     let rt = f.rt.clone();
     let running = tokio::spawn(async move { rt.execute(call).await });
-    while !f.rt.running().contains(&id) {
+    while !f.rt.pipeline().running().contains(&id) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(f.rt.cancel(&id));
@@ -603,7 +606,7 @@ async fn cancel_by_id_stops_a_running_call_and_records_it() {
         (r.status, r.error.map(|e| e.code)),
         (ToolStatus::Cancelled, Some("cancelled".to_owned()))
     );
-    assert!(f.rt.running().is_empty());
+    assert!(f.rt.pipeline().running().is_empty());
     assert!(
         !f.rt.cancel(&id),
         "a finished call is no longer cancellable"

@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tw_core::{ToolCall, ToolResult, ToolStatus};
 
-use crate::runtime::Runtime;
+use super::Pipeline;
 
 /// How a batch runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,16 +38,20 @@ impl Default for BatchMode {
     }
 }
 
-impl Runtime {
+impl Pipeline {
     /// Runs a batch and returns the results in input order.
-    pub async fn execute_batch(&self, calls: Vec<ToolCall>, mode: BatchMode) -> Vec<ToolResult> {
+    pub async fn execute_batch(
+        self: &Arc<Self>,
+        calls: Vec<ToolCall>,
+        mode: BatchMode,
+    ) -> Vec<ToolResult> {
         self.execute_batch_with(calls, mode, |_, _| {}).await
     }
 
     /// Runs a batch, calling `on_result(index, result)` in input order as soon as each result and
     /// all before it are available.
     pub async fn execute_batch_with(
-        &self,
+        self: &Arc<Self>,
         calls: Vec<ToolCall>,
         mode: BatchMode,
         on_result: impl FnMut(usize, &ToolResult),
@@ -56,10 +60,10 @@ impl Runtime {
             .await
     }
 
-    /// Like [`Runtime::execute_batch_with`]; cancelling `cancel` cancels the running calls and every
+    /// Like [`Pipeline::execute_batch_with`]; cancelling `cancel` cancels the running calls and every
     /// call not yet started (each still gets its result and audit record).
     pub async fn execute_batch_cancellable(
-        &self,
+        self: &Arc<Self>,
         calls: Vec<ToolCall>,
         mode: BatchMode,
         cancel: CancellationToken,
@@ -94,7 +98,7 @@ impl Runtime {
                 let mut set = JoinSet::new();
                 let n = calls.len();
                 for (i, call) in calls.into_iter().enumerate() {
-                    let rt = self.clone();
+                    let rt = Arc::clone(self);
                     let permits = Arc::clone(&permits);
                     let token = cancel.child_token();
                     set.spawn(async move {

@@ -1,0 +1,333 @@
+//! The configuration file on real text: every setting read, every mistake placed at its line.
+
+use super::*;
+use pretty_assertions::assert_eq;
+
+fn check(text: &str, expect: Result<&str, &str>) {
+    let got = Config::parse(
+        text,
+        Path::new("/etc/tw/config.toml"),
+        Some(Path::new("/home/u")),
+    );
+    match (got, expect) {
+        (Ok(c), Ok(debug_contains)) => {
+            let dbg = format!("{c:?}");
+            assert!(dbg.contains(debug_contains), "{dbg}\n---\n{debug_contains}");
+        }
+        (Err(e), Err(msg)) => assert_eq!(e.to_string(), msg),
+        (got, expect) => panic!("got {got:?}, expected {expect:?}"),
+    }
+}
+
+#[test]
+fn full_config() {
+    let text = r#"
+license_tier = "pro"
+mode = "alert"
+workspace = ["~/proj", "rel", "/abs"]
+schema_cache_capacity = 16
+policy_files = ["policy.d/base.toml"]
+
+[policy]
+default = "allow"
+allow = ["group:fs"]
+deny = [
+  "delete_*",
+]
+
+[audit]
+synchronous = "full"
+
+[tools.delete_file]
+requires_confirmation = false
+"#;
+    let c = Config::parse(
+        text,
+        Path::new("/etc/tw/config.toml"),
+        Some(Path::new("/home/u")),
+    )
+    .unwrap();
+    assert_eq!(c.license_tier, LicenseTier::Pro);
+    assert_eq!(c.mode, OperationalMode::Alert);
+    assert_eq!(
+        c.workspace,
+        vec![
+            PathBuf::from("/home/u/proj"),
+            PathBuf::from("/etc/tw/rel"),
+            PathBuf::from("/abs")
+        ]
+    );
+    assert_eq!(c.schema_cache_capacity, 16);
+    assert_eq!(c.audit_synchronous, Synchronous::Full);
+    let policy = c.policy.as_ref().unwrap();
+    assert_eq!(policy.allow.len(), 1);
+    assert_eq!(policy.deny[0].get_ref(), "delete_*");
+    assert_eq!(
+        c.policy_files,
+        vec![PathBuf::from("/etc/tw/policy.d/base.toml")]
+    );
+    assert_eq!(
+        c.tools.get("delete_file"),
+        Some(&ToolOverride {
+            enabled: None,
+            requires_confirmation: Some(false)
+        })
+    );
+}
+
+#[test]
+fn errors_have_file_line_column() {
+    check(
+        "mode = \"panic\"\n",
+        Err(
+            "/etc/tw/config.toml:1:8: unknown operational mode \"panic\": expected one of normal, alert, degraded, lockdown, recovery",
+        ),
+    );
+    check(
+        "[policy]\nalow = []\n",
+        Err(
+            "/etc/tw/config.toml:2:1: unknown field `alow`, expected one of `default`, `allow`, `deny`, `modes`, `exec`, `rules`, `access`, `rate_limits`, `confirmation`",
+        ),
+    );
+    check(
+        "license_tier = \n",
+        Err("/etc/tw/config.toml:1:16: string values must be quoted, expected literal string"),
+    );
+    check(
+        "[tools.\"Bad\"]\nenabled = false\n",
+        Err(
+            "/etc/tw/config.toml:1:8: tools: invalid tool name \"Bad\": must start with a lowercase letter",
+        ),
+    );
+}
+
+#[test]
+fn upstream_servers_are_a_command_or_an_url() {
+    let c = Config::parse(
+        "[upstream.fs]\ncommand = \"node\"\nargs = [\"fs.js\", \"docs\"]\nisolation = \"strict\"\n\
+         read_only = [\"lib\"]\n[upstream.web]\nurl = \"https://mcp.example/mcp\"\n\
+         headers = { Authorization = \"Bearer x\" }\n",
+        Path::new("/etc/tw/config.toml"),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        c.upstream["fs"].transport,
+        UpstreamTransport::Stdio {
+            command: "node".into(),
+            args: vec!["fs.js".into(), "docs".into()],
+            env: BTreeMap::new(),
+            cwd: None,
+            isolation: tw_core::IsolationLevel::Strict,
+            network: false,
+            read_only: vec![PathBuf::from("/etc/tw/lib")],
+            read_write: vec![],
+        }
+    );
+    assert_eq!(
+        c.upstream["web"].transport,
+        UpstreamTransport::Http {
+            url: "https://mcp.example/mcp".into(),
+            headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
+        }
+    );
+    let cases = [
+        (
+            "[upstream.Fs]\ncommand = \"x\"\n",
+            "/etc/tw/config.toml:1:11: upstream.Fs: the name prefixes its tools (NAME__tool): use 1 to 24 lowercase letters, digits and single underscores, starting with a letter",
+        ),
+        (
+            "[upstream.a__b]\ncommand = \"x\"\n",
+            "/etc/tw/config.toml:1:11: upstream.a__b: the name prefixes",
+        ),
+        (
+            "[upstream.x]\nargs = []\n",
+            "/etc/tw/config.toml:1:11: upstream.x: give command (a program to start) or url",
+        ),
+        (
+            "[upstream.x]\ncommand = \"a\"\nurl = \"http://h\"\n",
+            "/etc/tw/config.toml:1:11: upstream.x: give either command or url, not both",
+        ),
+        (
+            "[upstream.x]\ncommand = \"a\"\nisolation = \"none\"\n",
+            "/etc/tw/config.toml:3:13: upstream.x: isolation \"none\" would run it inside Toolwarden",
+        ),
+        (
+            "[upstream.x]\nurl = \"ftp://h\"\n",
+            "/etc/tw/config.toml:2:7: upstream.x: url must be an http:// or https:// URL; got \"ftp://h\"",
+        ),
+        (
+            "[upstream.x]\nurl = \"http://h\"\nargs = [\"a\"]\n",
+            "/etc/tw/config.toml:1:11: upstream.x: args, env, cwd, isolation, network, read_only and read_write are for a command",
+        ),
+        (
+            "[upstream.x]\ncommand = \"a\"\nheaders = { A = \"b\" }\n",
+            "/etc/tw/config.toml:1:11: upstream.x: headers are for an url",
+        ),
+        (
+            "[upstream.x]\ncommand = \"a\"\nport = 3\n",
+            "/etc/tw/config.toml:3:1: unknown field `port`",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = Config::parse(text, Path::new("/etc/tw/config.toml"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(got.starts_with(want), "{text}\ngot:  {got}\nwant: {want}");
+    }
+}
+
+#[test]
+fn the_serve_section_is_loopback_unless_said_otherwise() {
+    let c = Config::parse(
+        "[serve]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = [\"TW.lan\"]\n\
+         allowed_origins = [\"https://console.example:8443/\"]\n",
+        Path::new("/etc/tw/config.toml"),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        c.serve,
+        ServeSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            allow_non_loopback: false,
+            allowed_hosts: vec!["tw.lan".into()],
+            allowed_origins: vec!["https://console.example:8443".into()],
+            sessions: SessionLimits {
+                idle_timeout: std::time::Duration::from_secs(1800),
+                max_per_token: 64,
+            },
+        }
+    );
+    assert_eq!(Config::default().serve.listen, DEFAULT_LISTEN);
+    check(
+        "[serve]\nlisten = \"0.0.0.0:8790\"\n",
+        Err(
+            "/etc/tw/config.toml:2:10: serve.listen 0.0.0.0:8790 is not a loopback address: anyone who can reach it could try tokens; set serve.allow_non_loopback = true to mean it",
+        ),
+    );
+    let open = Config::parse(
+        "[serve]\nlisten = \"0.0.0.0:8790\"\nallow_non_loopback = true\n",
+        Path::new("/etc/tw/config.toml"),
+        None,
+    )
+    .unwrap();
+    assert!(open.serve.allow_non_loopback);
+    check(
+        "[serve]\nlisten = \"localhost\"\n",
+        Err(
+            "/etc/tw/config.toml:2:10: serve.listen must be an address with a port, like \"127.0.0.1:8790\"; got \"localhost\"",
+        ),
+    );
+    check(
+        "[serve]\nallowed_hosts = [\"http://x\"]\n",
+        Err(
+            "/etc/tw/config.toml:2:18: serve.allowed_hosts: \"http://x\" is not a host name (like \"tw.lan\" or \"tw.lan:8790\")",
+        ),
+    );
+    check(
+        "[serve]\nallowed_origins = [\"console.example\"]\n",
+        Err(
+            "/etc/tw/config.toml:2:20: serve.allowed_origins: \"console.example\" is not an origin (like \"https://console.example:8443\")",
+        ),
+    );
+}
+
+#[test]
+fn session_limits_are_read_and_kept_in_range() {
+    let c = Config::parse(
+        "[serve]\nsession_idle_timeout_secs = 90\nmax_sessions_per_token = 3\n",
+        Path::new("/etc/tw/config.toml"),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        c.serve.sessions,
+        SessionLimits {
+            idle_timeout: std::time::Duration::from_secs(90),
+            max_per_token: 3,
+        }
+    );
+    let cases = [
+        (
+            "[serve]\nsession_idle_timeout_secs = 0\n",
+            "/etc/tw/config.toml:2:29: serve.session_idle_timeout_secs must be between 1 and 604800 (a week); got 0",
+        ),
+        (
+            "[serve]\nlisten = \"127.0.0.1:1\"\nsession_idle_timeout_secs = 604801\n",
+            "/etc/tw/config.toml:3:29: serve.session_idle_timeout_secs must be between 1 and 604800 (a week); got 604801",
+        ),
+        (
+            "[serve]\nmax_sessions_per_token = 0\n",
+            "/etc/tw/config.toml:2:26: serve.max_sessions_per_token must be between 1 and 10000; got 0",
+        ),
+        (
+            "[serve]\nmax_sessions_per_token = 10001\n",
+            "/etc/tw/config.toml:2:26: serve.max_sessions_per_token must be between 1 and 10000; got 10001",
+        ),
+        (
+            "[serve]\nmax_sessions_per_token = -1\n",
+            "/etc/tw/config.toml:2:26: invalid value: integer `-1`, expected usize",
+        ),
+        (
+            "[serve]\nsession_idle_timeout_secs = \"30m\"\n",
+            "/etc/tw/config.toml:2:29: invalid type: string \"30m\", expected u64",
+        ),
+    ];
+    for (text, want) in cases {
+        check(text, Err(want));
+    }
+}
+
+#[test]
+fn sandbox_and_commands_sections() {
+    let c = Config::parse(
+        "[sandbox]\nread_only = [\"~/.cargo\", \"tools\"]\nuid = 5000\nhelper = \"bin/h\"\n\
+         [commands]\ntest = [\"cargo\", \"test\"]\nenv_allow = [\"MY_*\"]\n",
+        Path::new("/etc/tw/config.toml"),
+        Some(Path::new("/home/u")),
+    )
+    .unwrap();
+    assert_eq!(
+        c.sandbox,
+        SandboxSettings {
+            helper: Some(PathBuf::from("/etc/tw/bin/h")),
+            ids: Some((5000, 5000)),
+            read_only: vec![
+                PathBuf::from("/home/u/.cargo"),
+                PathBuf::from("/etc/tw/tools")
+            ],
+        }
+    );
+    assert_eq!(
+        c.commands,
+        Commands {
+            test: Some(vec!["cargo".into(), "test".into()]),
+            lint: None,
+            env_allow: vec!["MY_*".into()],
+        }
+    );
+    check(
+        "[sandbox]\nuid = 0\n",
+        Err(
+            "/etc/tw/config.toml: sandbox.uid and sandbox.gid must not be 0: strict tools never run as root",
+        ),
+    );
+    check(
+        "[commands]\ntest = []\n",
+        Err(
+            "/etc/tw/config.toml:2:8: commands: a command is a non-empty argv list whose first element names the program",
+        ),
+    );
+    check(
+        "[sandbox]\nnetwork = true\n",
+        Err(
+            "/etc/tw/config.toml:2:1: unknown field `network`, expected one of `helper`, `uid`, `gid`, `read_only`",
+        ),
+    );
+}
+
+#[test]
+fn empty_file_is_the_default_policy() {
+    check("", Ok("policy: None, policy_files: []"));
+}

@@ -1,0 +1,49 @@
+//! How a registered tool runs, the one thing the registry holds besides its definition. Kept
+//! apart from the services so that every one of them can name it without importing another.
+
+use std::sync::Arc;
+
+use tw_core::{CommandTemplate, RegisteredTool};
+
+use crate::builtins::BuiltinTool;
+use crate::builtins::exec::ProcessTool;
+use crate::imported::UpstreamTool;
+
+/// How a registered tool runs.
+#[derive(Clone)]
+pub enum ToolKind {
+    /// Implemented in Rust, in-process.
+    Builtin(Arc<dyn BuiltinTool>),
+    /// A command run as a sandboxed child process.
+    Custom(CommandTemplate),
+    /// Built into Toolwarden, run as a sandboxed child process.
+    Process(Arc<dyn ProcessTool>),
+    /// Imported from another MCP server, called through its client (`crate::upstream`).
+    Upstream(Arc<UpstreamTool>),
+}
+
+impl ToolKind {
+    /// `builtin`, `custom` or `upstream`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ToolKind::Builtin(_) | ToolKind::Process(_) => "builtin",
+            ToolKind::Custom(_) => "custom",
+            ToolKind::Upstream(_) => "upstream",
+        }
+    }
+
+    /// Whether the tool ships with Toolwarden or came from an upstream server (and so cannot be
+    /// replaced or removed as a custom tool).
+    pub fn is_builtin(&self) -> bool {
+        !matches!(self, ToolKind::Custom(_))
+    }
+}
+
+impl std::fmt::Debug for ToolKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// A registered tool as the runtime holds it.
+pub type Entry = RegisteredTool<ToolKind>;

@@ -1,0 +1,227 @@
+//! Stage 6, running a call: what a call will run is planned once from its arguments (policy
+//! judges that plan, and the same plan is started, so a relative program is judged where it
+//! runs), then the tool runs in-process (built-ins, imported tools) or as a sandboxed process
+//! (custom tools, the process-running built-ins), with the call's time limit and cancellation.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+use tw_core::{ErrorCode, ToolCall, ToolDefinition, ToolError, ToolStatus};
+
+use super::{Outcome, Pipeline, Stage};
+use crate::builtins::exec::{Planned, ProcessContext, ProcessTool};
+use crate::builtins::{self, BuiltinTool, ToolContext};
+use crate::events::EventKind;
+use crate::kind::{Entry, ToolKind};
+use crate::sandboxed::{self, ExecFailure, Produced};
+
+/// What a call will run, worked out once from its arguments: the exec layer judges this argv in
+/// this directory, and the process is started from the same plan.
+pub(crate) struct RunPlan {
+    /// The command policy judges (a custom tool's rendered argv, a process tool's planned one);
+    /// `None` lets the exec layer read the call's own `command` or `argv`.
+    pub(super) argv: Option<Vec<String>>,
+    /// The directory the process starts in: exec's `cwd`, run_tests' `path`, else the first
+    /// workspace root.
+    pub(super) cwd: PathBuf,
+    /// A process tool's plan (or why it cannot run), kept for running.
+    planned: Option<(
+        Arc<dyn ProcessTool>,
+        std::result::Result<Planned, builtins::ToolFailure>,
+    )>,
+}
+
+impl Pipeline {
+    /// Plans what a call will run (see [`RunPlan`]).
+    pub(super) fn plan_run(&self, entry: &Entry, arguments: &Value) -> RunPlan {
+        let root = self.shared.first_root();
+        match &entry.kind {
+            ToolKind::Custom(template) => RunPlan {
+                argv: template
+                    .render(arguments, &entry.definition.parameters)
+                    .ok(),
+                cwd: root,
+                planned: None,
+            },
+            ToolKind::Process(tool) => {
+                let planned = tool.plan(&self.process_context(), arguments);
+                let (argv, cwd) = match &planned {
+                    Ok(p) => (tool.policy_argv(p), p.cwd.clone().unwrap_or(root)),
+                    Err(_) => (None, root),
+                };
+                RunPlan {
+                    argv,
+                    cwd,
+                    planned: Some((Arc::clone(tool), planned)),
+                }
+            }
+            ToolKind::Builtin(_) | ToolKind::Upstream(_) => RunPlan {
+                argv: None,
+                cwd: root,
+                planned: None,
+            },
+        }
+    }
+
+    fn process_context(&self) -> ProcessContext<'_> {
+        ProcessContext {
+            workspace: &self.shared.workspace,
+            commands: &self.commands,
+        }
+    }
+
+    pub(super) async fn stage_execute(
+        &self,
+        entry: &Entry,
+        call: &ToolCall,
+        run: RunPlan,
+        cancel: &CancellationToken,
+    ) -> Stage<Produced> {
+        let def = &entry.definition;
+        let limit = call
+            .timeout
+            .map_or(def.constraints.max_execution_time(), |t| {
+                t.min(def.constraints.max_execution_time())
+            });
+        self.shared.emit_for(call, EventKind::Started);
+        tracing::info!(name: "tool_call_started", trace_id = %call.trace_id, tool = %call.tool, "tool call started");
+        let ran = match &entry.kind {
+            ToolKind::Builtin(tool) => {
+                self.run_builtin(tool.as_ref(), def, call, limit, cancel)
+                    .await
+            }
+            ToolKind::Custom(template) => {
+                let policy = self.settings.policy();
+                crate::custom::run(
+                    self.launch(call, def),
+                    &policy,
+                    &self.shared.workspace,
+                    template,
+                    run.cwd,
+                    limit,
+                    cancel,
+                )
+                .await
+            }
+            ToolKind::Process(_) => match run.planned {
+                Some(planned) => {
+                    self.run_process(planned, run.cwd, call, def, limit, cancel)
+                        .await
+                }
+                None => Err(sandboxed::failure(
+                    ToolStatus::Failed,
+                    ErrorCode::EXECUTION_FAILED,
+                    "the process tool planned no process".to_owned(),
+                    Map::new(),
+                )),
+            },
+            ToolKind::Upstream(tool) => {
+                self.run_builtin(tool.as_ref(), def, call, limit, cancel)
+                    .await
+            }
+        };
+        ran.map_err(|f| Outcome {
+            status: f.status,
+            output: f.output,
+            error: Some(f.error),
+            output_bytes: 0,
+            truncated: false,
+            execution: f.execution,
+        })
+    }
+
+    fn launch<'a>(&'a self, call: &'a ToolCall, def: &'a ToolDefinition) -> sandboxed::Launch<'a> {
+        sandboxed::Launch {
+            sandbox: &self.shared.sandbox,
+            events: &self.shared.events,
+            clock: Arc::clone(&self.shared.clock),
+            call,
+            definition: def,
+            raised_by: None,
+        }
+    }
+
+    async fn run_process(
+        &self,
+        planned: (
+            Arc<dyn ProcessTool>,
+            std::result::Result<Planned, builtins::ToolFailure>,
+        ),
+        cwd: PathBuf,
+        call: &ToolCall,
+        def: &ToolDefinition,
+        limit: Duration,
+        cancel: &CancellationToken,
+    ) -> std::result::Result<Produced, ExecFailure> {
+        let to_failure =
+            |f: builtins::ToolFailure| sandboxed::failure(f.status, &f.code, f.message, Map::new());
+        let (tool, planned) = planned;
+        let planned = planned.map_err(to_failure)?;
+        let mut argv = planned.argv.into_iter();
+        let program = argv.next().unwrap_or_default();
+        let policy = self.settings.policy();
+        let (mut spec, raised_by) =
+            sandboxed::base_spec(&policy, def, &self.shared.workspace, limit, program, cwd).await?;
+        spec.args = argv.collect();
+        spec.env = planned.env;
+        spec.stdin = planned.stdin;
+        if let Some(t) = planned.timeout {
+            spec.timeout = spec.timeout.min(t);
+        }
+        let launch = sandboxed::Launch {
+            raised_by: raised_by.clone(),
+            ..self.launch(call, def)
+        };
+        let out = sandboxed::run(launch, spec, cancel).await?;
+        let execution = sandboxed::facts(&out, raised_by.as_deref());
+        match tool.finish(&out) {
+            Ok(output) => Ok(Produced {
+                output,
+                execution,
+                truncated: out.stdout_truncated || out.stderr_truncated,
+            }),
+            Err(f) => Err(sandboxed::failure(f.status, &f.code, f.message, execution)),
+        }
+    }
+
+    async fn run_builtin(
+        &self,
+        tool: &dyn BuiltinTool,
+        def: &ToolDefinition,
+        call: &ToolCall,
+        limit: Duration,
+        cancel: &CancellationToken,
+    ) -> std::result::Result<Produced, ExecFailure> {
+        let ctx = ToolContext {
+            workspace: Arc::clone(&self.shared.workspace),
+            cancel: cancel.child_token(),
+            max_output_bytes: def.constraints.max_output_bytes,
+        };
+        let fail = |status, code: &str, message: String| ExecFailure {
+            status,
+            error: ToolError::new(code, message),
+            output: None,
+            execution: Map::new(),
+        };
+        let ran = tokio::select! {
+            biased;
+            r = tool.call(&ctx, &call.arguments) => r,
+            () = tokio::time::sleep(limit) => {
+                ctx.cancel.cancel();
+                return Err(fail(ToolStatus::Timeout, ErrorCode::TIMEOUT, format!("tool {} did not finish within {} ms", def.name, limit.as_millis())));
+            }
+            () = cancel.cancelled() => {
+                return Err(fail(ToolStatus::Cancelled, ErrorCode::CANCELLED, "the call was cancelled".to_owned()));
+            }
+        };
+        ran.map(|output| Produced {
+            output,
+            execution: Map::new(),
+            truncated: false,
+        })
+        .map_err(|f| fail(f.status, &f.code, f.message))
+    }
+}

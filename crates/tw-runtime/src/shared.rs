@@ -1,0 +1,81 @@
+//! What every service of the runtime shares and none of them owns alone: the store, the clock,
+//! the event bus, the tool registry, the workspace and the sandbox. Built once at start-up and
+//! handed to each service behind an `Arc`; it holds no rules of its own beyond writing the
+//! admin log, which every administrative change goes through the same way.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use tw_core::{ToolCall, ToolRegistry};
+use tw_sandbox::{Sandbox, Workspace};
+use tw_store::{AdminEvent, Store};
+
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::events::{EventBus, EventKind, ExecutionEvent};
+use crate::kind::{Entry, ToolKind};
+
+/// The runtime's common ground.
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) events: EventBus,
+    pub(crate) registry: ToolRegistry<ToolKind>,
+    pub(crate) workspace: Arc<Workspace>,
+    pub(crate) sandbox: Sandbox,
+    /// Where the runtime keeps its data (the database, the live feed's socket, tokens).
+    pub(crate) data_dir: PathBuf,
+}
+
+impl Shared {
+    /// Now, by the runtime's clock (µs since the epoch).
+    pub(crate) fn now_us(&self) -> i64 {
+        self.clock.now_us()
+    }
+
+    /// The first workspace root: where processes start unless told otherwise, and what relative
+    /// paths in policy are read against.
+    pub(crate) fn first_root(&self) -> PathBuf {
+        self.workspace.roots().first().cloned().unwrap_or_default()
+    }
+
+    pub(crate) fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The registered tool named `tool`, or `unknown tool` as an error.
+    pub(crate) fn registered(&self, tool: &str) -> Result<Arc<Entry>> {
+        Ok(self
+            .registry
+            .get(tool)
+            .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?)
+    }
+
+    /// Records an administrative change; a failure to record is logged, not fatal to the change.
+    pub(crate) async fn admin(&self, actor: &str, kind: &str, summary: String, details: Value) {
+        let event = AdminEvent {
+            at: self.now_us(),
+            actor: actor.to_owned(),
+            kind: kind.to_owned(),
+            summary,
+            details,
+        };
+        if let Err(e) = self.store.append_admin_event(event).await {
+            tracing::error!(error = %e, kind, "an administrative change could not be recorded");
+        }
+    }
+
+    /// Publishes an event about `call`, if anyone listens.
+    pub(crate) fn emit_for(&self, call: &ToolCall, kind: EventKind) {
+        if self.events.has_subscribers() {
+            self.events.publish(ExecutionEvent {
+                execution_id: call.execution_id.clone(),
+                trace_id: call.trace_id.clone(),
+                tool: call.tool.clone(),
+                at: self.now_us(),
+                kind,
+            });
+        }
+    }
+}

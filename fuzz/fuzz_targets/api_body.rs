@@ -7,7 +7,9 @@
 //! - `POST /policy/explain`: read as axum's `Json` extractor reads it (`Json::from_bytes`, which
 //!   it calls after checking the content type), then judged by the built-in policy as explain
 //!   does;
-//! - `POST /confirmations/{id}/approve|deny`: nothing, or a note and a grant to remember.
+//! - `POST /confirmations/{id}/approve|deny`: nothing, or a note and a grant to remember;
+//! - `POST /skills/{name}/override`: a tool, an action, a level and a reason;
+//! - `POST /skills/classify/{tool}`: one of set (with a note), clear and again.
 //!
 //! Beyond "no panic": a refusal is a 400 or 422 with a code and a message, located inside the
 //! body when it names a line; callers come out sanitized (no control characters, at most 128
@@ -65,6 +67,21 @@ fuzz_target!(|data: &[u8]| {
             !rejection.body_text().is_empty(),
             "a rejection without a reason"
         ),
+    }
+
+    match body::skill_override(&text) {
+        Ok(r) => assert!(
+            !matches!(r.change, tw_runtime::OverrideChange::Clear) || text.contains("clear"),
+            "a clear from a body that never says so"
+        ),
+        Err(e) => refused(&text, &e, &[400]),
+    }
+    match body::classify(&text) {
+        Ok(body::Classify::Set { capabilities, .. }) => {
+            assert!(text.contains("set"), "capabilities from a body without set: {capabilities:?}")
+        }
+        Ok(_) => {}
+        Err(e) => refused(&text, &e, &[400]),
     }
 
     for approve in [true, false] {

@@ -466,7 +466,7 @@ mod tests {
     fn runtime_errors_map_to_ipc_codes_and_fields() {
         let cases: Vec<(RuntimeError, (&str, Option<&str>))> = vec![
             (
-                RuntimeError::NotFound("no confirmation with id x".into()),
+                RuntimeError::unknown_skill("x", std::path::Path::new("/ws/skills")),
                 ("not_found", None),
             ),
             (

@@ -44,7 +44,7 @@ pub(crate) fn for_kind(kind: ErrorKind) -> u8 {
 
 /// A tool name nobody registered, said with where to look (exits as not found).
 pub(crate) fn unknown_tool(name: &str) -> anyhow::Error {
-    RuntimeError::NotFound(format!(
+    RuntimeError::unknown_tool(format!(
         "no tool named {name:?} is registered (see `toolwarden tools list`)"
     ))
     .into()

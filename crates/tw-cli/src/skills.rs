@@ -124,10 +124,10 @@ fn list(rt: &Runtime, as_json: bool) -> anyhow::Result<u8> {
 
 /// A skill that is not in the directory, as the error to exit with.
 fn no_skill(rt: &Runtime, name: &str, how: &str) -> anyhow::Error {
-    RuntimeError::NotFound(format!(
-        "no skill {name:?} {how} {}",
-        rt.skills().dir().display()
-    ))
+    RuntimeError::NotFound {
+        code: "unknown_skill",
+        message: format!("no skill {name:?} {how} {}", rt.skills().dir().display()),
+    }
     .into()
 }
 
@@ -217,10 +217,13 @@ async fn report(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {
         return Ok(0);
     }
     if skills.get(name).is_none() && rows.is_empty() {
-        return Err(RuntimeError::NotFound(format!(
-            "no skill {name:?} in {} and no calls made under it",
-            rt.skills().dir().display()
-        ))
+        return Err(RuntimeError::NotFound {
+            code: "unknown_skill",
+            message: format!(
+                "no skill {name:?} in {} and no calls made under it",
+                rt.skills().dir().display()
+            ),
+        }
         .into());
     }
     let mut table = Table::new(&["TOOL", "DECLARED", "CALLS", "SUCCESS", "DENIED"]);
@@ -520,38 +523,17 @@ async fn save(rt: &Runtime, ctx: &Context, name: &str, file: &str) -> anyhow::Re
 }
 
 fn check(rt: &Runtime) -> anyhow::Result<u8> {
-    let skills = listing(rt)?;
-    let mut errors = 0;
-    for s in &skills.skills {
-        for d in &s.diagnostics {
-            if d.severity == tw_core::skill::Severity::Error {
-                errors += 1;
-            }
-            outln!("{}", located(&s.path, d))?;
-        }
+    let report = rt.skills().check_all()?;
+    for line in &report.findings {
+        outln!("{line}")?;
     }
-    for p in skills.map.problems() {
-        outln!("skill {}: {}", p.skill, p.message)?;
-    }
-    let catalog = rt.skills().capabilities().catalog.clone();
-    for s in skills.skills.iter().filter_map(|s| s.manifest.as_ref()) {
-        for p in s.permissions.iter().filter(|p| !catalog.contains(p)) {
-            outln!(
-                "skill {}: permission {p:?} is not a capability in the catalog; it reaches no tool",
-                s.name
-            )?;
-        }
-    }
-    let loaded = skills
-        .skills
-        .iter()
-        .filter(|s| s.manifest.is_some())
-        .count();
     outln!(
-        "{loaded} of {} skills load; {errors} error(s)",
-        skills.skills.len()
+        "{} of {} skills load; {} error(s)",
+        report.loaded,
+        report.total,
+        report.errors
     )?;
-    Ok(u8::from(errors > 0))
+    Ok(u8::from(report.errors > 0))
 }
 
 /// A resolved skill's tools as a table.

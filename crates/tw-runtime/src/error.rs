@@ -112,9 +112,14 @@ pub enum RuntimeError {
     /// A built-in tool was to be removed.
     #[error("tool {0} is built in; only custom tools can be removed")]
     BuiltinRemoval(String),
-    /// What the request names does not exist (a confirmation, a skill, ...).
-    #[error("{0}")]
-    NotFound(String),
+    /// What the request names does not exist (a skill, a custom tool to replace, ...).
+    #[error("{message}")]
+    NotFound {
+        /// A stable name for what was missing (`unknown_skill`, `unknown_tool`).
+        code: &'static str,
+        /// Which, and where it was looked for.
+        message: String,
+    },
     /// Part of the request is wrong.
     #[error("{message}")]
     Invalid {
@@ -133,6 +138,22 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
+    /// No skill of this name is in the skills directory `dir`.
+    pub fn unknown_skill(name: &str, dir: &std::path::Path) -> Self {
+        RuntimeError::NotFound {
+            code: "unknown_skill",
+            message: format!("no skill {name:?} in {}", dir.display()),
+        }
+    }
+
+    /// No tool of this name (or no custom one, for `what` = "custom tool") is registered.
+    pub fn unknown_tool(message: impl Into<String>) -> Self {
+        RuntimeError::NotFound {
+            code: "unknown_tool",
+            message: message.into(),
+        }
+    }
+
     /// Part of the request is wrong: `field` says which.
     pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         RuntimeError::Invalid {
@@ -144,7 +165,7 @@ impl RuntimeError {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            RuntimeError::NotFound(_) => ErrorKind::NotFound,
+            RuntimeError::NotFound { .. } => ErrorKind::NotFound,
             RuntimeError::BuiltinName(_)
             | RuntimeError::BuiltinRemoval(_)
             | RuntimeError::ToolExists(_) => ErrorKind::Conflict,
@@ -169,10 +190,12 @@ impl RuntimeError {
     }
 
     /// A stable machine-readable code: the kind's name, or a narrower one where front ends
-    /// and scripts already tell those apart (`unknown_tool`, `builtin`, `tier_limit`).
+    /// and scripts tell those apart (`unknown_tool`, `unknown_skill`, `builtin`, `exists`,
+    /// `tier_limit`).
     pub fn code(&self) -> &'static str {
         match self {
             RuntimeError::Core(CoreError::UnknownTool(_)) => "unknown_tool",
+            RuntimeError::NotFound { code, .. } => code,
             RuntimeError::BuiltinName(_) | RuntimeError::BuiltinRemoval(_) => "builtin",
             RuntimeError::TierLimit { .. } => "tier_limit",
             RuntimeError::ToolExists(_) => "exists",
@@ -237,7 +260,7 @@ mod tests {
     fn each_error_has_the_kind_and_field_front_ends_map() {
         let cases: Vec<(RuntimeError, ErrorKind, Option<&str>)> = vec![
             (
-                RuntimeError::NotFound("no confirmation with id x".into()),
+                RuntimeError::unknown_tool("no custom tool named \"x\" to replace"),
                 ErrorKind::NotFound,
                 None,
             ),

@@ -54,6 +54,21 @@ pub struct SkillService {
     counters: SkillCounters,
 }
 
+/// Every problem of the skills directory, in the order a person reads them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SkillCheck {
+    /// One line per problem: each SKILL.md diagnostic as `FILE:LINE: severity: ...`, then the
+    /// skill map's problems (an unknown parent, a cycle), then permissions no capability of the
+    /// catalog matches, each as `skill NAME: ...`.
+    pub findings: Vec<String>,
+    /// Diagnostics that are errors (a skill with one does not load).
+    pub errors: usize,
+    /// Skills that load.
+    pub loaded: usize,
+    /// Skill folders.
+    pub total: usize,
+}
+
 /// What the skill layer made of a call.
 pub(crate) struct SkillJudgement {
     /// The layer's verdict, for the decision's trace.
@@ -121,6 +136,48 @@ impl SkillService {
             ))),
             None => Ok(loaded),
         }
+    }
+
+    /// Checks every skill of the directory (what `skills check` prints and the API returns).
+    pub fn check_all(&self) -> Result<SkillCheck> {
+        let skills = self.listing()?;
+        let mut findings = Vec::new();
+        let mut errors = 0;
+        for s in &skills.skills {
+            for d in &s.diagnostics {
+                if d.severity == tw_core::skill::Severity::Error {
+                    errors += 1;
+                }
+                findings.push(format!(
+                    "{}:{}",
+                    s.path.display(),
+                    d.to_string().trim_start_matches("line ")
+                ));
+            }
+        }
+        for p in skills.map.problems() {
+            findings.push(format!("skill {}: {}", p.skill, p.message));
+        }
+        let catalog = Arc::clone(&self.capabilities().catalog);
+        for s in skills.skills.iter().filter_map(|s| s.manifest.as_ref()) {
+            for p in s.permissions.iter().filter(|p| !catalog.contains(p)) {
+                findings.push(format!(
+                    "skill {}: permission {p:?} is not a capability in the catalog; it reaches \
+                     no tool",
+                    s.name
+                ));
+            }
+        }
+        Ok(SkillCheck {
+            findings,
+            errors,
+            loaded: skills
+                .skills
+                .iter()
+                .filter(|s| s.manifest.is_some())
+                .count(),
+            total: skills.skills.len(),
+        })
     }
 
     /// Checks a skill name's shape (field `name`).
@@ -215,7 +272,7 @@ impl SkillService {
         let path = self.dir.join(name).join("SKILL.md");
         std::fs::read_to_string(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
-                RuntimeError::NotFound(format!("no skill named {name:?} in {}", self.dir.display()))
+                RuntimeError::unknown_skill(name, &self.dir)
             } else {
                 RuntimeError::Unavailable(format!("{}: cannot be read: {e}", path.display()))
             }
@@ -309,10 +366,7 @@ impl SkillService {
             )));
         }
         if loaded.get(skill).is_none() {
-            return Err(RuntimeError::NotFound(format!(
-                "no skill named {skill:?} is in {}",
-                self.dir.display()
-            )));
+            return Err(RuntimeError::unknown_skill(skill, &self.dir));
         }
         Ok(())
     }

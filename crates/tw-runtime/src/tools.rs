@@ -174,7 +174,7 @@ impl ToolService {
             .get(old)
             .is_none_or(|e| e.kind.is_builtin())
         {
-            return Err(RuntimeError::NotFound(format!(
+            return Err(RuntimeError::unknown_tool(format!(
                 "no custom tool named {old:?} to replace"
             )));
         }

@@ -1,13 +1,15 @@
 //! The admin API (`/api/v1`): the operations the desktop app and the CLI offer, for scripts.
 //! Tools (list, show, create, replace, delete, switch on and off), policy (explain, reload),
-//! confirmations (list, approve, deny), the audit log (query, one record, export) and the live
-//! events. Every handler is a thin call into the runtime; changes are recorded in the admin log
-//! as made by `api`.
+//! confirmations (list, approve, deny), skills (`skills`: list, show, check, resolved tools,
+//! overrides, SKILL.md, capabilities, metrics), the audit log (query, one record, export) and
+//! the live events. Every handler is a thin call into the runtime; changes are recorded in the
+//! admin log as made by `api`.
 //!
-//! Errors are `{"error": {"code", "message"}}` with the status that fits: 400 for a malformed
-//! request (with the field or line), 404 for an unknown tool, confirmation or record, 409 for a
-//! name that is taken, 422 for a definition or policy the runtime refuses. Store failures are
-//! logged and answered with 500 without their details.
+//! Errors are `{"error": {"code", "message", "field"?}}`. A body or query string that does not
+//! parse is 400 (with its line or field); a refusal by the runtime gets the status of its kind,
+//! decided once in [`status_of`] (404 not found, 409 conflict, 422 invalid with the field, 403
+//! denied, 503 unavailable, 500 internal, logged and answered without its details) and the
+//! runtime's stable code (`unknown_tool`, `builtin`, `tier_limit`, ...).
 
 use std::sync::Arc;
 
@@ -26,6 +28,8 @@ use tw_store::{AuditExportFormat, AuditFilter, AuditQuery, ConfirmationQuery, Co
 
 use crate::Gateway;
 use crate::body;
+
+mod skills;
 
 /// Who admin-API changes are recorded as.
 const ACTOR: &str = "api";
@@ -54,6 +58,7 @@ pub(crate) fn routes(state: Arc<Gateway>) -> Router {
         .route("/upstream/review", get(upstream_review))
         .route("/upstream/review/{tool}/accept", post(upstream_accept))
         .route("/events", get(crate::events::stream))
+        .merge(skills::routes())
         .with_state(state)
 }
 

@@ -9,8 +9,9 @@
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use tw_core::policy::access::AccessLevel;
 use tw_core::{Caller, DefinitionFormat, LicenseTier, ToolSpec};
-use tw_runtime::{Answer, GrantSpec, Remember, Who};
+use tw_runtime::{Answer, GrantSpec, OverrideChange, Remember, Who};
 
 /// A request body the API refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,4 +188,116 @@ fn optional<T: serde::de::DeserializeOwned>(body: &str) -> Result<Option<T>, Bod
             at.map(|(_, c)| c),
         )
     })
+}
+
+/// What `POST /skills/{name}/override` asks: one tool, what to do with it, and why.
+#[derive(Debug)]
+pub struct SkillOverrideRequest {
+    /// The tool.
+    pub tool: String,
+    /// Add it (up to a level), remove it, or clear the override.
+    pub change: OverrideChange,
+    /// Why, for the admin log (not with a clear).
+    pub reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverrideBody {
+    tool: String,
+    /// `add`, `remove` or `clear`.
+    action: String,
+    /// With `add`: `standard` (default), `elevated` or `admin`.
+    access_level: Option<String>,
+    reason: Option<String>,
+}
+
+/// `POST /skills/{name}/override`: `{"tool", "action": "add"|"remove"|"clear",
+/// "access_level"?, "reason"?}`. What an override may say beyond its shape is the skills
+/// service's to check.
+pub fn skill_override(body: &str) -> Result<SkillOverrideRequest, BodyError> {
+    let b: OverrideBody = required(body)?;
+    let level = b
+        .access_level
+        .as_deref()
+        .map(str::parse::<AccessLevel>)
+        .transpose()
+        .map_err(|e| BodyError::bad(format!("access_level: {e}"), None, None))?;
+    let change = match (b.action.as_str(), level) {
+        ("add", level) => OverrideChange::Add(level.unwrap_or_default()),
+        ("remove" | "clear", Some(_)) => {
+            return Err(BodyError::bad(
+                format!("access_level: only an addition has one, not a {}", b.action),
+                None,
+                None,
+            ));
+        }
+        ("remove", None) => OverrideChange::Remove,
+        ("clear", None) => OverrideChange::Clear,
+        (other, _) => {
+            return Err(BodyError::bad(
+                format!("action: {other:?} is not add, remove or clear"),
+                None,
+                None,
+            ));
+        }
+    };
+    Ok(SkillOverrideRequest {
+        tool: b.tool,
+        change,
+        reason: b.reason,
+    })
+}
+
+/// What `POST /skills/classify/{tool}` asks.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Classify {
+    /// Set the tool's capabilities as the administrator, with a note.
+    Set {
+        /// Capability names from the catalog.
+        capabilities: Vec<String>,
+        /// Why.
+        note: Option<String>,
+    },
+    /// Clear the administrator's setting; a classifier decides again.
+    Clear,
+    /// Run the classifier again.
+    Again,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClassifyBody {
+    set: Option<Vec<String>>,
+    note: Option<String>,
+    #[serde(default)]
+    clear: bool,
+    #[serde(default)]
+    again: bool,
+}
+
+/// `POST /skills/classify/{tool}`: exactly one of `{"set": [...], "note"?}`, `{"clear": true}`
+/// and `{"again": true}`.
+pub fn classify(body: &str) -> Result<Classify, BodyError> {
+    let b: ClassifyBody = required(body)?;
+    let bad = |m: &str| Err(BodyError::bad(m.to_owned(), None, None));
+    match (b.set, b.clear, b.again) {
+        (Some(capabilities), false, false) => Ok(Classify::Set {
+            capabilities,
+            note: b.note,
+        }),
+        (None, true, false) | (None, false, true) if b.note.is_some() => {
+            bad("note: only a set of capabilities takes a note")
+        }
+        (None, true, false) => Ok(Classify::Clear),
+        (None, false, true) => Ok(Classify::Again),
+        (None, false, false) => bad("say one of set, clear or again"),
+        _ => bad("set, clear and again are alternatives: say one"),
+    }
+}
+
+/// A JSON body that must be there, of the expected shape.
+fn required<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, BodyError> {
+    optional(body)?
+        .ok_or_else(|| BodyError::bad("the request needs a JSON body".to_owned(), None, None))
 }

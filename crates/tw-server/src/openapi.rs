@@ -14,9 +14,12 @@ fn error_responses(codes: &[&str]) -> Value {
             "403" => {
                 "Wrong Host or Origin, or an agent's token (the admin API takes the administrator's)."
             }
-            "404" => "No such tool, confirmation or record.",
+            "404" => "No such tool, skill, confirmation or record.",
             "409" => "The name is taken, or the request was already answered.",
-            "422" => "The runtime refused it; the message says why and where.",
+            "422" => "The runtime refused it; the message says why, the field where.",
+            "503" => {
+                "Something the request needs cannot be used now (the skills directory, the store)."
+            }
             _ => "The request failed.",
         };
         m.insert(
@@ -122,7 +125,7 @@ pub(crate) fn document() -> Value {
         "Default jsonl.",
     ));
 
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "Toolwarden admin API",
@@ -218,6 +221,41 @@ pub(crate) fn document() -> Value {
                 }}
             }
         }
+    });
+    if let (Some(paths), Value::Object(skills)) = (doc["paths"].as_object_mut(), skill_paths()) {
+        paths.extend(skills);
+    }
+    doc
+}
+
+/// The skills operations (`/skills...`), added to the document's paths.
+fn skill_paths() -> Value {
+    let any = json!({"type": "object"});
+    let skill = path("name", "The skill's folder name.");
+    json!({
+            "/skills": {"get": {"operationId": "listSkills", "summary": "Every skill of the skills directory: loaded or not, its tools, its diagnostics. 503 while the directory cannot be read.", "responses": ok("The skills.", json!({"type": "array", "items": any.clone()}), &["401", "403", "503"])}},
+            "/skills/check": {"get": {"operationId": "checkSkills", "summary": "Every problem of the skills directory: each SKILL.md's diagnostics (FILE:LINE), the skill map's problems, permissions no capability matches.", "responses": ok("The findings and how many skills load.", json!({"type": "object", "properties": {"findings": {"type": "array", "items": {"type": "string"}}, "errors": {"type": "integer"}, "loaded": {"type": "integer"}, "total": {"type": "integer"}}}), &["401", "403", "503"])}},
+            "/skills/capabilities": {"get": {"operationId": "toolCapabilities", "summary": "Every registered tool's capabilities: who classified it, with what confidence and why.", "parameters": [query("tool", json!({"type": "string"}), "Only this tool.")], "responses": ok("The threshold and the tools.", any.clone(), &["400", "401", "403", "404"])}},
+            "/skills/lifecycle/metrics": {"get": {"operationId": "skillMetrics", "summary": "Lifecycle figures: per skill, activations, resolved tools by provenance, overrides, calls and skill_denied refusals; who classified the tools.", "responses": ok("The figures.", any.clone(), &["401", "403", "503"])}},
+            "/skills/classify/{tool}": {"post": {"operationId": "classifyTool", "summary": "Sets a tool's capabilities as the administrator ({\"set\": [...], \"note\"}), clears that setting ({\"clear\": true}) or runs the classifier again ({\"again\": true}).", "parameters": [path("tool", "The tool's name.")], "requestBody": body(json!({"type": "object", "additionalProperties": false, "properties": {"set": {"type": "array", "items": {"type": "string"}}, "note": {"type": "string"}, "clear": {"type": "boolean"}, "again": {"type": "boolean"}}}), true), "responses": ok("The tool's classification now.", any.clone(), &["400", "401", "403", "404", "422"])}},
+            "/skills/{name}": {"get": {"operationId": "getSkill", "summary": "One skill: its file, manifest, resolved tools and diagnostics.", "parameters": [skill.clone()], "responses": ok("The skill.", any.clone(), &["401", "403", "404", "422", "503"])}},
+            "/skills/{name}/resolved-tools": {"get": {"operationId": "resolvedTools", "summary": "The tools a skill may use now, each with where it came from (manifest, inherited, capability, override) and who classified it.", "parameters": [skill.clone()], "responses": ok("The resolved skill.", any.clone(), &["401", "403", "404", "422", "503"])}},
+            "/skills/{name}/overrides": {"get": {"operationId": "skillOverrides", "summary": "The administrators' overrides of one skill, with who, when and why.", "parameters": [skill.clone()], "responses": ok("The overrides.", json!({"type": "array", "items": any.clone()}), &["401", "403", "422"])}},
+            "/skills/{name}/override": {"post": {"operationId": "overrideSkill", "summary": "Adds a tool to a skill (up to an access level), removes one, or clears such an override; recorded in the admin log.", "parameters": [skill.clone()], "requestBody": body(json!({"type": "object", "required": ["tool", "action"], "additionalProperties": false, "properties": {"tool": {"type": "string"}, "action": {"type": "string", "enum": ["add", "remove", "clear"]}, "access_level": {"type": "string", "enum": ["standard", "elevated", "admin"], "description": "With add; default standard."}, "reason": {"type": "string", "maxLength": 1000, "description": "Not with clear."}}}), true), "responses": ok("The override now and the one it replaced.", any.clone(), &["400", "401", "403", "404", "422", "503"])}},
+            "/skills/{name}/skill-md": {
+                "get": {"operationId": "getSkillMd", "summary": "A skill's SKILL.md as it is on disk.", "parameters": [skill.clone()], "responses": {
+                    "200": {"description": "The file.", "content": {"text/markdown": {}}},
+                    "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"],
+                    "404": error_responses(&["404"])["404"], "422": error_responses(&["422"])["422"]
+                }},
+                "put": {"operationId": "putSkillMd", "summary": "Saves a SKILL.md sent as the body (at most 256 KiB): refused with every diagnostic and nothing written when it has an error, in force at once otherwise; a new skill gets its folder.", "parameters": [skill.clone()], "requestBody": {"required": true, "content": {"text/markdown": {"schema": {"type": "string"}}}}, "responses": {
+                    "200": {"description": "Saved, with any warnings.", "content": {"application/json": {"schema": any.clone()}}},
+                    "201": {"description": "Created, with any warnings.", "content": {"application/json": {"schema": any.clone()}}},
+                    "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"],
+                    "422": error_responses(&["422"])["422"], "503": error_responses(&["503"])["503"]
+                }}
+            },
+            "/skills/{name}/skill-md/check": {"post": {"operationId": "checkSkillMd", "summary": "A SKILL.md's diagnostics, without saving it.", "parameters": [skill], "requestBody": {"required": true, "content": {"text/markdown": {"schema": {"type": "string"}}}}, "responses": ok("The diagnostics, with their lines.", json!({"type": "array", "items": any.clone()}), &["401", "403", "422"])}}
     })
 }
 

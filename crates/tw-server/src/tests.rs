@@ -19,14 +19,14 @@ use super::*;
 
 const ADDR: &str = "127.0.0.1:8790";
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    rt: Runtime,
-    admin: String,
-    router: Router,
+pub(crate) struct Fixture {
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) rt: Runtime,
+    pub(crate) admin: String,
+    pub(crate) router: Router,
 }
 
-async fn fixture() -> Fixture {
+pub(crate) async fn fixture() -> Fixture {
     fixture_with(tw_runtime::SessionLimits::default()).await
 }
 
@@ -61,7 +61,12 @@ async fn fixture_with(limits: tw_runtime::SessionLimits) -> Fixture {
 }
 
 /// A request as a local client sends it: `Host` the endpoint's address, no `Origin`.
-fn request(method: Method, uri: &str, token: Option<&str>, body: Option<&str>) -> Request<Body> {
+pub(crate) fn request(
+    method: Method,
+    uri: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> Request<Body> {
     let mut b = Request::builder()
         .method(method)
         .uri(uri)
@@ -76,7 +81,7 @@ fn request(method: Method, uri: &str, token: Option<&str>, body: Option<&str>) -
         .unwrap()
 }
 
-async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Value) {
+pub(crate) async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Value) {
     let resp = router.clone().oneshot(req).await.unwrap();
     let status = resp.status();
     let bytes = axum::body::to_bytes(resp.into_body(), 16 * 1024 * 1024)
@@ -87,7 +92,7 @@ async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Value) {
     (status, body)
 }
 
-fn code(body: &Value) -> &str {
+pub(crate) fn code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or("")
 }
 

@@ -17,7 +17,7 @@
 use regex::RegexSet;
 use serde_json::Value;
 
-use super::compile::Resolver;
+use super::env::Resolver;
 use super::exec::commands_of;
 use super::{Decision, Layer, LayerVerdict, RuleIndex, RuleRef, SelectorSet, Severity};
 use crate::definition::{IsolationLevel, ToolDefinition};

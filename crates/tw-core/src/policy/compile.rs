@@ -21,7 +21,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
 
 use regex::RegexSet;
 
@@ -35,6 +34,8 @@ use crate::definition::{IsolationLevel, OperationalMode};
 use crate::load::line_col;
 use crate::shell;
 use crate::target::{DomainList, DomainPattern, PathCase, PathList};
+
+pub use super::env::{LexicalResolver, PolicyEnv, Resolver};
 
 /// Where the built-in policy is quoted from in explanations.
 pub const BUILTIN_FILE: &str = "built-in policy";
@@ -80,52 +81,6 @@ pub const DEFAULT_CONFIRMATION_TIMEOUT_SECS: u64 = 120;
 
 /// How the source of a document's default exec tools ends (`file (no exec.tools set: ...)`).
 pub const EXEC_TOOLS_DEFAULT: &str = "(no exec.tools set: category:code_execution)";
-
-/// What the policy needs to know about the host, supplied by the runtime (tw-core does no I/O).
-pub trait Resolver: Send + Sync + fmt::Debug {
-    /// The canonical absolute path of a program: a bare name is looked up on PATH, a path has its
-    /// symlinks resolved. `None` if there is no such executable.
-    fn resolve(&self, program: &str) -> Option<String>;
-    /// The canonical path of an existing file or directory (symlinks resolved), `None` if it
-    /// does not exist or cannot be seen.
-    fn canonicalize(&self, path: &str) -> Option<String>;
-}
-
-/// A resolver that finds nothing: programs named by absolute path resolve to themselves, and
-/// nothing is canonicalized. For tests and for hosts where files cannot be seen.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LexicalResolver;
-
-impl Resolver for LexicalResolver {
-    fn resolve(&self, program: &str) -> Option<String> {
-        program.starts_with('/').then(|| program.to_owned())
-    }
-    fn canonicalize(&self, _: &str) -> Option<String> {
-        None
-    }
-}
-
-/// The environment paths and programs are judged in.
-#[derive(Debug, Clone)]
-pub struct PolicyEnv {
-    /// The home directory `~` and `$HOME` stand for.
-    pub home: Option<String>,
-    /// Where relative paths are relative to (the first workspace root).
-    pub base: String,
-    /// Finds programs and canonical paths.
-    pub resolver: Arc<dyn Resolver>,
-}
-
-impl PolicyEnv {
-    /// An environment with no view of the host (see [`LexicalResolver`]).
-    pub fn lexical(base: &str, home: Option<&str>) -> Self {
-        Self {
-            home: home.map(str::to_owned),
-            base: base.to_owned(),
-            resolver: Arc::new(LexicalResolver),
-        }
-    }
-}
 
 /// A problem in a policy document, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

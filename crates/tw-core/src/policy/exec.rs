@@ -26,7 +26,7 @@ use std::fmt;
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::Value;
 
-use super::compile::Resolver;
+use super::env::Resolver;
 use super::{Decision, Layer, LayerVerdict, RuleRef, SelectorSet, Severity};
 use crate::shell::{self, Parsed, Redirect, SimpleCommand};
 use crate::target::normalize_path;

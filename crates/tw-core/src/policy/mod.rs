@@ -14,6 +14,7 @@ pub mod access;
 pub mod args;
 pub mod compile;
 pub mod doc;
+mod env;
 pub mod eval;
 pub mod exec;
 pub mod grant;
@@ -29,8 +30,9 @@ use serde::{Deserialize, Serialize};
 use crate::definition::{LicenseTier, ToolDefinition};
 use crate::error::CoreError;
 
-pub use compile::{LexicalResolver, Policy, PolicyEnv, PolicyError, PolicySource, Resolver};
+pub use compile::{Policy, PolicyError, PolicySource};
 pub use doc::PolicyDoc;
+pub use env::{LexicalResolver, PolicyEnv, Resolver};
 pub use eval::{Evaluation, Request, TierSwitch, evaluate};
 pub use sandbox::SandboxRequirements;
 pub use selector::{PolicyRule, RuleIndex, SelectorSet};

@@ -110,7 +110,7 @@ impl<'a> Reading<'a> {
         format!("{}:{}", self.file, line_col(self.text, span.start).0)
     }
 
-    /// Records a problem at a span.
+    /// Records a problem at a span, placed by line and column.
     pub(super) fn fail(&mut self, span: Range<usize>, message: impl Into<String>) {
         let (line, column) = line_col(self.text, span.start);
         self.errors.push(PolicyError {
@@ -126,7 +126,8 @@ impl<'a> Reading<'a> {
         self.errors.len()
     }
 
-    /// Adds a summary line.
+    /// Adds a line to the summary: one per rule, without locations, so that moving a rule is
+    /// not a change.
     pub(super) fn note(&mut self, line: String) {
         self.summary.insert(line);
     }

@@ -3,14 +3,19 @@
 //! of those (a document without `[access]` asks for standard). A call holds the higher of its
 //! caller's and its skill's levels (an administrator grants both, in any document, like `allow`;
 //! where two documents name the same caller or skill, the lower level stands; a skill's own
-//! SKILL.md cannot raise it). A call below the level it needs is denied.
+//! SKILL.md cannot raise it). A call below the level it needs is denied. Each document's
+//! `[access]` section is read here too (`gather`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
+use super::doc::AccessDoc;
+use super::selector;
+use super::source::{PolicyError, Reading};
 use super::{Decision, Layer, LayerVerdict, PolicyRule, RuleRef, SelectorSet, Severity};
 use crate::call::Caller;
 use crate::definition::ToolDefinition;
@@ -219,6 +224,120 @@ impl AccessPolicy {
         match rule {
             Some(r) => verdict.by(r),
             None => verdict,
+        }
+    }
+}
+
+/// One document's `[access]` needs, as read: its default and (selector, level) pairs.
+type Needs = (Option<Held>, Vec<(PolicyRule, AccessLevel)>);
+
+/// Every document's `[access]` section, gathered.
+#[derive(Debug, Default)]
+pub(super) struct Gathered {
+    documents: Vec<Needs>,
+    callers: HashMap<String, Held>,
+    skills: HashMap<String, Held>,
+}
+
+/// Reads one document's `[access]` section, if it has one.
+pub(super) fn gather(r: &mut Reading<'_>, section: Option<&AccessDoc>, out: &mut Gathered) {
+    let Some(access) = section else {
+        return;
+    };
+    let mut default = None;
+    if let Some(d) = &access.default
+        && let Some(l) = level(r, d)
+    {
+        r.note(format!("access default {l}"));
+        default = Some(Held {
+            level: l,
+            source: r.at(d.span()),
+        });
+    }
+    let needs = tool_needs(r, &access.tools);
+    out.documents.push((default, needs));
+    hold(r, &access.callers, &mut out.callers);
+    hold(r, &access.skills, &mut out.skills);
+}
+
+/// `[access] tools`: the level each selector's tools need. A bad selector and a bad level are
+/// both reported.
+fn tool_needs(
+    r: &mut Reading<'_>,
+    tools: &BTreeMap<Spanned<String>, Spanned<String>>,
+) -> Vec<(PolicyRule, AccessLevel)> {
+    let mut needs = Vec::new();
+    for (sel, lvl) in tools {
+        let ok = match selector::check_selector(sel.get_ref()) {
+            Ok(()) => true,
+            Err(e) => {
+                r.fail(sel.span(), format!("access.tools: {e}"));
+                false
+            }
+        };
+        if let (true, Some(l)) = (ok, level(r, lvl)) {
+            r.note(format!("access {} needs {l}", sel.get_ref()));
+            needs.push((PolicyRule::new(sel.get_ref().trim(), r.at(sel.span())), l));
+        }
+    }
+    needs
+}
+
+/// `[access] callers` or `skills`: the level each one holds. Where two documents name the same
+/// one, the lower level stands.
+fn hold(
+    r: &mut Reading<'_>,
+    section: &BTreeMap<Spanned<String>, Spanned<String>>,
+    target: &mut HashMap<String, Held>,
+) {
+    for (who, lvl) in section {
+        let Some(l) = level(r, lvl) else {
+            continue;
+        };
+        match target.get(who.get_ref()) {
+            Some(cur) if cur.level <= l => {}
+            _ => {
+                let held = Held {
+                    level: l,
+                    source: r.at(who.span()),
+                };
+                target.insert(who.get_ref().clone(), held);
+            }
+        }
+    }
+}
+
+fn level(r: &mut Reading<'_>, s: &Spanned<String>) -> Option<AccessLevel> {
+    s.get_ref()
+        .parse()
+        .map_err(|e: String| r.fail(s.span(), e))
+        .ok()
+}
+
+impl Gathered {
+    /// The layer, with a summary line for each caller and skill holding a level; `None` (with the
+    /// problem in `errors`) if a document's selectors cannot be compiled.
+    pub(super) fn build(
+        self,
+        summary: &mut BTreeSet<String>,
+        errors: &mut Vec<PolicyError>,
+    ) -> Option<AccessPolicy> {
+        for (what, map) in [("caller", &self.callers), ("skill", &self.skills)] {
+            for (who, held) in map {
+                summary.insert(format!("access {what} {who} holds {}", held.level));
+            }
+        }
+        let documents: Result<Vec<AccessNeeds>, _> = self
+            .documents
+            .into_iter()
+            .map(|(default, needs)| AccessNeeds::new(default, needs))
+            .collect();
+        match documents {
+            Ok(documents) => Some(AccessPolicy::new(documents, self.callers, self.skills)),
+            Err(e) => {
+                errors.push(PolicyError::unplaced(e.to_string()));
+                None
+            }
         }
     }
 }

@@ -13,16 +13,22 @@
 //! patterns of every rule are compiled into one glob set and one regex set ([`ArgLayer`]), so a
 //! call only runs a rule's own checks when one of those sets flags it or the rule has checks the
 //! sets cannot cover (allow lists, domains, sizes). A hundred rules cost about what one does.
+//!
+//! Reading a document's `[[rules]]` into [`ArgRule`]s, each checked against its examples, is
+//! `gather`'s job.
 
 use regex::RegexSet;
 use serde_json::Value;
 
-use super::compile::Resolver;
+use super::env::Resolver;
 use super::exec::commands_of;
 use super::{Decision, Layer, LayerVerdict, RuleIndex, RuleRef, SelectorSet, Severity};
 use crate::definition::{IsolationLevel, ToolDefinition};
 use crate::shell::Parsed;
 use crate::target::{DomainList, Host, PathCase, PathList, normalize_path, parse_host, parse_url};
+
+mod gather;
+pub(super) use gather::gather;
 
 /// A compiled `[[rules]]` entry.
 #[derive(Debug, Clone)]

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::compile::Policy;
+use super::mode;
 use super::rate::RateCheck;
 use super::{
     Decision, Layer, LayerVerdict, PolicyDecision, RuleRef, Severity, confirmation_layer,
@@ -114,62 +115,6 @@ fn tools_layer(policy: &Policy, req: &Request<'_>) -> LayerVerdict {
     policy.tools.evaluate(req.tool)
 }
 
-fn mode_layer(policy: &Policy, def: &ToolDefinition, mode: OperationalMode) -> LayerVerdict {
-    if !def.allowed_modes.contains(&mode) {
-        return LayerVerdict::stop(
-            Layer::Mode,
-            Decision::Deny,
-            "mode_forbidden",
-            Severity::Warning,
-            format!(
-                "tool {} may not run in {mode} mode (it allows: {})",
-                def.name,
-                def.allowed_modes
-                    .iter()
-                    .map(|m| m.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )
-        .by(RuleRef::new("allowed_modes", format!("tool {}", def.name)));
-    }
-    if let Some(rules) = policy.modes.get(&mode) {
-        if let Some(r) = rules.forbid.first_match(def) {
-            return LayerVerdict::stop(
-                Layer::Mode,
-                Decision::Deny,
-                "mode_forbidden",
-                Severity::Warning,
-                format!("{mode} mode forbids {} (rule {:?})", def.name, r.pattern),
-            )
-            .by(RuleRef::new(
-                format!("modes.{mode}.forbid {}", r.pattern),
-                &r.source,
-            ));
-        }
-        if let Some(r) = rules.ask.first_match(def) {
-            return LayerVerdict::stop(
-                Layer::Mode,
-                Decision::Ask,
-                "mode_ask",
-                Severity::Warning,
-                format!(
-                    "in {mode} mode {} needs a person's approval (rule {:?})",
-                    def.name, r.pattern
-                ),
-            )
-            .by(RuleRef::new(
-                format!("modes.{mode}.ask {}", r.pattern),
-                &r.source,
-            ));
-        }
-    }
-    LayerVerdict::allow(
-        Layer::Mode,
-        format!("tool {} may run in {mode} mode", def.name),
-    )
-}
-
 /// Judges a call against a policy. Pure: the rate-limit counting and grants are applied by the
 /// caller (see the module documentation).
 pub fn evaluate(policy: &Policy, req: &Request<'_>) -> Evaluation {
@@ -178,7 +123,7 @@ pub fn evaluate(policy: &Policy, req: &Request<'_>) -> Evaluation {
     let mut trace = vec![
         tools_layer(policy, req),
         license_layer(def, req.tier, req.custom_rank),
-        mode_layer(policy, def, req.mode),
+        mode::evaluate(&policy.modes, def, req.mode),
     ];
     if let Some(v) = policy.exec.evaluate(
         def,

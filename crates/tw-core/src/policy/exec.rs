@@ -20,16 +20,21 @@
 //! `on-miss` asks a person about a miss, `always` asks about every call. Each policy document
 //! judges with its own settings (a setting it leaves out is the default: `allowlist`,
 //! `on-miss`, on `category:code_execution`) and the strictest of their verdicts stands.
+//!
+//! Reading a document's `[exec]` section into these settings and entries is `gather`'s job.
 
 use std::fmt;
 
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::Value;
 
-use super::compile::Resolver;
+use super::env::Resolver;
 use super::{Decision, Layer, LayerVerdict, RuleRef, SelectorSet, Severity};
 use crate::shell::{self, Parsed, Redirect, SimpleCommand};
 use crate::target::normalize_path;
+
+pub(super) mod gather;
+pub(super) use gather::{Gathered, gather};
 
 /// How much command running is allowed; ordered from most to least permissive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -633,13 +638,6 @@ fn verdict(
     judged: Option<&Judged>,
 ) -> LayerVerdict {
     let (security, security_source) = &settings.security;
-    let (ask, ask_source) = &settings.ask;
-    let rule = || {
-        RuleRef::new(
-            format!("security = \"{security}\", ask = \"{ask}\""),
-            format!("{security_source}; {ask_source}"),
-        )
-    };
     let (commands, misses) = match judged {
         None => {
             return LayerVerdict::stop(
@@ -659,12 +657,35 @@ fn verdict(
                 Severity::Critical,
                 format!("the command cannot be judged with certainty, so it is denied: {reason}"),
             )
-            .by(rule());
+            .by(settings_rule(settings));
         }
         Some(Judged::Uncertain(_)) => (&[][..], &[][..]),
         Some(Judged::Commands { commands, misses }) => (&commands[..], &misses[..]),
     };
-    let ask_all = |what: String| {
+    if *security == Security::Full {
+        let what = format!(
+            "exec security is full (tool {} via {})",
+            tool.name, applies.rule
+        );
+        return allow_or_ask(settings, what);
+    }
+    allowlist_verdict(settings, commands, misses)
+}
+
+/// The rule a verdict quotes: the document's security and ask mode, and where each was set.
+fn settings_rule(settings: &ExecSettings) -> RuleRef {
+    let (security, security_source) = &settings.security;
+    let (ask, ask_source) = &settings.ask;
+    RuleRef::new(
+        format!("security = \"{security}\", ask = \"{ask}\""),
+        format!("{security_source}; {ask_source}"),
+    )
+}
+
+/// A call the settings let through: allowed, unless ask is `always`.
+fn allow_or_ask(settings: &ExecSettings, what: String) -> LayerVerdict {
+    let (ask, ask_source) = &settings.ask;
+    if *ask == AskMode::Always {
         LayerVerdict::stop(
             Layer::Exec,
             Decision::Ask,
@@ -673,18 +694,17 @@ fn verdict(
             format!("{what}; exec ask is \"always\", so a person must approve it"),
         )
         .by(RuleRef::new("ask = \"always\"", ask_source))
-    };
-    if *security == Security::Full {
-        let what = format!(
-            "exec security is full (tool {} via {})",
-            tool.name, applies.rule
-        );
-        return if *ask == AskMode::Always {
-            ask_all(what)
-        } else {
-            LayerVerdict::allow(Layer::Exec, what).by(rule())
-        };
+    } else {
+        LayerVerdict::allow(Layer::Exec, what).by(settings_rule(settings))
     }
+}
+
+/// An allowlist document's verdict on the call's commands and why each one not covered is not.
+fn allowlist_verdict(
+    settings: &ExecSettings,
+    commands: &[SimpleCommand],
+    misses: &[String],
+) -> LayerVerdict {
     if commands.is_empty() {
         return LayerVerdict::stop(
             Layer::Exec,
@@ -693,7 +713,7 @@ fn verdict(
             Severity::Critical,
             "the command line runs no command that could be judged".to_owned(),
         )
-        .by(rule());
+        .by(settings_rule(settings));
     }
     if misses.is_empty() {
         let shown = commands
@@ -701,15 +721,13 @@ fn verdict(
             .map(|c| format!("`{}`", c.argv.join(" ")))
             .collect::<Vec<_>>()
             .join(", ");
-        let what = format!("every command is on the allowlist: {shown}");
-        return if *ask == AskMode::Always {
-            ask_all(what)
-        } else {
-            LayerVerdict::allow(Layer::Exec, what).by(rule())
-        };
+        return allow_or_ask(
+            settings,
+            format!("every command is on the allowlist: {shown}"),
+        );
     }
     let reason = misses.join("; ");
-    if *ask == AskMode::Off {
+    if settings.ask.0 == AskMode::Off {
         LayerVerdict::stop(
             Layer::Exec,
             Decision::Deny,
@@ -717,7 +735,7 @@ fn verdict(
             Severity::Error,
             format!("not on the exec allowlist: {reason}"),
         )
-        .by(rule())
+        .by(settings_rule(settings))
     } else {
         LayerVerdict::stop(
             Layer::Exec,
@@ -726,6 +744,6 @@ fn verdict(
             Severity::Warning,
             format!("not on the exec allowlist, so a person must approve it: {reason}"),
         )
-        .by(rule())
+        .by(settings_rule(settings))
     }
 }

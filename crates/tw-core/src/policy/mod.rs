@@ -4,36 +4,44 @@
 //! person's standing approval (a grant) can turn an Ask into an Allow, never a Deny.
 //!
 //! The layers, in the order they are reported: the tool allow/deny lists (`tools`), the license
-//! tier, the operational mode, exec approvals for command-running tools (`exec`), argument rules
-//! (`args`), access levels (`access`), rate limits (`rate`) and confirmation. Policy documents
-//! (`doc`) compile into one [`Policy`] (`compile`); [`evaluate`] judges a [`Request`] against it.
-//! Everything here is pure: files are read, programs resolved and counters kept by the runtime and
-//! passed in.
+//! tier, the operational mode (`mode`), exec approvals for command-running tools (`exec`),
+//! argument rules (`args`), access levels (`access`), rate limits (`rate`) and confirmation.
+//! Policy documents (`doc`) compile into one [`Policy`] (`compile`): each layer's module reads its
+//! own section of every document, locating each problem through `source`, and `compile` puts the
+//! layers together. [`evaluate`] judges a [`Request`] against the result. Everything here is pure:
+//! files are read, programs resolved (a [`Resolver`], in `env`) and counters kept by the runtime
+//! and passed in.
 
 pub mod access;
 pub mod args;
 pub mod compile;
 pub mod doc;
+mod env;
 pub mod eval;
 pub mod exec;
 pub mod grant;
 pub mod lint;
+mod mode;
 pub mod rate;
 pub mod sandbox;
 pub mod selector;
+mod source;
+mod tools;
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::definition::{LicenseTier, ToolDefinition};
-use crate::error::CoreError;
 
-pub use compile::{LexicalResolver, Policy, PolicyEnv, PolicyError, PolicySource, Resolver};
+pub use compile::Policy;
 pub use doc::PolicyDoc;
+pub use env::{LexicalResolver, PolicyEnv, Resolver};
 pub use eval::{Evaluation, Request, TierSwitch, evaluate};
 pub use sandbox::SandboxRequirements;
 pub use selector::{PolicyRule, RuleIndex, SelectorSet};
+pub use source::{PolicyError, PolicySource};
+pub use tools::ToolPolicy;
 
 /// A policy verdict, ordered from most to least permissive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -287,94 +295,6 @@ impl PolicyDecision {
             .filter(|v| v.decision == Decision::Deny)
             .filter_map(|v| Some((v.code.clone()?, v.severity?)))
             .max_by_key(|(_, s)| *s)
-    }
-}
-
-/// The tool layer: allow and deny lists, deny wins, and what happens to tools no rule names.
-#[derive(Debug, Clone)]
-pub struct ToolPolicy {
-    allow: SelectorSet,
-    deny: SelectorSet,
-    default_deny: bool,
-    default_source: String,
-}
-
-impl ToolPolicy {
-    /// Builds the layer. `default_deny` decides tools that no rule names; `default_source` says
-    /// where that switch was set.
-    pub fn new(
-        allow: Vec<PolicyRule>,
-        deny: Vec<PolicyRule>,
-        default_deny: bool,
-        default_source: impl Into<String>,
-    ) -> Result<Self, CoreError> {
-        Ok(Self {
-            allow: SelectorSet::build(allow)?,
-            deny: SelectorSet::build(deny)?,
-            default_deny,
-            default_source: default_source.into(),
-        })
-    }
-
-    /// The allow selectors.
-    pub fn allow(&self) -> &SelectorSet {
-        &self.allow
-    }
-
-    /// The deny selectors.
-    pub fn deny(&self) -> &SelectorSet {
-        &self.deny
-    }
-
-    /// Whether unnamed tools are denied.
-    pub fn default_deny(&self) -> bool {
-        self.default_deny
-    }
-
-    /// Judges a tool. A deny rule beats any allow rule; with no matching rule the default applies.
-    pub fn evaluate(&self, def: &ToolDefinition) -> LayerVerdict {
-        if let Some(rule) = self.deny.first_match(def) {
-            return LayerVerdict::stop(
-                Layer::Tools,
-                Decision::Deny,
-                "policy_denied",
-                Severity::Error,
-                format!("tool {} is denied by rule {:?}", def.name, rule.pattern),
-            )
-            .by(RuleRef::new(&rule.pattern, &rule.source));
-        }
-        if let Some(rule) = self.allow.first_match(def) {
-            return LayerVerdict::allow(
-                Layer::Tools,
-                format!("tool {} is allowed by rule {:?}", def.name, rule.pattern),
-            )
-            .by(RuleRef::new(&rule.pattern, &rule.source));
-        }
-        let default = RuleRef::new(
-            format!(
-                "default = \"{}\"",
-                if self.default_deny { "deny" } else { "allow" }
-            ),
-            &self.default_source,
-        );
-        let reason = format!(
-            "no allow or deny rule names tool {} (group {}); the default is {}",
-            def.name,
-            def.group,
-            if self.default_deny { "deny" } else { "allow" }
-        );
-        if self.default_deny {
-            LayerVerdict::stop(
-                Layer::Tools,
-                Decision::Deny,
-                "policy_denied",
-                Severity::Error,
-                reason,
-            )
-            .by(default)
-        } else {
-            LayerVerdict::allow(Layer::Tools, reason).by(default)
-        }
     }
 }
 

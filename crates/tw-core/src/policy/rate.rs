@@ -1,10 +1,14 @@
 //! Rate limits: per tool (all callers together), per caller, and per skill and tool, each per
 //! minute and/or per hour. This module only says which counters a call must pass and turns the
 //! counting's outcome into a verdict; the counting itself must be atomic across concurrent calls
-//! and processes and survive restarts, so the runtime does it in the store.
+//! and processes and survive restarts, so the runtime does it in the store. Each document's
+//! `[[rate_limits]]` are read here too (`gather`); limits add up across documents.
 
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
+use super::doc::RateDoc;
+use super::source::Reading;
 use super::{Decision, Layer, LayerVerdict, RuleIndex, RuleRef, SelectorSet, Severity};
 use crate::call::Caller;
 use crate::definition::ToolDefinition;
@@ -97,6 +101,75 @@ fn windows(per_minute: Option<u32>, per_hour: Option<u32>) -> Vec<RateWindow> {
         });
     }
     w
+}
+
+/// Reads one document's `[[rate_limits]]`; the limits that compile without a problem go to `out`.
+pub(super) fn gather(r: &mut Reading<'_>, section: &[Spanned<RateDoc>], out: &mut Vec<RateRule>) {
+    for rate in section {
+        if let Some(rule) = rate_rule(r, rate) {
+            out.push(rule);
+        }
+    }
+}
+
+/// One limit, or `None` if it is wrong (reported): an unknown scope, no window, or a limit of 0.
+fn rate_rule(r: &mut Reading<'_>, rate: &Spanned<RateDoc>) -> Option<RateRule> {
+    let doc = rate.get_ref();
+    let tools = doc
+        .tools
+        .as_ref()
+        .map(|t| r.selector_set(t, "rate_limits.tools"));
+    let per = match doc.per.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
+        None | Some(("tool", _)) => Per::Tool,
+        Some(("caller", _)) => Per::Caller,
+        Some(("skill_tool", _)) => Per::SkillTool,
+        Some((other, span)) => {
+            r.fail(
+                span,
+                format!(
+                    "rate_limits.per: unknown scope {other:?}: expected tool, caller or skill_tool"
+                ),
+            );
+            return None;
+        }
+    };
+    let per_minute = doc.per_minute.as_ref().map(|v| (*v.get_ref(), v.span()));
+    let per_hour = doc.per_hour.as_ref().map(|v| (*v.get_ref(), v.span()));
+    if per_minute.is_none() && per_hour.is_none() {
+        r.fail(rate.span(), "rate_limits: set per_minute, per_hour or both");
+        return None;
+    }
+    if let Some((_, span)) = [&per_minute, &per_hour]
+        .into_iter()
+        .flatten()
+        .find(|(v, _)| *v == 0)
+        .cloned()
+    {
+        r.fail(
+            span,
+            "rate_limits: a limit of 0 would block the tools; deny them instead",
+        );
+        return None;
+    }
+    let (per_minute, per_hour) = (per_minute.map(|v| v.0), per_hour.map(|v| v.0));
+    let named = match &doc.tools {
+        Some(t) => t
+            .iter()
+            .map(|s| s.get_ref().as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        None => "*".to_owned(),
+    };
+    r.note(format!(
+        "rate limit {named} per {per:?} {per_minute:?}/min {per_hour:?}/h"
+    ));
+    Some(RateRule {
+        tools,
+        per,
+        per_minute,
+        per_hour,
+        source: r.at(rate.span()),
+    })
 }
 
 /// The compiled rate layer: the rules and an index of the tools each applies to.

@@ -1550,6 +1550,97 @@ attempt("list", lambda: os.listdir(os.path.dirname(canary)))
     assert_eq!(fx.outside_tree(), Fixture::pristine_outside());
 }
 
+// 21. Device nodes and set-id programs the host left in the workspace (issue 15, hole 1).
+
+/// `CAP_MKNOD`, which making a device node takes.
+const CAP_MKNOD: u32 = 27;
+
+/// Issue 15, hole 1, from the other side: the seccomp filter keeps a tool from making a device
+/// node or a set-id file, but the workspace may already hold one (a checkout, an archive
+/// unpacked on the host). The workspace is mounted `nosuid` and `nodev` in the sandbox, so a
+/// world-readable `/dev/zero` node planted there by the host cannot be opened, and the mount
+/// says so. A set-id program planted there runs as the tool's own uid; that holds three ways
+/// (`nosuid`, `no_new_privs`, and the id mapping that shows a host root's file as owned by the
+/// sandbox uid), so the mount line is what pins `nosuid` itself. Making the device needs
+/// `CAP_MKNOD` on the host: without it that line is skipped, visibly, and the rest still runs.
+#[tokio::test]
+async fn device_nodes_and_set_id_programs_planted_in_the_workspace_do_not_work_inside() {
+    let fx = Fixture::new();
+    let device = fx.ws.join("zero");
+    // Root always tries, so the suite's root pass never skips this: a root without CAP_MKNOD
+    // fails here, loudly.
+    let planted = if running_as_root() || has_capability(CAP_MKNOD) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &device,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::from_raw_mode(0o666),
+            rustix::fs::makedev(1, 5),
+        )
+        .unwrap_or_else(|e| panic!("planting {} (needs CAP_MKNOD): {e}", device.display()));
+        // Past the umask: any uid may read it, so only the mount stands in the way.
+        chmod(&device, 0o666);
+        true
+    } else {
+        skip(&format!(
+            "SKIP reading a device node planted in the workspace: making one needs CAP_MKNOD, \
+             which this run (uid {}) does not have; the workspace mount's nosuid and nodev are \
+             still checked, and CI runs the suite as root too, where the device is planted",
+            rustix::process::getuid().as_raw()
+        ));
+        false
+    };
+    // Root's copy when the suite runs as root, the user's own otherwise.
+    let program = fx.ws.join("id-suid");
+    std::fs::copy("/usr/bin/id", &program).unwrap();
+    chmod(&program, 0o4755);
+    let script = r#"
+import subprocess
+ws, device = sys.argv[1:3]
+if device:
+    attempt("read device", lambda: open(device, "rb").read(4))
+mode = os.stat("id-suid").st_mode & 0o7777
+euid = subprocess.run(["./id-suid", "-u"], capture_output=True, text=True).stdout.strip()
+runs_as = "the tool's own uid" if euid == str(os.geteuid()) else f"uid {euid}"
+print(f"set-uid copy: mode {mode:o}, runs as {runs_as}")
+flags = "not a mount point"
+for line in read("/proc/self/mountinfo").splitlines():
+    fields = line.split(" ")
+    if fields[4] == ws:
+        flags = " ".join(o for o in fields[5].split(",") if o in ("ro", "rw", "nosuid", "nodev"))
+print(f"workspace mount: {flags}")
+"#;
+    let device_arg = if planted {
+        display(&device)
+    } else {
+        String::new()
+    };
+    for level in CONFINED {
+        let mut expect = String::new();
+        if planted {
+            expect.push_str("read device: PermissionError EACCES\n");
+        }
+        expect.push_str("set-uid copy: mode 4755, runs as the tool's own uid\n");
+        let access = if level == Restricted { "ro" } else { "rw" };
+        expect.push_str(&format!("workspace mount: {access} nosuid nodev\n"));
+        check(
+            fx.py(level, script, &[&display(&fx.ws), &device_arg]),
+            exited(level, 0, &expect, ""),
+        )
+        .await;
+    }
+}
+
+/// Whether this process has capability number `cap` in its effective set.
+fn has_capability(cap: u32) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|set| u64::from_str_radix(set.trim(), 16).ok())
+        .is_some_and(|set| set & (1 << cap) != 0)
+}
+
 /// Says that part of a test did not run and why, on the real standard error: the test harness
 /// captures `eprintln!` of passing tests, and a skip must never be silent.
 fn skip(message: &str) {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::sys::{self, Errno, check, cstring};
@@ -507,21 +507,25 @@ impl Plan {
     /// sockets and signals) on, fully enforced or not at all: a kernel that would enforce only
     /// part of it (an older ABI) fails the run, since strict relies on each part.
     fn landlock(&self) -> Step<()> {
-        let abi = LANDLOCK_ABI;
-        let missing = |e: landlock::RulesetError| {
-            Failure::new(
-                "setting up Landlock",
-                format!("{e}; {}", landlock_requirement()),
-            )
-        };
+        let status = self
+            .landlock_ruleset(LANDLOCK_ABI)?
+            .restrict_self()
+            .map_err(landlock_missing)?;
+        fully_enforced(status.ruleset)
+    }
+
+    /// The ruleset [`Plan::landlock`] enforces, asking for every right and scope of `abi` as a
+    /// hard requirement: where the kernel lacks any of them this fails, before anything is
+    /// enforced. Apart from [`LANDLOCK_ABI`], only the tests ask (for more than the kernel has).
+    fn landlock_ruleset(&self, abi: ABI) -> Step<RulesetCreated> {
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(AccessFs::from_all(abi))
-            .map_err(missing)?
+            .map_err(landlock_missing)?
             .scope(Scope::from_all(abi))
-            .map_err(missing)?
+            .map_err(landlock_missing)?
             .create()
-            .map_err(missing)?;
+            .map_err(landlock_missing)?;
         let grants = self
             .read_only
             .iter()
@@ -541,24 +545,36 @@ impl Plan {
             };
             ruleset = ruleset
                 .add_rule(PathBeneath::new(fd, access))
-                .map_err(missing)?;
+                .map_err(landlock_missing)?;
         }
-        let status = ruleset.restrict_self().map_err(missing)?;
-        if status.ruleset != RulesetStatus::FullyEnforced {
-            return Err(Failure::new(
-                "setting up Landlock",
-                format!(
-                    "the kernel would enforce it {}; {}",
-                    match status.ruleset {
-                        RulesetStatus::PartiallyEnforced => "only partially",
-                        _ => "not at all",
-                    },
-                    landlock_requirement()
-                ),
-            ));
-        }
-        Ok(())
+        Ok(ruleset)
     }
+}
+
+/// The second wall behind the hard requirement: whatever the ruleset asked, the run goes on only
+/// if the kernel says it enforces all of it.
+fn fully_enforced(status: RulesetStatus) -> Step<()> {
+    if status == RulesetStatus::FullyEnforced {
+        return Ok(());
+    }
+    Err(Failure::new(
+        "setting up Landlock",
+        format!(
+            "the kernel would enforce it {}; {}",
+            match status {
+                RulesetStatus::PartiallyEnforced => "only partially",
+                _ => "not at all",
+            },
+            landlock_requirement()
+        ),
+    ))
+}
+
+fn landlock_missing(e: landlock::RulesetError) -> Failure {
+    Failure::new(
+        "setting up Landlock",
+        format!("{e}; {}", landlock_requirement()),
+    )
 }
 
 /// What strict needs of Landlock, and what this kernel offers.
@@ -594,5 +610,104 @@ fn unpack(w: u64) -> libc::sock_filter {
         jt: (w >> 40) as u8,
         jf: (w >> 32) as u8,
         k: w as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    /// A plan with something to grant of each kind; nothing here is ever enforced.
+    fn plan() -> Plan {
+        Plan {
+            seccomp: Vec::new(),
+            read_only: vec![PathBuf::from("/usr")],
+            read_write: DEVICES.map(PathBuf::from).into(),
+        }
+    }
+
+    /// Whether asking for everything of `abi` asks for a right or scope the kernel (at `kernel`)
+    /// does not have.
+    fn exceeds(abi: ABI, kernel: ABI) -> bool {
+        !AccessFs::from_all(kernel).contains(AccessFs::from_all(abi))
+            || !Scope::from_all(kernel).contains(Scope::from_all(abi))
+    }
+
+    /// Issue 15, hole 6: strict relies on every part of its Landlock ruleset, so a kernel that
+    /// would enforce only part of it must fail the run. The runtime refuses kernels below
+    /// [`MIN_LANDLOCK_ABI`] before the helper runs, so on a host that passes that check only this
+    /// test sees the helper's own refusal: it asks for the first ABI that has a right or scope
+    /// the kernel lacks (ABI 9's `ResolveUnix` on an ABI 7 kernel) and expects the hard
+    /// requirement to refuse it before anything is enforced. With `BestEffort` the ruleset
+    /// would be built, and enforced partially.
+    #[test]
+    fn landlock_asked_for_more_than_the_kernel_has_is_refused_before_it_is_enforced() {
+        let offered = sys::landlock_abi();
+        let kernel = offered.map_or(ABI::Unsupported, |v| {
+            ABI::from(i32::try_from(v).unwrap_or(i32::MAX))
+        });
+        // ABI::from gives the newest ABI the crate knows for any higher number.
+        let Some(beyond) = (1..=64).map(ABI::from).find(|&abi| exceeds(abi, kernel)) else {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP the helper's refusal of a partial Landlock: this kernel (ABI {offered:?}) \
+                 has every right and scope the landlock crate knows, so none can be asked that \
+                 it lacks"
+            );
+            return;
+        };
+        // The plan strict uses builds here exactly when the kernel has what strict needs: the
+        // refusal below is about what was asked beyond it.
+        let strict_builds = offered.is_some_and(|v| v >= MIN_LANDLOCK_ABI);
+        assert_eq!(
+            plan().landlock_ruleset(LANDLOCK_ABI).is_ok(),
+            strict_builds,
+            "kernel ABI {offered:?}"
+        );
+        let refused = match plan().landlock_ruleset(beyond) {
+            Ok(_) => Err(format!(
+                "asking {beyond:?} of a kernel with ABI {offered:?} built a ruleset that would \
+                 be enforced only partially"
+            )),
+            Err(f) => Ok((f.step, f.error.ends_with(&landlock_requirement()))),
+        };
+        assert_eq!(refused, Ok(("setting up Landlock", true)));
+    }
+
+    /// The second wall: whatever was asked, a ruleset the kernel enforces only partially, or
+    /// not at all, fails the run with the reason.
+    #[test]
+    fn landlock_enforced_partially_or_not_at_all_fails_the_run() {
+        let refusal = |how: &str| {
+            Err((
+                "setting up Landlock",
+                format!(
+                    "the kernel would enforce it {how}; {}",
+                    landlock_requirement()
+                ),
+            ))
+        };
+        let seen: Vec<_> = [
+            RulesetStatus::FullyEnforced,
+            RulesetStatus::PartiallyEnforced,
+            RulesetStatus::NotEnforced,
+        ]
+        .into_iter()
+        .map(|status| {
+            let label = format!("{status:?}");
+            (label, fully_enforced(status).map_err(|f| (f.step, f.error)))
+        })
+        .collect();
+        assert_eq!(
+            seen,
+            vec![
+                ("FullyEnforced".to_owned(), Ok(())),
+                ("PartiallyEnforced".to_owned(), refusal("only partially")),
+                ("NotEnforced".to_owned(), refusal("not at all")),
+            ]
+        );
     }
 }

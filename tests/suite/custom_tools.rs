@@ -88,7 +88,8 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
         "echo.json",
         r#"{"name": "echo", "description": "mine", "category": "system", "command": {"argv": ["true"]}}"#,
     );
-    assert_eq!(taken.code, 10);
+    // A conflict with a built-in's name.
+    assert_eq!(taken.code, 11);
     assert!(
         taken
             .stderr
@@ -103,7 +104,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
         "not_found"
     );
     let removed = env.cmd(&["tools", "remove", "read_file"]).run();
-    assert_eq!(removed.code, 10);
+    assert_eq!(removed.code, 11);
     assert!(
         removed.stderr.contains("tool read_file is built in"),
         "{}",

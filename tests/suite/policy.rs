@@ -301,7 +301,9 @@ fn a_remembered_approval_lets_the_same_call_run_without_asking() {
             "layer": "grant",
             "decision": "allow",
             "rule": {"rule": format!("grant {grant}"), "source": "granted by tester"},
-            "reason": format!("covered by a standing approval: write_file with arguments {args}, for any caller"),
+            // Unless the person widens it (--any-caller), a remembered approval covers the
+            // caller of the call approved.
+            "reason": format!("covered by a standing approval: write_file with arguments {args}, for caller cli"),
         })
     );
     pending(&env, 0);
@@ -434,7 +436,7 @@ fn policy_explain_prints_the_trace_and_runs_nothing() {
         })]
     );
     let unknown = env.cmd(&["policy", "explain", "--tool", "nope"]).run();
-    assert_eq!(unknown.code, 10, "{}", unknown.stderr);
+    assert_eq!(unknown.code, 9, "{}", unknown.stderr);
     // Explaining is not calling: the audit log holds nothing.
     assert_eq!(env.audit_rows().len(), 0);
 }

@@ -497,37 +497,43 @@ fn override_errors_are_clear() {
     let env = Env::new();
     skills(&env);
     let skills_dir = env.ws.join("skills").display().to_string();
-    let cases: [(&[&str], String); 5] = [
+    // Each exits with its kind's code (9 not found, 8 invalid; 2 a bad argument to the CLI).
+    let cases: [(&[&str], i32, String); 5] = [
         (
             &["skills", "override", "ghost", "add", "read_file"],
+            9,
             format!("error: no skill named \"ghost\" is in {skills_dir}\n"),
         ),
         (
             &["skills", "override", "reader", "add", "no_such_tool"],
+            9,
             "error: no tool named \"no_such_tool\" is registered\n".to_owned(),
         ),
         (
             &["skills", "override", "reader", "add", "exec", "--level", "root"],
+            2,
             "error: --level: unknown access level \"root\": expected standard, elevated or admin\n"
                 .to_owned(),
         ),
         (
             &["skills", "classify", "no_such_tool", "--set", "code_execute"],
+            9,
             "error: no tool named \"no_such_tool\" is registered\n".to_owned(),
         ),
         (
             &["skills", "classify", "echo", "--set", "telepathy"],
+            8,
             "error: \"telepathy\" is not a capability in the catalog; known: web_search, web_read, \
              browser_control, filesystem_read, filesystem_write, code_execute, database_read, \
              database_write, api_call, messaging, knowledge_search, system_info\n"
                 .to_owned(),
         ),
     ];
-    for (args, stderr) in cases {
+    for (args, code, stderr) in cases {
         let r = env.cmd(args).run();
         assert_eq!(
             (r.code, r.stderr.as_str()),
-            (2, stderr.as_str()),
+            (code, stderr.as_str()),
             "{args:?}"
         );
     }

@@ -117,7 +117,8 @@ fn resolved_tools_say_where_they_came_from() {
         ]
     );
     let missing = env.cmd(&["skills", "show", "nope"]).run();
-    assert_eq!(missing.code, 2);
+    // Not found, like a call to a tool nobody registered.
+    assert_eq!(missing.code, 9);
     assert!(
         missing.stderr.contains("no skill \"nope\""),
         "{}",
@@ -469,7 +470,8 @@ fn a_skills_directory_that_cannot_be_read_is_an_error_not_an_empty_list() {
         assert_eq!(
             (r.code, r.stdout.as_str(), r.stderr),
             (
-                10,
+                // Unavailable until it can be read.
+                12,
                 "",
                 format!(
                     "{warning}error: the skills directory cannot be read: {}: Not a directory (os \

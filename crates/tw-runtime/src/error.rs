@@ -142,7 +142,7 @@ impl RuntimeError {
     pub fn unknown_skill(name: &str, dir: &std::path::Path) -> Self {
         RuntimeError::NotFound {
             code: "unknown_skill",
-            message: format!("no skill {name:?} in {}", dir.display()),
+            message: format!("no skill named {name:?} is in {}", dir.display()),
         }
     }
 

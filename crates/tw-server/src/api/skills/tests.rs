@@ -56,10 +56,7 @@ async fn a_skill_is_saved_listed_shown_and_resolved() {
     let (_, shown) = get(&f, "/api/v1/skills/reader").await;
     assert_eq!(shown["manifest"]["description"], "Reads files.");
     let (_, resolved) = get(&f, "/api/v1/skills/reader/resolved-tools").await;
-    assert_eq!(
-        resolved["tools"][0]["name"], "read_file",
-        "{resolved}"
-    );
+    assert_eq!(resolved["tools"][0]["name"], "read_file", "{resolved}");
     let resp = f
         .router
         .clone()

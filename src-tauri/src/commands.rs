@@ -122,12 +122,7 @@ pub async fn get_tool(state: State<'_, Arc<Desktop>>, params: ToolParams) -> Rep
     let rt = &state.runtime;
     let caller = match params.caller.as_deref().map(str::trim) {
         Some(agent) if !agent.is_empty() => {
-            if agent.len() > 128 || agent.chars().any(char::is_control) {
-                return Err(invalid(
-                    "/caller",
-                    "an agent id is 1-128 characters, none of them control characters",
-                ));
-            }
+            tw_core::call::check_agent_id(agent).map_err(|e| invalid("/caller", e))?;
             Caller::agent(agent)
         }
         _ => caller(),

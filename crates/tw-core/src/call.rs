@@ -27,12 +27,32 @@ pub struct Caller {
 /// Caller ids come from clients we do not control; keep them printable and bounded so they cannot
 /// forge log lines or bloat audit rows.
 fn sanitize(id: &str) -> String {
-    let cleaned: String = id.chars().filter(|c| !c.is_control()).take(128).collect();
+    let cleaned: String = id
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_ID_CHARS)
+        .collect();
     let trimmed = cleaned.trim();
     if trimmed.is_empty() {
         "unknown".to_owned()
     } else {
         trimmed.to_owned()
+    }
+}
+
+/// The longest an agent, skill or user id may be, in characters.
+pub const MAX_ID_CHARS: usize = 128;
+
+/// Whether `agent` is an agent id exactly as given (1 to [`MAX_ID_CHARS`] characters, none of
+/// them control characters, no space at either end): what a name is held to where one is
+/// chosen (a token issued for it, an explanation asked for it) rather than sanitized.
+pub fn check_agent_id(agent: &str) -> Result<(), String> {
+    if sanitize(agent) == agent && agent.chars().count() <= MAX_ID_CHARS {
+        Ok(())
+    } else {
+        Err(format!(
+            "{agent:?} is not an agent id: use 1 to {MAX_ID_CHARS} printable characters"
+        ))
     }
 }
 
@@ -322,6 +342,27 @@ mod tests {
         for s in ToolStatus::ALL {
             assert_eq!(s.as_str().parse::<ToolStatus>(), Ok(*s));
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+    }
+
+    #[test]
+    fn an_agent_id_is_checked_as_given() {
+        for good in ["ci-bot", "agent 7", "ünïcode", &"x".repeat(128)] {
+            assert_eq!(check_agent_id(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            " ci-bot",
+            "ci-bot ",
+            "a\nb",
+            "tab\there",
+            &"x".repeat(129),
+        ] {
+            let e = check_agent_id(bad).unwrap_err();
+            assert!(
+                e.ends_with("is not an agent id: use 1 to 128 printable characters"),
+                "{e}"
+            );
         }
     }
 }

@@ -127,13 +127,8 @@ impl TokenService {
         label: Option<String>,
         by: &str,
     ) -> Result<(String, ApiTokenRow)> {
-        let agent_id = tw_core::Caller::agent(agent).agent_id;
-        if agent_id.is_empty() || agent_id != agent || agent.len() > 128 {
-            return Err(RuntimeError::invalid(
-                "agent",
-                format!("{agent:?} is not an agent id: use 1 to 128 printable characters"),
-            ));
-        }
+        tw_core::call::check_agent_id(agent).map_err(|e| RuntimeError::invalid("agent", e))?;
+        let agent_id = agent.to_owned();
         let token = new_token()?;
         let now = self.shared.now_us();
         let row = self

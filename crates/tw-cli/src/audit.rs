@@ -1,5 +1,6 @@
 //! `toolwarden audit ...`: page through, inspect, export and summarize the audit log.
 
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, anyhow, bail};
@@ -12,138 +13,180 @@ use crate::out::{errln, out, outln};
 use crate::table::Table;
 
 pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
-    let store = rt.store();
     match cmd {
         AuditCommand::List {
             filter,
             limit,
             cursor,
             json,
-        } => {
-            let mut q = query(&filter)?;
-            q.cursor = cursor;
-            let page = list_page(async |q| store.query(q).await, q, limit).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&page)?)?;
-                return Ok(0);
-            }
-            let mut t = Table::new(&[
-                "ID",
-                "STARTED",
-                "TOOL",
-                "STATUS",
-                "CALLER",
-                "DURATION",
-                "EXECUTION",
-                "ERROR",
-            ]);
-            for r in &page.rows {
-                t.row(vec![
-                    r.id.to_string(),
-                    time(r.started_at),
-                    r.tool.clone(),
-                    r.status.to_string(),
-                    r.agent_id.clone(),
-                    duration(r.duration_us),
-                    r.execution_id.clone(),
-                    r.error_message.clone().unwrap_or_default(),
-                ]);
-            }
-            out!("{}", t.render())?;
-            if let Some(c) = page.next_cursor {
-                outln!("more: toolwarden audit list --cursor {c}")?;
-            }
-            Ok(0)
-        }
-        AuditCommand::Show { execution_id } => {
-            let Some(row) = store.get(&execution_id).await? else {
-                bail!("no audit record with execution id {execution_id:?}");
-            };
-            print_row(&row)?;
-            Ok(0)
-        }
+        } => list(rt, &filter, limit, cursor, json).await,
+        AuditCommand::Show { execution_id } => show(rt, &execution_id).await,
         AuditCommand::Export {
             filter,
             format,
             output,
-        } => {
-            let q = query(&filter)?;
-            let format = match format {
-                ExportFormat::Jsonl => AuditExportFormat::Jsonl,
-                ExportFormat::Csv => AuditExportFormat::Csv,
-            };
-            let n = match output {
-                Some(path) => {
-                    let mut f = tokio::fs::File::create(&path)
-                        .await
-                        .with_context(|| format!("cannot create {}", path.display()))?;
-                    let n = store.export(&q, format, &mut f).await?;
-                    f.flush().await?;
-                    n
-                }
-                None => {
-                    // Records stream out as they are read; a reader that stops reading ends
-                    // the export where it is, quietly.
-                    let mut out = tokio::io::stdout();
-                    match store.export(&q, format, &mut out).await {
-                        Ok(n) => {
-                            out.flush().await.map_err(crate::out::stdout_error)?;
-                            n
-                        }
-                        Err(tw_store::StoreError::Export(e)) => {
-                            return Err(crate::out::stdout_error(e));
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            };
-            errln!("exported {n} records");
-            Ok(0)
-        }
+        } => export(rt, &filter, format, output.as_deref()).await,
         AuditCommand::Changes {
             since,
             kind,
             limit,
             json,
-        } => {
-            let q = tw_store::AdminQuery {
-                since: since.as_deref().map(parse_time).transpose()?,
-                kind,
-                cursor: None,
-                limit,
-            };
-            let rows = store.admin_events(&q).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
-                return Ok(0);
-            }
-            let mut table = Table::new(&["AT", "BY", "KIND", "WHAT"]).max_width(400);
-            for r in rows {
-                table.row(vec![time(r.at), r.actor, r.kind, r.summary]);
-            }
-            out!("{}", table.render())?;
-            Ok(0)
-        }
-        AuditCommand::Report { filter, json } => {
-            let report = store.usage_report(&query(&filter)?).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&report)?)?;
-                return Ok(0);
-            }
-            outln!("by tool")?;
-            out!("{}", usage_table("TOOL", &report.by_tool))?;
-            outln!()?;
-            outln!("by caller")?;
-            out!("{}", usage_table("CALLER", &report.by_caller))?;
-            // Calls made under no skill are in the two tables above only.
-            if !report.by_skill.is_empty() {
-                outln!()?;
-                outln!("by skill")?;
-                out!("{}", usage_table("SKILL", &report.by_skill))?;
-            }
-            Ok(0)
-        }
+        } => changes(rt, since.as_deref(), kind, limit, json).await,
+        AuditCommand::Report { filter, json } => report(rt, &filter, json).await,
     }
+}
+
+async fn list(
+    rt: &Runtime,
+    filter: &AuditFilter,
+    limit: u32,
+    cursor: Option<i64>,
+    as_json: bool,
+) -> anyhow::Result<u8> {
+    let mut q = query(filter)?;
+    q.cursor = cursor;
+    let page = list_page(async |q| rt.store().query(q).await, q, limit).await?;
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&page)?)?;
+        return Ok(0);
+    }
+    out!("{}", list_table(&page.rows).render())?;
+    if let Some(c) = page.next_cursor {
+        outln!("more: toolwarden audit list --cursor {c}")?;
+    }
+    Ok(0)
+}
+
+fn list_table(rows: &[AuditRow]) -> Table {
+    let mut t = Table::new(&[
+        "ID",
+        "STARTED",
+        "TOOL",
+        "STATUS",
+        "CALLER",
+        "DURATION",
+        "EXECUTION",
+        "ERROR",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.id.to_string(),
+            time(r.started_at),
+            r.tool.clone(),
+            r.status.to_string(),
+            r.agent_id.clone(),
+            duration(r.duration_us),
+            r.execution_id.clone(),
+            r.error_message.clone().unwrap_or_default(),
+        ]);
+    }
+    t
+}
+
+async fn show(rt: &Runtime, execution_id: &str) -> anyhow::Result<u8> {
+    let Some(row) = rt.store().get(execution_id).await? else {
+        bail!("no audit record with execution id {execution_id:?}");
+    };
+    print_row(&row)?;
+    Ok(0)
+}
+
+/// Writes the filtered records to `output`, else to stdout, and says on stderr how many.
+async fn export(
+    rt: &Runtime,
+    filter: &AuditFilter,
+    format: ExportFormat,
+    output: Option<&Path>,
+) -> anyhow::Result<u8> {
+    let q = query(filter)?;
+    let format = match format {
+        ExportFormat::Jsonl => AuditExportFormat::Jsonl,
+        ExportFormat::Csv => AuditExportFormat::Csv,
+    };
+    let n = match output {
+        Some(path) => export_to_file(rt, &q, format, path).await?,
+        None => export_to_stdout(rt, &q, format).await?,
+    };
+    errln!("exported {n} records");
+    Ok(0)
+}
+
+async fn export_to_file(
+    rt: &Runtime,
+    q: &AuditQuery,
+    format: AuditExportFormat,
+    path: &Path,
+) -> anyhow::Result<u64> {
+    let mut f = tokio::fs::File::create(path)
+        .await
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    let n = rt.store().export(q, format, &mut f).await?;
+    f.flush().await?;
+    Ok(n)
+}
+
+/// Records stream out as they are read; a reader that stops reading ends the export where it
+/// is, quietly.
+async fn export_to_stdout(
+    rt: &Runtime,
+    q: &AuditQuery,
+    format: AuditExportFormat,
+) -> anyhow::Result<u64> {
+    let mut out = tokio::io::stdout();
+    match rt.store().export(q, format, &mut out).await {
+        Ok(n) => {
+            out.flush().await.map_err(crate::out::stdout_error)?;
+            Ok(n)
+        }
+        Err(tw_store::StoreError::Export(e)) => Err(crate::out::stdout_error(e)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn changes(
+    rt: &Runtime,
+    since: Option<&str>,
+    kind: Option<String>,
+    limit: u32,
+    as_json: bool,
+) -> anyhow::Result<u8> {
+    let q = tw_store::AdminQuery {
+        since: since.map(parse_time).transpose()?,
+        kind,
+        cursor: None,
+        limit,
+    };
+    let rows = rt.store().admin_events(&q).await?;
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(0);
+    }
+    let mut table = Table::new(&["AT", "BY", "KIND", "WHAT"]).max_width(400);
+    for r in rows {
+        table.row(vec![time(r.at), r.actor, r.kind, r.summary]);
+    }
+    out!("{}", table.render())?;
+    Ok(0)
+}
+
+async fn report(rt: &Runtime, filter: &AuditFilter, as_json: bool) -> anyhow::Result<u8> {
+    let report = rt.store().usage_report(&query(filter)?).await?;
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(0);
+    }
+    outln!("by tool")?;
+    out!("{}", usage_table("TOOL", &report.by_tool))?;
+    outln!()?;
+    outln!("by caller")?;
+    out!("{}", usage_table("CALLER", &report.by_caller))?;
+    // Calls made under no skill are in the two tables above only.
+    if !report.by_skill.is_empty() {
+        outln!()?;
+        outln!("by skill")?;
+        out!("{}", usage_table("SKILL", &report.by_skill))?;
+    }
+    Ok(0)
 }
 
 /// One page of up to `limit` (1 to 1000) records, asked of `fetch` (the store's query). The store

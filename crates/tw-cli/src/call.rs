@@ -15,7 +15,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tw_core::{ToolCall, ToolResult, ToolStatus, TraceId};
-use tw_runtime::{BatchMode, EventKind, Received, Runtime, new_execution_id, new_trace_id};
+use tw_runtime::{
+    BatchMode, EventKind, Received, Runtime, UpstreamServer, new_execution_id, new_trace_id,
+};
 
 use crate::cli::{BatchArgs, CallArgs};
 use crate::out::{errln, outln};
@@ -64,17 +66,7 @@ fn parse_trace(t: Option<&str>) -> anyhow::Result<TraceId> {
 }
 
 pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Result<u8> {
-    let text = match &a.args_file {
-        Some(f) => read_input(f)?,
-        None => a.args.clone(),
-    };
-    let arguments: Value = serde_json::from_str(&text).map_err(|e| {
-        anyhow!(
-            "--args is not valid JSON (line {}, column {}): {e}",
-            e.line(),
-            e.column()
-        )
-    })?;
+    let arguments = arguments(&a)?;
     let call = ToolCall {
         tool: a.tool,
         arguments,
@@ -84,20 +76,9 @@ pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Re
         timeout: a.timeout.map(Duration::from_millis),
         no_wait: a.no_wait,
     };
-    // A tool of an upstream server (SERVER__TOOL): that server is started for the call.
     let upstream = CancellationToken::new();
-    let servers = match call.tool.split_once("__") {
-        Some((server, _)) => ctx
-            .places
-            .config
-            .upstream
-            .get(server)
-            .cloned()
-            .into_iter()
-            .collect(),
-        None => Vec::new(),
-    };
-    let supervisors = tw_mcp::upstream::start(rt, servers, upstream.clone()).await;
+    let supervisors =
+        tw_mcp::upstream::start(rt, upstream_of(ctx, &call.tool), upstream.clone()).await;
     let waiting = tell_when_waiting(rt, &call);
     let cancel = cancel_on_signal();
     crate::out::cancel_when_closed(&cancel);
@@ -107,6 +88,36 @@ pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Re
     supervisors.stopped().await;
     outln!("{}", serde_json::to_string_pretty(&result)?)?;
     Ok(crate::exit::for_status(result.status))
+}
+
+/// The call's arguments, from `--args` or the file `--args-file` names.
+fn arguments(a: &CallArgs) -> anyhow::Result<Value> {
+    let text = match &a.args_file {
+        Some(f) => read_input(f)?,
+        None => a.args.clone(),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "--args is not valid JSON (line {}, column {}): {e}",
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+/// A tool of an upstream server (SERVER__TOOL) needs that server started for the call.
+fn upstream_of(ctx: &Context, tool: &str) -> Vec<UpstreamServer> {
+    match tool.split_once("__") {
+        Some((server, _)) => ctx
+            .places
+            .config
+            .upstream
+            .get(server)
+            .cloned()
+            .into_iter()
+            .collect(),
+        None => Vec::new(),
+    }
 }
 
 /// Tells the person at the terminal when the call waits for approval, and how to give it.
@@ -184,14 +195,7 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
             no_wait: false,
         })
         .collect();
-    let mode = match a.parallel {
-        Some(n) => BatchMode::Parallel {
-            concurrency: n.max(1),
-        },
-        None => BatchMode::Sequential {
-            stop_on_error: a.stop_on_error,
-        },
-    };
+    let mode = batch_mode(&a);
     let mut first_failure: Option<ToolStatus> = None;
     let mut write_error: Option<anyhow::Error> = None;
     let stop = cancel.clone();
@@ -220,4 +224,15 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
     }
     tracing::info!(calls = results.len(), "batch finished");
     Ok(first_failure.map_or(0, crate::exit::for_status))
+}
+
+fn batch_mode(a: &BatchArgs) -> BatchMode {
+    match a.parallel {
+        Some(n) => BatchMode::Parallel {
+            concurrency: n.max(1),
+        },
+        None => BatchMode::Sequential {
+            stop_on_error: a.stop_on_error,
+        },
+    }
 }

@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail};
 use serde_json::Value;
 use tw_core::OperationalMode;
 use tw_runtime::{Answer, GrantSpec, Remember, Runtime, Who};
-use tw_store::{ConfirmationQuery, ResolveOutcome};
+use tw_store::{ConfirmationQuery, ConfirmationRow, GrantRow, ResolveOutcome};
 
 use crate::audit::{now_us, time};
 use crate::cli::{AnswerArgs, ConfirmCommand, GrantsCommand, ModeCommand};
@@ -50,84 +50,111 @@ pub(crate) async fn confirm(
     cmd: ConfirmCommand,
 ) -> anyhow::Result<u8> {
     match cmd {
-        ConfirmCommand::List { all, json } => {
-            let rows = if all {
-                rt.confirmations()
-                    .confirmations(&ConfirmationQuery {
-                        state: None,
-                        limit: tw_store::MAX_PAGE,
-                    })
-                    .await?
-            } else {
-                rt.confirmations().pending_confirmations().await?
-            };
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
-                return Ok(0);
-            }
-            if rows.is_empty() {
-                outln!("no calls are waiting for approval")?;
-                return Ok(0);
-            }
-            let now = now_us();
-            let mut table = Table::new(&[
-                "ID",
-                "STATE",
-                "TOOL",
-                "CALLER",
-                "ARGUMENTS",
-                "WHY",
-                "EXPIRES",
-            ]);
-            for r in rows {
-                let expires = if r.state == tw_store::ConfirmationState::Pending {
-                    format!("in {} s", (r.expires_at - now).max(0) / 1_000_000)
-                } else {
-                    time(r.resolved_at.unwrap_or(r.expires_at))
-                };
-                table.row(vec![
-                    r.id,
-                    r.state.as_str().to_owned(),
-                    r.tool,
-                    r.agent_id,
-                    r.arguments.to_string(),
-                    r.reason,
-                    expires,
-                ]);
-            }
-            out!("{}", table.render())?;
-            Ok(0)
-        }
+        ConfirmCommand::List { all, json } => list_confirmations(rt, all, json).await,
         ConfirmCommand::Approve(a) => answer(rt, ctx, a, true).await,
         ConfirmCommand::Deny(a) => answer(rt, ctx, a, false).await,
     }
 }
 
-async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> anyhow::Result<u8> {
-    if !approve && (a.remember.is_some() || a.caller_only || a.any_caller || a.duration.is_some()) {
-        bail!("--remember, --any-caller, --caller-only and --for only go with approve");
+pub(crate) async fn grants(rt: &Runtime, ctx: &Context, cmd: GrantsCommand) -> anyhow::Result<u8> {
+    match cmd {
+        GrantsCommand::List { all, json } => list_grants(rt, all, json).await,
+        GrantsCommand::Add {
+            tool,
+            pattern,
+            agent,
+            duration,
+        } => {
+            add_grant(
+                rt,
+                ctx,
+                &tool,
+                pattern.as_deref(),
+                agent,
+                duration.as_deref(),
+            )
+            .await
+        }
+        GrantsCommand::Revoke { id } => revoke_grant(rt, ctx, &id).await,
     }
-    if a.remember.is_none() && (a.caller_only || a.any_caller || a.duration.is_some()) {
-        bail!("--any-caller, --caller-only and --for describe a grant: give --remember too");
+}
+
+pub(crate) async fn mode(
+    rt: &Runtime,
+    ctx: &Context,
+    cmd: Option<ModeCommand>,
+) -> anyhow::Result<u8> {
+    match cmd {
+        None | Some(ModeCommand::Show) => show_mode(rt),
+        Some(ModeCommand::Set { mode }) => set_mode(rt, ctx, &mode).await,
     }
-    let grant = match &a.remember {
-        Some(scope) => Some(GrantSpec {
-            remember: remember(scope)?,
-            // Unless told, whose calls it covers is the confirmation service's default.
-            who: if a.any_caller {
-                Some(Who::Anyone)
-            } else if a.caller_only {
-                Some(Who::SameCaller)
-            } else {
-                None
-            },
-            duration: duration(a.duration.as_deref())?,
-        }),
-        None => None,
-    };
-    let verdict = if approve {
-        Answer::Approve { grant }
+}
+
+/// The calls waiting for a person, or with `all` the answered and expired requests too.
+async fn list_confirmations(rt: &Runtime, all: bool, as_json: bool) -> anyhow::Result<u8> {
+    let rows = if all {
+        rt.confirmations()
+            .confirmations(&ConfirmationQuery {
+                state: None,
+                limit: tw_store::MAX_PAGE,
+            })
+            .await?
     } else {
+        rt.confirmations().pending_confirmations().await?
+    };
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        outln!("no calls are waiting for approval")?;
+        return Ok(0);
+    }
+    out!("{}", confirmations_table(rows).render())?;
+    Ok(0)
+}
+
+/// One row per request; a pending one says how long it still waits, an answered or expired
+/// one when that happened.
+fn confirmations_table(rows: Vec<ConfirmationRow>) -> Table {
+    let now = now_us();
+    let mut table = Table::new(&[
+        "ID",
+        "STATE",
+        "TOOL",
+        "CALLER",
+        "ARGUMENTS",
+        "WHY",
+        "EXPIRES",
+    ]);
+    for r in rows {
+        let expires = if r.state == tw_store::ConfirmationState::Pending {
+            format!("in {} s", (r.expires_at - now).max(0) / 1_000_000)
+        } else {
+            time(r.resolved_at.unwrap_or(r.expires_at))
+        };
+        table.row(vec![
+            r.id,
+            r.state.as_str().to_owned(),
+            r.tool,
+            r.agent_id,
+            r.arguments.to_string(),
+            r.reason,
+            expires,
+        ]);
+    }
+    table
+}
+
+/// Approves or denies the requests named (or every pending one); exits 1 if any could not be
+/// answered.
+async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> anyhow::Result<u8> {
+    let verdict = if approve {
+        Answer::Approve {
+            grant: grant_to_remember(&a)?,
+        }
+    } else {
+        refuse_grant_flags(&a)?;
         Answer::Deny
     };
     let ids = if a.all_pending {
@@ -146,131 +173,173 @@ async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> an
             .confirmations()
             .answer(&id, verdict.clone(), &actor(ctx), a.note.as_deref())
             .await?;
-        match outcome {
-            ResolveOutcome::Resolved {
-                confirmation,
-                grant,
-            } => {
-                outln!(
-                    "{} {} ({} for {})",
-                    if approve { "approved" } else { "denied" },
-                    confirmation.id,
-                    confirmation.tool,
-                    confirmation.agent_id
-                )?;
-                if let Some(g) = grant {
-                    outln!("  remembered as grant {} ({})", g.id, g.scope.kind())?;
-                }
-            }
-            ResolveOutcome::NotFound => {
-                failed += 1;
-                errln!("no confirmation with id {id}");
-            }
-            ResolveOutcome::AlreadyResolved { state, by, at } => {
-                failed += 1;
-                errln!(
-                    "{id} was already {} {}at {}; nothing changed",
-                    state.as_str(),
-                    by.map_or(String::new(), |b| format!("by {b} ")),
-                    time(at)
-                );
-            }
+        if !print_outcome(&id, outcome, approve)? {
+            failed += 1;
         }
     }
     Ok(if failed == 0 { 0 } else { 1 })
 }
 
-pub(crate) async fn grants(rt: &Runtime, ctx: &Context, cmd: GrantsCommand) -> anyhow::Result<u8> {
-    match cmd {
-        GrantsCommand::List { all, json } => {
-            let rows = rt.confirmations().grants(all).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
-                return Ok(0);
-            }
-            if rows.is_empty() {
-                outln!("no grants")?;
-                return Ok(0);
-            }
-            let mut table = Table::new(&[
-                "ID",
-                "TOOL",
-                "SCOPE",
-                "ARGUMENTS",
-                "CALLER",
-                "BY",
-                "EXPIRES",
-                "REVOKED",
-            ]);
-            for g in rows {
-                let args = match &g.scope {
-                    tw_store::GrantScope::Exact(v) => v.to_string(),
-                    tw_store::GrantScope::Pattern(m) => Value::Object(m.clone()).to_string(),
-                    tw_store::GrantScope::Tool => String::new(),
-                };
-                table.row(vec![
-                    g.id,
-                    g.tool,
-                    g.scope.kind().to_owned(),
-                    args,
-                    g.agent_id.unwrap_or_else(|| "any".to_owned()),
-                    g.created_by,
-                    g.expires_at.map_or("never".to_owned(), time),
-                    g.revoked_at.map_or(String::new(), time),
-                ]);
-            }
-            out!("{}", table.render())?;
-            Ok(0)
-        }
-        GrantsCommand::Add {
-            tool,
-            pattern,
-            agent,
-            duration: d,
+/// The grant flags say how to remember an approval: with a deny they are a mistake.
+fn refuse_grant_flags(a: &AnswerArgs) -> anyhow::Result<()> {
+    if a.remember.is_some() || a.caller_only || a.any_caller || a.duration.is_some() {
+        bail!("--remember, --any-caller, --caller-only and --for only go with approve");
+    }
+    Ok(())
+}
+
+/// The grant an approval is remembered as, if `--remember` asks for one.
+fn grant_to_remember(a: &AnswerArgs) -> anyhow::Result<Option<GrantSpec>> {
+    if a.remember.is_none() && (a.caller_only || a.any_caller || a.duration.is_some()) {
+        bail!("--any-caller, --caller-only and --for describe a grant: give --remember too");
+    }
+    let Some(scope) = &a.remember else {
+        return Ok(None);
+    };
+    Ok(Some(GrantSpec {
+        remember: remember(scope)?,
+        // Unless told, whose calls it covers is the confirmation service's default.
+        who: if a.any_caller {
+            Some(Who::Anyone)
+        } else if a.caller_only {
+            Some(Who::SameCaller)
+        } else {
+            None
+        },
+        duration: duration(a.duration.as_deref())?,
+    }))
+}
+
+/// Says what answering request `id` did: on stdout when it was answered (returns true), on
+/// stderr when it was not there or already answered.
+fn print_outcome(id: &str, outcome: ResolveOutcome, approve: bool) -> anyhow::Result<bool> {
+    match outcome {
+        ResolveOutcome::Resolved {
+            confirmation,
+            grant,
         } => {
-            let spec = GrantSpec {
-                remember: match pattern {
-                    Some(p) => remember(&p)?,
-                    None => Remember::Tool,
-                },
-                who: agent.map(Who::Agent),
-                duration: duration(d.as_deref())?,
-            };
-            let g = rt.confirmations().grant(&tool, &spec, &actor(ctx)).await?;
-            outln!("granted {} ({} for {})", g.id, g.scope.kind(), g.tool)?;
-            Ok(0)
-        }
-        GrantsCommand::Revoke { id } => {
-            if rt.confirmations().revoke_grant(&id, &actor(ctx)).await? {
-                outln!("revoked {id}")?;
-                Ok(0)
-            } else {
-                errln!("no active grant with id {id}");
-                Ok(1)
+            outln!(
+                "{} {} ({} for {})",
+                if approve { "approved" } else { "denied" },
+                confirmation.id,
+                confirmation.tool,
+                confirmation.agent_id
+            )?;
+            if let Some(g) = grant {
+                outln!("  remembered as grant {} ({})", g.id, g.scope.kind())?;
             }
+            Ok(true)
+        }
+        ResolveOutcome::NotFound => {
+            errln!("no confirmation with id {id}");
+            Ok(false)
+        }
+        ResolveOutcome::AlreadyResolved { state, by, at } => {
+            errln!(
+                "{id} was already {} {}at {}; nothing changed",
+                state.as_str(),
+                by.map_or(String::new(), |b| format!("by {b} ")),
+                time(at)
+            );
+            Ok(false)
         }
     }
 }
 
-pub(crate) async fn mode(
+/// The grants in force, or with `all` revoked and expired ones too.
+async fn list_grants(rt: &Runtime, all: bool, as_json: bool) -> anyhow::Result<u8> {
+    let rows = rt.confirmations().grants(all).await?;
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        outln!("no grants")?;
+        return Ok(0);
+    }
+    out!("{}", grants_table(rows).render())?;
+    Ok(0)
+}
+
+fn grants_table(rows: Vec<GrantRow>) -> Table {
+    let mut table = Table::new(&[
+        "ID",
+        "TOOL",
+        "SCOPE",
+        "ARGUMENTS",
+        "CALLER",
+        "BY",
+        "EXPIRES",
+        "REVOKED",
+    ]);
+    for g in rows {
+        let args = match &g.scope {
+            tw_store::GrantScope::Exact(v) => v.to_string(),
+            tw_store::GrantScope::Pattern(m) => Value::Object(m.clone()).to_string(),
+            tw_store::GrantScope::Tool => String::new(),
+        };
+        table.row(vec![
+            g.id,
+            g.tool,
+            g.scope.kind().to_owned(),
+            args,
+            g.agent_id.unwrap_or_else(|| "any".to_owned()),
+            g.created_by,
+            g.expires_at.map_or("never".to_owned(), time),
+            g.revoked_at.map_or(String::new(), time),
+        ]);
+    }
+    table
+}
+
+/// `grants add`: every call of `tool` unless a pattern narrows it, for any caller unless an
+/// agent is named, until revoked unless a duration is given.
+async fn add_grant(
     rt: &Runtime,
     ctx: &Context,
-    cmd: Option<ModeCommand>,
+    tool: &str,
+    pattern: Option<&str>,
+    agent: Option<String>,
+    how_long: Option<&str>,
 ) -> anyhow::Result<u8> {
-    match cmd {
-        None | Some(ModeCommand::Show) => outln!("{}", rt.settings().mode())?,
-        Some(ModeCommand::Set { mode: m }) => {
-            let mode: OperationalMode = match m.parse() {
-                Ok(mode) => mode,
-                Err(e) => {
-                    // A usage error (exit 2), like any other bad argument.
-                    errln!("error: {e}");
-                    return Ok(2);
-                }
-            };
-            let before = rt.settings().set_mode(mode, &actor(ctx)).await?;
-            outln!("operational mode {before} -> {mode}")?;
-        }
+    let spec = GrantSpec {
+        remember: match pattern {
+            Some(p) => remember(p)?,
+            None => Remember::Tool,
+        },
+        who: agent.map(Who::Agent),
+        duration: duration(how_long)?,
+    };
+    let g = rt.confirmations().grant(tool, &spec, &actor(ctx)).await?;
+    outln!("granted {} ({} for {})", g.id, g.scope.kind(), g.tool)?;
+    Ok(0)
+}
+
+async fn revoke_grant(rt: &Runtime, ctx: &Context, id: &str) -> anyhow::Result<u8> {
+    if rt.confirmations().revoke_grant(id, &actor(ctx)).await? {
+        outln!("revoked {id}")?;
+        Ok(0)
+    } else {
+        errln!("no active grant with id {id}");
+        Ok(1)
     }
+}
+
+fn show_mode(rt: &Runtime) -> anyhow::Result<u8> {
+    outln!("{}", rt.settings().mode())?;
+    Ok(0)
+}
+
+async fn set_mode(rt: &Runtime, ctx: &Context, mode: &str) -> anyhow::Result<u8> {
+    let mode: OperationalMode = match mode.parse() {
+        Ok(mode) => mode,
+        Err(e) => {
+            // A usage error (exit 2), like any other bad argument.
+            errln!("error: {e}");
+            return Ok(2);
+        }
+    };
+    let before = rt.settings().set_mode(mode, &actor(ctx)).await?;
+    outln!("operational mode {before} -> {mode}")?;
     Ok(0)
 }

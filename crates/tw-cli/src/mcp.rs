@@ -11,6 +11,7 @@ use anyhow::bail;
 use tokio_util::sync::CancellationToken;
 use tw_mcp::Identity;
 use tw_runtime::Runtime;
+use tw_store::PinRow;
 
 use crate::audit::time;
 use crate::call::cancel_on_signal;
@@ -68,6 +69,8 @@ pub(crate) async fn admin(rt: &Runtime, ctx: &Context, cmd: McpCommand) -> anyho
     }
 }
 
+/// The quarantined upstream tools (or the one named) with what changed, or with `accept` the
+/// named tool's new definition pinned.
 async fn review(
     rt: &Runtime,
     ctx: &Context,
@@ -76,7 +79,6 @@ async fn review(
     as_json: bool,
 ) -> anyhow::Result<u8> {
     let pins = rt.store().upstream_pins().await?;
-    let named = |p: &tw_store::PinRow| tw_mcp::upstream::registered_name(&p.server, &p.tool);
     let waiting: Vec<_> = pins
         .iter()
         .filter(|p| p.quarantined())
@@ -85,33 +87,10 @@ async fn review(
     if let Some(t) = &tool
         && waiting.is_empty()
     {
-        if pins.iter().any(|p| named(p) == *t) {
-            errln!("{t} is not quarantined: its server describes it as pinned");
-            return Ok(1);
-        }
-        bail!(
-            "no upstream tool {t} has been pinned (is its server configured and was it started?)"
-        );
+        return not_quarantined(&pins, t);
     }
     if accept {
-        let p = waiting[0];
-        match rt
-            .upstreams()
-            .accept_upstream_change(&p.server, &p.tool, &actor(ctx))
-            .await?
-        {
-            Some(_) => {
-                outln!(
-                    "accepted the new definition of {}: it is pinned and callable again",
-                    named(p)
-                )?;
-                Ok(0)
-            }
-            None => {
-                errln!("{} was accepted meanwhile", named(p));
-                Ok(1)
-            }
-        }
+        accept_change(rt, ctx, waiting[0]).await
     } else if as_json {
         let rows: Vec<_> = waiting
             .iter()
@@ -120,32 +99,73 @@ async fn review(
         outln!("{}", serde_json::to_string_pretty(&rows)?)?;
         Ok(0)
     } else {
-        if waiting.is_empty() {
-            outln!("no upstream tool is quarantined")?;
-            return Ok(0);
-        }
-        for p in waiting {
-            outln!(
-                "{} (server {}, tool {}): changed since {}; pinned {} by {}",
-                named(p),
-                p.server,
-                p.tool,
-                p.pending_since.map(time).unwrap_or_default(),
-                time(p.pinned_at),
-                p.pinned_by
-            )?;
-            let before = serde_json::to_string_pretty(&p.definition)?;
-            let after = serde_json::to_string_pretty(&p.pending_definition)?;
-            out!(
-                "{}",
-                similar::TextDiff::from_lines(&before, &after)
-                    .unified_diff()
-                    .header("pinned", "now")
-            )?;
-            outln!("accept: toolwarden mcp review {} --accept\n", named(p))?;
-        }
-        Ok(0)
+        print_changes(&waiting)
     }
+}
+
+/// The name an upstream tool is registered (and called) as: SERVER__TOOL.
+fn named(p: &PinRow) -> String {
+    tw_mcp::upstream::registered_name(&p.server, &p.tool)
+}
+
+/// Why `mcp review TOOL` has nothing to show: the tool is pinned and callable (exit 1), or no
+/// server ever offered it (an error).
+fn not_quarantined(pins: &[PinRow], t: &str) -> anyhow::Result<u8> {
+    if pins.iter().any(|p| named(p) == t) {
+        errln!("{t} is not quarantined: its server describes it as pinned");
+        return Ok(1);
+    }
+    bail!("no upstream tool {t} has been pinned (is its server configured and was it started?)");
+}
+
+async fn accept_change(rt: &Runtime, ctx: &Context, p: &PinRow) -> anyhow::Result<u8> {
+    match rt
+        .upstreams()
+        .accept_upstream_change(&p.server, &p.tool, &actor(ctx))
+        .await?
+    {
+        Some(_) => {
+            outln!(
+                "accepted the new definition of {}: it is pinned and callable again",
+                named(p)
+            )?;
+            Ok(0)
+        }
+        None => {
+            errln!("{} was accepted meanwhile", named(p));
+            Ok(1)
+        }
+    }
+}
+
+/// Each quarantined tool with a unified diff from its pinned definition to the one its server
+/// describes now, and the command that accepts it.
+fn print_changes(waiting: &[&PinRow]) -> anyhow::Result<u8> {
+    if waiting.is_empty() {
+        outln!("no upstream tool is quarantined")?;
+        return Ok(0);
+    }
+    for p in waiting {
+        outln!(
+            "{} (server {}, tool {}): changed since {}; pinned {} by {}",
+            named(p),
+            p.server,
+            p.tool,
+            p.pending_since.map(time).unwrap_or_default(),
+            time(p.pinned_at),
+            p.pinned_by
+        )?;
+        let before = serde_json::to_string_pretty(&p.definition)?;
+        let after = serde_json::to_string_pretty(&p.pending_definition)?;
+        out!(
+            "{}",
+            similar::TextDiff::from_lines(&before, &after)
+                .unified_diff()
+                .header("pinned", "now")
+        )?;
+        outln!("accept: toolwarden mcp review {} --accept\n", named(p))?;
+    }
+    Ok(0)
 }
 
 async fn servers(rt: &Runtime, ctx: &Context, as_json: bool) -> anyhow::Result<u8> {

@@ -11,7 +11,7 @@ use tw_core::policy::lint::lint;
 use tw_core::policy::{Policy, PolicyDecision, PolicyDoc, PolicySource};
 use tw_core::{Caller, ToolDefinition};
 use tw_runtime::Runtime;
-use tw_store::AuditQuery;
+use tw_store::{AuditQuery, AuditRow};
 
 use crate::audit::{parse_time, time};
 use crate::cli::PolicyCommand;
@@ -41,10 +41,7 @@ pub(crate) fn render(d: &PolicyDecision) -> String {
 
 pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: PolicyCommand) -> anyhow::Result<u8> {
     match cmd {
-        PolicyCommand::Show => {
-            show(rt)?;
-            Ok(0)
-        }
+        PolicyCommand::Show => show(rt),
         PolicyCommand::Explain {
             tool,
             args,
@@ -56,7 +53,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: PolicyCommand) -> anyh
     }
 }
 
-fn show(rt: &Runtime) -> anyhow::Result<()> {
+fn show(rt: &Runtime) -> anyhow::Result<u8> {
     let p = rt.settings().policy();
     outln!("policy from:   {}", tw_runtime::policy::describe(&p))?;
     outln!("mode:          {}", rt.settings().mode())?;
@@ -70,7 +67,7 @@ fn show(rt: &Runtime) -> anyhow::Result<()> {
     for line in &p.summary {
         outln!("  {line}")?;
     }
-    Ok(())
+    Ok(0)
 }
 
 fn explain(
@@ -186,97 +183,124 @@ async fn simulate(
             bail!("the proposed policy does not load");
         }
     };
-    let mut q = AuditQuery {
-        since: Some(parse_time(since)?),
-        limit: tw_store::MAX_PAGE,
-        ..AuditQuery::default()
-    };
-    let (mut replayed, mut skipped) = (0u64, 0u64);
-    let mut changed = Vec::new();
-    loop {
-        let page = rt.store().query(&q).await?;
-        for row in &page.rows {
-            let mut caller = Caller::agent(&row.agent_id);
-            caller.skill = row.skill.clone();
-            caller.user = row.user_id.clone();
-            let (Some(now), Some(then)) = (
-                rt.explain(&row.tool, &row.arguments, &caller),
-                rt.explain_with(Some(&proposed), &row.tool, &row.arguments, &caller),
-            ) else {
-                skipped += 1;
-                continue;
-            };
-            replayed += 1;
-            if now.decision != then.decision {
-                let why = then.deciding().map_or_else(String::new, |v| {
-                    format!("{}: {}", v.layer.as_str(), v.reason)
-                });
-                changed.push(json!({
-                    "execution_id": row.execution_id,
-                    "started_at": time(row.started_at),
-                    "tool": row.tool,
-                    "caller": row.agent_id,
-                    "recorded_status": row.status,
-                    "current": now.decision,
-                    "proposed": then.decision,
-                    "because": why,
-                }));
-            }
-        }
-        match page.next_cursor {
-            Some(c) => q.cursor = Some(c),
-            None => break,
-        }
-    }
+    let replay = replay(rt, &proposed, parse_time(since)?).await?;
     if as_json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "replayed": replayed,
-                "skipped": skipped,
-                "changed": changed,
+                "replayed": replay.replayed,
+                "skipped": replay.skipped,
+                "changed": replay.changed,
             }))?
         )?;
-    } else {
-        let mut table = Table::new(&[
-            "STARTED",
-            "TOOL",
-            "CALLER",
-            "RECORDED",
-            "NOW",
-            "PROPOSED",
-            "BECAUSE",
-            "EXECUTION",
-        ]);
-        for c in &changed {
-            let cell = |k: &str| {
-                c[k].as_str()
-                    .map_or_else(|| c[k].to_string(), str::to_owned)
-            };
-            table.row(
-                [
-                    "started_at",
-                    "tool",
-                    "caller",
-                    "recorded_status",
-                    "current",
-                    "proposed",
-                    "because",
-                    "execution_id",
-                ]
-                .iter()
-                .map(|k| cell(k))
-                .collect(),
-            );
-        }
-        if !changed.is_empty() {
-            out!("{}", table.render())?;
-        }
-        outln!(
-            "{} of {replayed} recorded call(s) would be decided differently ({skipped} skipped: their tool is no longer registered). \
-             Arguments are replayed as recorded, secrets redacted; rate limits and grants are not replayed.",
-            changed.len()
-        )?;
+        return Ok(0);
     }
+    if !replay.changed.is_empty() {
+        out!("{}", changed_table(&replay.changed).render())?;
+    }
+    outln!(
+        "{} of {} recorded call(s) would be decided differently ({} skipped: their tool is no longer registered). \
+         Arguments are replayed as recorded, secrets redacted; rate limits and grants are not replayed.",
+        replay.changed.len(),
+        replay.replayed,
+        replay.skipped
+    )?;
     Ok(0)
+}
+
+/// What `policy simulate` found in the recorded calls.
+#[derive(Default)]
+struct Replay {
+    replayed: u64,
+    /// Calls whose tool is no longer registered, so neither policy can judge them.
+    skipped: u64,
+    /// One object per call the proposed policy decides differently, newest first.
+    changed: Vec<Value>,
+}
+
+/// Judges every call recorded since `since` (µs) under the current and the proposed policy.
+async fn replay(rt: &Runtime, proposed: &Arc<Policy>, since: i64) -> anyhow::Result<Replay> {
+    let mut q = AuditQuery {
+        since: Some(since),
+        limit: tw_store::MAX_PAGE,
+        ..AuditQuery::default()
+    };
+    let mut replay = Replay::default();
+    loop {
+        let page = rt.store().query(&q).await?;
+        for row in &page.rows {
+            replay.judge(rt, proposed, row);
+        }
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => return Ok(replay),
+        }
+    }
+}
+
+impl Replay {
+    fn judge(&mut self, rt: &Runtime, proposed: &Arc<Policy>, row: &AuditRow) {
+        let mut caller = Caller::agent(&row.agent_id);
+        caller.skill = row.skill.clone();
+        caller.user = row.user_id.clone();
+        let (Some(now), Some(then)) = (
+            rt.explain(&row.tool, &row.arguments, &caller),
+            rt.explain_with(Some(proposed), &row.tool, &row.arguments, &caller),
+        ) else {
+            self.skipped += 1;
+            return;
+        };
+        self.replayed += 1;
+        if now.decision != then.decision {
+            let why = then.deciding().map_or_else(String::new, |v| {
+                format!("{}: {}", v.layer.as_str(), v.reason)
+            });
+            self.changed.push(json!({
+                "execution_id": row.execution_id,
+                "started_at": time(row.started_at),
+                "tool": row.tool,
+                "caller": row.agent_id,
+                "recorded_status": row.status,
+                "current": now.decision,
+                "proposed": then.decision,
+                "because": why,
+            }));
+        }
+    }
+}
+
+/// The changed calls, a column per key of their objects.
+fn changed_table(changed: &[Value]) -> Table {
+    let mut table = Table::new(&[
+        "STARTED",
+        "TOOL",
+        "CALLER",
+        "RECORDED",
+        "NOW",
+        "PROPOSED",
+        "BECAUSE",
+        "EXECUTION",
+    ]);
+    for c in changed {
+        let cell = |k: &str| {
+            c[k].as_str()
+                .map_or_else(|| c[k].to_string(), str::to_owned)
+        };
+        table.row(
+            [
+                "started_at",
+                "tool",
+                "caller",
+                "recorded_status",
+                "current",
+                "proposed",
+                "because",
+                "execution_id",
+            ]
+            .iter()
+            .map(|k| cell(k))
+            .collect(),
+        );
+    }
+    table
 }

@@ -17,12 +17,7 @@ const NOT_RUNNING: u8 = 9;
 
 /// Lists the calls in flight elsewhere and in this process, oldest first.
 pub(crate) async fn running(rt: &Runtime, json_out: bool) -> anyhow::Result<u8> {
-    let mut calls: Vec<(u32, live::RunningCall)> = live::running_elsewhere(rt.data_dir())
-        .await
-        .into_iter()
-        .flat_map(|(pid, calls)| calls.into_iter().map(move |c| (pid, c)))
-        .collect();
-    calls.sort_by_key(|(_, c)| c.started_at);
+    let calls = in_flight(rt).await;
     if json_out {
         let rows: Vec<_> = calls
             .iter()
@@ -44,8 +39,25 @@ pub(crate) async fn running(rt: &Runtime, json_out: bool) -> anyhow::Result<u8> 
         outln!("No calls in flight.")?;
         return Ok(0);
     }
+    out!("{}", running_table(&calls).render())?;
+    Ok(0)
+}
+
+/// Every process's calls in flight on the data directory, each with its process id, oldest
+/// first.
+async fn in_flight(rt: &Runtime) -> Vec<(u32, live::RunningCall)> {
+    let mut calls: Vec<(u32, live::RunningCall)> = live::running_elsewhere(rt.data_dir())
+        .await
+        .into_iter()
+        .flat_map(|(pid, calls)| calls.into_iter().map(move |c| (pid, c)))
+        .collect();
+    calls.sort_by_key(|(_, c)| c.started_at);
+    calls
+}
+
+fn running_table(calls: &[(u32, live::RunningCall)]) -> Table {
     let mut table = Table::new(&["STARTED", "PID", "TOOL", "AGENT", "EXECUTION"]);
-    for (pid, c) in &calls {
+    for (pid, c) in calls {
         table.row(vec![
             time(c.started_at),
             pid.to_string(),
@@ -54,8 +66,7 @@ pub(crate) async fn running(rt: &Runtime, json_out: bool) -> anyhow::Result<u8> 
             c.execution_id.to_string(),
         ]);
     }
-    out!("{}", table.render())?;
-    Ok(0)
+    table
 }
 
 /// Cancels a call in flight in this or any other process on the data directory.

@@ -10,20 +10,36 @@ use crate::table::Table;
 
 pub(crate) async fn run(rt: &Runtime, cmd: SandboxCommand) -> anyhow::Result<u8> {
     match cmd {
-        SandboxCommand::Doctor { json } => {
-            let report = rt.sandbox_doctor().await;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&report)?)?;
-            } else {
-                out!("{}", render(&report))?;
-            }
-            Ok(u8::from(report.self_test.iter().any(|c| !c.contained)))
-        }
+        SandboxCommand::Doctor { json } => doctor(rt, json).await,
     }
 }
 
+/// Exits 1 if any self-test case escaped.
+async fn doctor(rt: &Runtime, as_json: bool) -> anyhow::Result<u8> {
+    let report = rt.sandbox_doctor().await;
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+    } else {
+        out!("{}", render(&report))?;
+    }
+    Ok(u8::from(report.self_test.iter().any(|c| !c.contained)))
+}
+
+/// The report as four blocks: the host's facts, what strict needs and whether it is held, each
+/// isolation level, and the self-test's cases.
 fn render(d: &Doctor) -> String {
-    let mut out = String::new();
+    let mut out = facts_table(d).render_rows();
+    out.push('\n');
+    out.push_str(&protections_table(d).render());
+    out.push('\n');
+    out.push_str(&levels_table(d).render());
+    out.push('\n');
+    out.push_str(&self_test(d));
+    out
+}
+
+/// The helper, the kernel and its features, and who runs the tools, as label and value.
+fn facts_table(d: &Doctor) -> Table {
     let mut facts = Table::new(&["", ""]).max_width(100);
     facts.row(vec![
         "helper".into(),
@@ -62,8 +78,10 @@ fn render(d: &Doctor) -> String {
             format!("{} (not used; for comparison)", p.display())
         }),
     ]);
-    out.push_str(&facts.render_rows());
-    out.push('\n');
+    facts
+}
+
+fn protections_table(d: &Doctor) -> Table {
     let mut held = Table::new(&["STRICT NEEDS", "HERE", "DETAIL"]).max_width(110);
     for p in &d.protections {
         held.row(vec![
@@ -72,8 +90,10 @@ fn render(d: &Doctor) -> String {
             p.detail.clone(),
         ]);
     }
-    out.push_str(&held.render());
-    out.push('\n');
+    held
+}
+
+fn levels_table(d: &Doctor) -> Table {
     let mut levels = Table::new(&["LEVEL", "AVAILABLE", "DETAIL"]).max_width(110);
     for l in &d.levels {
         levels.row(vec![
@@ -82,20 +102,21 @@ fn render(d: &Doctor) -> String {
             l.detail.clone(),
         ]);
     }
-    out.push_str(&levels.render());
-    out.push('\n');
+    levels
+}
+
+/// The self-test's cases as a table, or why it did not run.
+fn self_test(d: &Doctor) -> String {
     if d.self_test.is_empty() {
-        out.push_str("self-test: not run (strict could not be built)\n");
-    } else {
-        let mut cases = Table::new(&["SELF-TEST (STRICT)", "RESULT", "DETAIL"]).max_width(70);
-        for c in &d.self_test {
-            cases.row(vec![
-                c.case.clone(),
-                if c.contained { "contained" } else { "ESCAPED" }.into(),
-                c.detail.clone(),
-            ]);
-        }
-        out.push_str(&cases.render());
+        return "self-test: not run (strict could not be built)\n".to_owned();
     }
-    out
+    let mut cases = Table::new(&["SELF-TEST (STRICT)", "RESULT", "DETAIL"]).max_width(70);
+    for c in &d.self_test {
+        cases.row(vec![
+            c.case.clone(),
+            if c.contained { "contained" } else { "ESCAPED" }.into(),
+            c.detail.clone(),
+        ]);
+    }
+    cases.render()
 }

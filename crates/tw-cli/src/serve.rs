@@ -22,55 +22,71 @@ pub(crate) async fn run(
 ) -> anyhow::Result<u8> {
     match cmd {
         None => serve(rt, ctx, listen).await,
-        Some(ServeCommand::Token) => {
-            let (token, path) = rt.tokens().admin_token()?;
-            outln!("{token}")?;
-            errln!("(from {})", path.display());
-            Ok(0)
-        }
-        Some(ServeCommand::Issue { agent, label }) => {
-            let (token, row) = rt
-                .tokens()
-                .issue_api_token(&agent, label, &actor(ctx))
-                .await?;
-            outln!("{token}")?;
-            errln!(
-                "token {} for agent {}: it reaches /mcp only; this is the only time it is shown",
-                row.fingerprint,
-                row.agent_id
-            );
-            Ok(0)
-        }
-        Some(ServeCommand::Revoke { agent }) => {
-            let revoked = rt.tokens().revoke_api_tokens(&agent, &actor(ctx)).await?;
-            if revoked.is_empty() {
-                errln!("agent {agent} has no live token");
-                return Ok(1);
-            }
-            outln!("revoked {} token(s) of agent {agent}", revoked.len())?;
-            Ok(0)
-        }
-        Some(ServeCommand::Tokens { all, json }) => {
-            let rows = rt.store().api_tokens(all).await?;
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
-                return Ok(0);
-            }
-            let mut t = Table::new(&["AGENT", "TOKEN", "ISSUED", "BY", "REVOKED", "LABEL"]);
-            for r in rows {
-                t.row(vec![
-                    r.agent_id,
-                    format!("{}…", r.fingerprint),
-                    time(r.created_at),
-                    r.created_by,
-                    r.revoked_at.map(time).unwrap_or_default(),
-                    r.label.unwrap_or_default(),
-                ]);
-            }
-            out!("{}", t.render())?;
-            Ok(0)
-        }
+        Some(ServeCommand::Token) => admin_token(rt),
+        Some(ServeCommand::Issue { agent, label }) => issue(rt, ctx, &agent, label).await,
+        Some(ServeCommand::Revoke { agent }) => revoke(rt, ctx, &agent).await,
+        Some(ServeCommand::Tokens { all, json }) => tokens(rt, all, json).await,
     }
+}
+
+/// The administrator's token on stdout, and on stderr the file it is kept in.
+fn admin_token(rt: &Runtime) -> anyhow::Result<u8> {
+    let (token, path) = rt.tokens().admin_token()?;
+    outln!("{token}")?;
+    errln!("(from {})", path.display());
+    Ok(0)
+}
+
+async fn issue(
+    rt: &Runtime,
+    ctx: &Context,
+    agent: &str,
+    label: Option<String>,
+) -> anyhow::Result<u8> {
+    let (token, row) = rt
+        .tokens()
+        .issue_api_token(agent, label, &actor(ctx))
+        .await?;
+    outln!("{token}")?;
+    errln!(
+        "token {} for agent {}: it reaches /mcp only; this is the only time it is shown",
+        row.fingerprint,
+        row.agent_id
+    );
+    Ok(0)
+}
+
+/// Revokes every live token of `agent`; exits 1 if it had none.
+async fn revoke(rt: &Runtime, ctx: &Context, agent: &str) -> anyhow::Result<u8> {
+    let revoked = rt.tokens().revoke_api_tokens(agent, &actor(ctx)).await?;
+    if revoked.is_empty() {
+        errln!("agent {agent} has no live token");
+        return Ok(1);
+    }
+    outln!("revoked {} token(s) of agent {agent}", revoked.len())?;
+    Ok(0)
+}
+
+/// Agents' tokens by fingerprint, the live ones or with `all` the revoked too.
+async fn tokens(rt: &Runtime, all: bool, as_json: bool) -> anyhow::Result<u8> {
+    let rows = rt.store().api_tokens(all).await?;
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(0);
+    }
+    let mut t = Table::new(&["AGENT", "TOKEN", "ISSUED", "BY", "REVOKED", "LABEL"]);
+    for r in rows {
+        t.row(vec![
+            r.agent_id,
+            format!("{}…", r.fingerprint),
+            time(r.created_at),
+            r.created_by,
+            r.revoked_at.map(time).unwrap_or_default(),
+            r.label.unwrap_or_default(),
+        ]);
+    }
+    out!("{}", t.render())?;
+    Ok(0)
 }
 
 async fn serve(rt: &Runtime, ctx: &Context, listen: Option<SocketAddr>) -> anyhow::Result<u8> {

@@ -43,23 +43,9 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: SkillsCommand) -> anyh
             note,
             clear,
             again,
-        } => {
-            let how = match (set, clear, again) {
-                (Some(set), _, _) => Classify::Set(set, note),
-                (None, true, _) => Classify::Clear,
-                (None, false, true) => Classify::Again,
-                (None, false, false) => {
-                    errln!("error: say --set CAPABILITIES, --clear or --again");
-                    return Ok(2);
-                }
-            };
-            classify(rt, ctx, &tool, how).await
-        }
+        } => classify(rt, ctx, &tool, Classify::asked(set, note, clear, again)).await,
         SkillsCommand::Metrics { json } => metrics(rt, json).await,
-        SkillsCommand::Text { name } => {
-            out!("{}", rt.skills().text(&name)?)?;
-            Ok(0)
-        }
+        SkillsCommand::Text { name } => text(rt, &name),
         SkillsCommand::Save { name, file } => save(rt, ctx, &name, &file).await,
     }
 }
@@ -389,7 +375,29 @@ enum Classify {
     Again,
 }
 
-async fn classify(rt: &Runtime, ctx: &Context, tool: &str, how: Classify) -> anyhow::Result<u8> {
+impl Classify {
+    /// What the flags ask for (`--set` before `--clear` before `--again`), or `None` if nothing.
+    fn asked(set: Option<String>, note: Option<String>, clear: bool, again: bool) -> Option<Self> {
+        match (set, clear, again) {
+            (Some(set), _, _) => Some(Classify::Set(set, note)),
+            (None, true, _) => Some(Classify::Clear),
+            (None, false, true) => Some(Classify::Again),
+            (None, false, false) => None,
+        }
+    }
+}
+
+/// `how` is `None` when the flags asked for nothing, a usage error (exit 2).
+async fn classify(
+    rt: &Runtime,
+    ctx: &Context,
+    tool: &str,
+    how: Option<Classify>,
+) -> anyhow::Result<u8> {
+    let Some(how) = how else {
+        errln!("error: say --set CAPABILITIES, --clear or --again");
+        return Ok(2);
+    };
     let actor = crate::confirm::actor(ctx);
     let skills = rt.skills();
     let now = match how {
@@ -477,6 +485,11 @@ async fn metrics(rt: &Runtime, as_json: bool) -> anyhow::Result<u8> {
         .collect::<Vec<_>>()
         .join(", ");
     outln!("tools classified by: {sources}")?;
+    Ok(0)
+}
+
+fn text(rt: &Runtime, name: &str) -> anyhow::Result<u8> {
+    out!("{}", rt.skills().text(name)?)?;
     Ok(0)
 }
 

@@ -1,11 +1,16 @@
 //! `toolwarden tools ...`: discovery, inspection with the policy explanation, export for agents,
 //! managing custom tools, and switching tools off and on per license tier.
 
+use std::sync::Arc;
+
 use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use tw_core::export::{ExportFormat, export_tools};
-use tw_core::{Caller, CoreError, Decision, DefinitionFormat, ToolFilter, load_tool_specs};
-use tw_runtime::{Runtime, RuntimeError};
+use tw_core::policy::PolicyDecision;
+use tw_core::{
+    Caller, CoreError, Decision, DefinitionFormat, ToolDefinition, ToolFilter, load_tool_specs,
+};
+use tw_runtime::{Entry, Runtime, RuntimeError, ToolKind};
 
 use crate::cli::{Format, ListArgs, SwitchArgs, ToolsCommand};
 use crate::exit::unknown_tool;
@@ -20,13 +25,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ToolsCommand) -> anyho
         ToolsCommand::Show { name, json } => show(rt, caller, &name, json),
         ToolsCommand::Export { format, all } => export(rt, caller, format, all),
         ToolsCommand::Add { file } => add(rt, ctx, &file).await,
-        ToolsCommand::Remove { name } => {
-            rt.tools()
-                .remove_custom_tool(&name, &crate::confirm::actor(ctx))
-                .await?;
-            outln!("removed custom tool {name}")?;
-            Ok(0)
-        }
+        ToolsCommand::Remove { name } => remove(rt, ctx, &name).await,
         ToolsCommand::Disable(args) => switch(rt, ctx, args, false).await,
         ToolsCommand::Enable(args) => switch(rt, ctx, args, true).await,
     }
@@ -95,6 +94,12 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
         outln!("{}", serde_json::to_string_pretty(&list)?)?;
         return Ok(0);
     }
+    out!("{}", list_table(rt, caller, &tools).render())?;
+    Ok(0)
+}
+
+/// The tools with what policy decides for `caller` and the tiers each is off for.
+fn list_table(rt: &Runtime, caller: &Caller, tools: &[Arc<Entry>]) -> Table {
     let mut table = Table::new(&[
         "NAME",
         "KIND",
@@ -106,7 +111,7 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
         "OFF FOR",
         "DESCRIPTION",
     ]);
-    for t in &tools {
+    for t in tools {
         let d = &t.definition;
         let policy = rt
             .tool_decision(d.name.as_str(), caller)
@@ -123,38 +128,62 @@ fn list(rt: &Runtime, caller: &Caller, a: ListArgs) -> anyhow::Result<u8> {
             d.description.clone(),
         ]);
     }
-    out!("{}", table.render())?;
-    Ok(0)
+    table
 }
 
 fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Result<u8> {
     let Some(tool) = rt.registry().get(name) else {
         return Err(unknown_tool(name));
     };
-    let d = &tool.definition;
     let explanation = rt.tool_decision(name, caller);
     if as_json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "kind": tool.kind.label(),
-                "definition": d,
-                "command": match &tool.kind {
-                    tw_runtime::ToolKind::Custom(c) => serde_json::to_value(c)?,
-                    tw_runtime::ToolKind::Upstream(u) => json!({
-                        "upstream_server": u.server(),
-                        "upstream_tool": u.upstream_name(),
-                    }),
-                    tw_runtime::ToolKind::Builtin(_) | tw_runtime::ToolKind::Process(_) => {
-                        serde_json::Value::Null
-                    }
-                },
-                "policy": explanation,
-                "switched_off": rt.tools().tier_switches(name),
-            }))?
-        )?;
-        return Ok(0);
+        return show_json(rt, name, &tool, explanation);
     }
+    print_contract(&tool)?;
+    print_switches(rt, name)?;
+    if let Some(p) = explanation {
+        outln!(
+            "policy for {} (before arguments are known):",
+            caller.agent_id
+        )?;
+        out!("{}", crate::policy::render(&p))?;
+    }
+    print_schemas(&tool.definition)?;
+    Ok(0)
+}
+
+/// `tools show --json`: the definition, a custom tool's command or an upstream tool's origin,
+/// the policy explanation and the tier switches, as one object.
+fn show_json(
+    rt: &Runtime,
+    name: &str,
+    tool: &Entry,
+    explanation: Option<PolicyDecision>,
+) -> anyhow::Result<u8> {
+    let d = &tool.definition;
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(&json!({
+            "kind": tool.kind.label(),
+            "definition": d,
+            "command": match &tool.kind {
+                ToolKind::Custom(c) => serde_json::to_value(c)?,
+                ToolKind::Upstream(u) => json!({
+                    "upstream_server": u.server(),
+                    "upstream_tool": u.upstream_name(),
+                }),
+                ToolKind::Builtin(_) | ToolKind::Process(_) => serde_json::Value::Null,
+            },
+            "policy": explanation,
+            "switched_off": rt.tools().tier_switches(name),
+        }))?
+    )?;
+    Ok(0)
+}
+
+/// The head of `tools show`: what the tool is, its risk, limits and (custom) command.
+fn print_contract(tool: &Entry) -> anyhow::Result<()> {
+    let d = &tool.definition;
     let c = &d.constraints;
     outln!(
         "{} ({}, group {}, category {})",
@@ -182,9 +211,14 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
         c.max_output_bytes,
         d.version
     )?;
-    if let tw_runtime::ToolKind::Custom(cmd) = &tool.kind {
+    if let ToolKind::Custom(cmd) = &tool.kind {
         outln!("  command: {}", cmd.argv().collect::<Vec<_>>().join(" "))?;
     }
+    Ok(())
+}
+
+/// The tiers a tool is switched off for, with who did it and when (nothing when none).
+fn print_switches(rt: &Runtime, name: &str) -> anyhow::Result<()> {
     let switches = rt.tools().tier_switches(name);
     if !switches.is_empty() {
         let shown: Vec<String> = switches
@@ -193,20 +227,18 @@ fn show(rt: &Runtime, caller: &Caller, name: &str, as_json: bool) -> anyhow::Res
             .collect();
         outln!("  switched off for: {}", shown.join(", "))?;
     }
-    if let Some(p) = explanation {
-        outln!(
-            "policy for {} (before arguments are known):",
-            caller.agent_id
-        )?;
-        out!("{}", crate::policy::render(&p))?;
-    }
+    Ok(())
+}
+
+/// The parameter schema and, when the tool declares one, its output schema.
+fn print_schemas(d: &ToolDefinition) -> anyhow::Result<()> {
     outln!("parameters:")?;
     outln!("{}", serde_json::to_string_pretty(&d.parameters)?)?;
     if let Some(out) = &d.output_schema {
         outln!("output schema:")?;
         outln!("{}", serde_json::to_string_pretty(out)?)?;
     }
-    Ok(0)
+    Ok(())
 }
 
 fn export(rt: &Runtime, caller: &Caller, format: Format, all: bool) -> anyhow::Result<u8> {
@@ -252,5 +284,13 @@ async fn add(rt: &Runtime, ctx: &Context, file: &std::path::Path) -> anyhow::Res
             if added { "added" } else { "updated" }
         )?;
     }
+    Ok(0)
+}
+
+async fn remove(rt: &Runtime, ctx: &Context, name: &str) -> anyhow::Result<u8> {
+    rt.tools()
+        .remove_custom_tool(name, &crate::confirm::actor(ctx))
+        .await?;
+    outln!("removed custom tool {name}")?;
     Ok(0)
 }

@@ -9,7 +9,9 @@
 //!   does;
 //! - `POST /confirmations/{id}/approve|deny`: nothing, or a note and a grant to remember;
 //! - `POST /skills/{name}/override`: a tool, an action, a level and a reason;
-//! - `POST /skills/classify/{tool}`: one of set (with a note), clear and again.
+//! - `POST /skills/classify/{tool}`: one of set (with a note), clear and again;
+//! - `POST /grants`: a tool, and what, whose and how long to remember;
+//! - `PUT /mode`: one operational mode.
 //!
 //! Beyond "no panic": a refusal is a 400 or 422 with a code and a message, located inside the
 //! body when it names a line; callers come out sanitized (no control characters, at most 128
@@ -81,6 +83,34 @@ fuzz_target!(|data: &[u8]| {
             assert!(text.contains("set"), "capabilities from a body without set: {capabilities:?}")
         }
         Ok(_) => {}
+        Err(e) => refused(&text, &e, &[400]),
+    }
+
+    match body::grant(&text) {
+        Ok(g) => {
+            // What was read is what the body says (read again as plain JSON, escapes and all).
+            let sent: serde_json::Value =
+                serde_json::from_str(&text).expect("a grant read from a body that is not JSON");
+            assert_eq!(sent["tool"], g.tool.as_str(), "the grant's tool is not the body's");
+            assert!(
+                sent.get("remember").is_some() || g.spec.remember == Remember::Tool,
+                "a grant that remembers more than its tool without saying so"
+            );
+            if let Remember::Pattern(p) = g.spec.remember {
+                let scope = GrantScope::Pattern(p);
+                if scope.check().is_ok() {
+                    covers(scope);
+                }
+            }
+        }
+        Err(e) => refused(&text, &e, &[400]),
+    }
+    match body::mode(&text) {
+        Ok(mode) => {
+            let sent: serde_json::Value =
+                serde_json::from_str(&text).expect("a mode read from a body that is not JSON");
+            assert_eq!(sent["mode"], mode.as_str(), "the mode is not the body's");
+        }
         Err(e) => refused(&text, &e, &[400]),
     }
 

@@ -170,7 +170,7 @@ pub async fn set_tool_enabled(
         .parse()
         .map_err(|e: String| invalid("/tier", e))?;
     rt.tools()
-        .set_tool_enabled(&params.name, tier, params.enabled, &actor())
+        .set_tool_enabled(&params.name, Some(tier), params.enabled, &actor())
         .await
         .map_err(|e| refused("switching the tool", e))?;
     summary(rt, &params.name, &caller())
@@ -360,7 +360,7 @@ pub async fn cancel_execution(state: State<'_, Arc<Desktop>>, params: CancelPara
     let id = tw_core::ExecutionId::new(&params.execution_id)
         .map_err(|e| invalid("/executionId", e.to_string()))?;
     let rt = &state.runtime;
-    Ok(rt.cancel(&id) || tw_runtime::live::cancel_elsewhere(rt.data_dir(), &id).await)
+    Ok(rt.cancel_anywhere(&id).await)
 }
 
 /// Closes the window the person asked to close although calls wait for approval (they stay

@@ -155,7 +155,9 @@ async fn changes(
         kind,
         cursor: None,
         limit,
-    };
+    }
+    .checked()
+    .map_err(tw_runtime::RuntimeError::from)?;
     let rows = rt.store().admin_events(&q).await?;
     if as_json {
         outln!("{}", serde_json::to_string_pretty(&rows)?)?;

@@ -305,7 +305,7 @@ async fn add_grant(
     let spec = GrantSpec {
         remember: match pattern {
             Some(p) => remember(p)?,
-            None => Remember::Tool,
+            None => Remember::default(),
         },
         who: agent.map(Who::Agent),
         duration: duration(how_long)?,

@@ -8,7 +8,8 @@ use serde_json::json;
 use tw_core::export::{ExportFormat, export_tools};
 use tw_core::policy::PolicyDecision;
 use tw_core::{
-    Caller, CoreError, Decision, DefinitionFormat, ToolDefinition, ToolFilter, load_tool_specs,
+    Caller, CoreError, Decision, DefinitionFormat, LicenseTier, ToolDefinition, ToolFilter,
+    load_tool_specs,
 };
 use tw_runtime::{Entry, Runtime, RuntimeError, ToolKind};
 
@@ -34,11 +35,12 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ToolsCommand) -> anyho
 /// `tools disable|enable`: one line per tier saying what changed (or that nothing did). Tiers
 /// were checked by clap, and an unknown tool is refused before any tier is switched.
 async fn switch(rt: &Runtime, ctx: &Context, a: SwitchArgs, enabled: bool) -> anyhow::Result<u8> {
-    let mut tiers = a.tiers;
+    let mut tiers: Vec<Option<LicenseTier>> = a.tiers.into_iter().map(Some).collect();
     tiers.sort();
     tiers.dedup();
     if tiers.is_empty() {
-        tiers.push(rt.settings().tier());
+        // The runtime switches the tier in force.
+        tiers.push(None);
     }
     let actor = crate::confirm::actor(ctx);
     for tier in tiers {

@@ -65,8 +65,9 @@ impl Waiters {
     }
 }
 
-/// What an approval should remember.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What an approval should remember. A grant made on its own that does not say covers every
+/// call of its tool (the default).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Remember {
     /// Calls with exactly these arguments.
@@ -74,6 +75,7 @@ pub enum Remember {
     /// Calls whose arguments match this pattern (see [`GrantScope::Pattern`]).
     Pattern(Map<String, Value>),
     /// Every call of the tool.
+    #[default]
     Tool,
 }
 

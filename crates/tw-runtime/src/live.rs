@@ -47,7 +47,7 @@ pub fn feed_dir(data_dir: &Path) -> PathBuf {
     data_dir.join(FEED_DIR)
 }
 
-pub use crate::pipeline::RunningCall;
+pub use crate::pipeline::{Flight, RunningCall};
 
 /// What a feed sends a watcher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

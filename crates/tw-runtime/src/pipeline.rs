@@ -52,7 +52,7 @@ use tw_core::{
 };
 
 pub use self::batch::BatchMode;
-pub use self::flights::RunningCall;
+pub use self::flights::{Flight, RunningCall};
 use self::flights::{Flights, Running};
 use crate::config::Commands;
 use crate::confirm::{ConfirmationService, Held};

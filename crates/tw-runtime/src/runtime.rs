@@ -28,7 +28,7 @@ use crate::confirm::ConfirmationService;
 use crate::error::{Result, RuntimeError};
 use crate::events::EventBus;
 use crate::kind::ToolKind;
-use crate::pipeline::{BatchMode, Pipeline, RunningCall, Services};
+use crate::pipeline::{BatchMode, Flight, Pipeline, RunningCall, Services};
 use crate::settings::SettingsService;
 use crate::shared::Shared;
 use crate::skills::SkillService;
@@ -328,6 +328,29 @@ impl Runtime {
     /// The calls in flight in this process, oldest first.
     pub fn running_calls(&self) -> Vec<RunningCall> {
         self.inner.pipeline.running_calls()
+    }
+
+    /// Every call in flight on the data directory: this process's and those the other processes'
+    /// live feeds report (feeds that do not answer within a few seconds are left out), oldest
+    /// first.
+    pub async fn running_everywhere(&self) -> Vec<Flight> {
+        let own = std::process::id();
+        let mut flights: Vec<Flight> = self
+            .running_calls()
+            .into_iter()
+            .map(|call| Flight { pid: own, call })
+            .collect();
+        for (pid, calls) in crate::live::running_elsewhere(self.data_dir()).await {
+            flights.extend(calls.into_iter().map(|call| Flight { pid, call }));
+        }
+        flights.sort_by_key(|f| f.call.started_at);
+        flights
+    }
+
+    /// Cancels a call wherever on the data directory it runs: in this process or, through its
+    /// live feed, in another. Returns whether some process was running it.
+    pub async fn cancel_anywhere(&self, id: &ExecutionId) -> bool {
+        self.cancel(id) || crate::live::cancel_elsewhere(self.data_dir(), id).await
     }
 
     /// The sandbox's report on this host: helper, kernel features, each level's status, and the

@@ -310,15 +310,16 @@ impl ToolService {
     /// records who did it in the admin log (`tool_disabled`, `tool_enabled`). This runtime
     /// honours the change before returning; others within about a second. Switching a tool to
     /// the state it is already in changes and records nothing, and says so. A tool that is not
-    /// registered is refused.
+    /// registered is refused. Without a tier, the tier in force is switched.
     pub async fn set_tool_enabled(
         &self,
         tool: &str,
-        tier: LicenseTier,
+        tier: Option<LicenseTier>,
         enabled: bool,
         actor: &str,
     ) -> Result<ToolSwitchOutcome> {
         self.shared.registered(tool)?;
+        let tier = tier.unwrap_or_else(|| self.settings.tier());
         let now = self.shared.now_us();
         let (kind, state) = if enabled {
             ("tool_enabled", "on")

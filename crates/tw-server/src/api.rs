@@ -1,9 +1,11 @@
 //! The admin API (`/api/v1`): the operations the desktop app and the CLI offer, for scripts.
-//! Tools (list, show, create, replace, delete, switch on and off), policy (explain, reload),
-//! confirmations (list, approve, deny), skills (`skills`: list, show, check, resolved tools,
-//! overrides, SKILL.md, capabilities, metrics), the audit log (query, one record, export) and
-//! the live events. Every handler is a thin call into the runtime; changes are recorded in the
-//! admin log as made by `api`.
+//! Tools (list, show, create, replace, delete, switch on and off), policy (explain, reload), the
+//! operational mode (show, switch), confirmations (list, approve, deny), grants (`grants`: list,
+//! give, revoke), skills (`skills`: list, show, check, resolved tools, overrides, SKILL.md,
+//! capabilities, metrics), the audit log (query, one record, export, the usage report, the admin
+//! log), calls in flight (`running`: list, cancel), the sandbox's doctor report and the live
+//! events. Every handler is a thin call into the runtime; changes are recorded in the admin log
+//! as made by `api`.
 //!
 //! Errors are `{"error": {"code", "message", "field"?}}`. A body or query string that does not
 //! parse is 400 (with its line or field); a refusal by the runtime gets the status of its kind,
@@ -23,12 +25,17 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tw_core::Caller;
+use tw_core::OperationalMode;
 use tw_runtime::{ErrorKind, Runtime, RuntimeError};
-use tw_store::{AuditExportFormat, AuditFilter, AuditQuery, ConfirmationQuery, ConfirmationState};
+use tw_store::{
+    AdminQuery, AuditExportFormat, AuditFilter, AuditQuery, ConfirmationQuery, ConfirmationState,
+};
 
 use crate::Gateway;
 use crate::body;
 
+mod grants;
+mod running;
 mod skills;
 
 /// Who admin-API changes are recorded as.
@@ -48,16 +55,22 @@ pub(crate) fn routes(state: Arc<Gateway>) -> Router {
         .route("/tools/{name}/disable", post(disable_tool))
         .route("/policy/explain", post(explain))
         .route("/policy/reload", post(reload))
+        .route("/mode", get(mode).put(set_mode))
         .route("/confirmations", get(confirmations))
         .route("/confirmations/{id}/approve", post(approve))
         .route("/confirmations/{id}/deny", post(deny))
         .route("/audit", get(audit))
         .route("/audit/export", get(export))
+        .route("/audit/report", get(report))
+        .route("/audit/changes", get(changes))
         .route("/audit/{execution_id}", get(audit_record))
         .route("/upstream", get(upstream))
         .route("/upstream/review", get(upstream_review))
         .route("/upstream/review/{tool}/accept", post(upstream_accept))
+        .route("/sandbox/doctor", get(sandbox_doctor))
         .route("/events", get(crate::events::stream))
+        .merge(grants::routes())
+        .merge(running::routes())
         .merge(skills::routes())
         .with_state(state)
 }
@@ -280,7 +293,7 @@ async fn delete_tool(State(g): Shared, Path(name): Path<String>) -> Reply {
 }
 
 async fn switch(g: &Gateway, name: &str, body: &str, enabled: bool) -> Reply {
-    let tier = body::switch(body)?.unwrap_or_else(|| g.rt.settings().tier());
+    let tier = body::switch(body)?;
     let outcome =
         g.rt.tools()
             .set_tool_enabled(name, tier, enabled, ACTOR)
@@ -322,6 +335,21 @@ async fn reload(State(g): Shared) -> Reply {
             format!("the policy was not reloaded; the one in force stays: {message}"),
         )),
     }
+}
+
+/// The operational mode in force, and every mode there is.
+async fn mode(State(g): Shared) -> Reply {
+    ok(json!({
+        "mode": g.rt.settings().mode(),
+        "modes": OperationalMode::ALL,
+    }))
+}
+
+/// Switches the operational mode for every process on the data directory.
+async fn set_mode(State(g): Shared, body: String) -> Reply {
+    let to = body::mode(&body)?;
+    let from = g.rt.settings().set_mode(to, ACTOR).await?;
+    ok(json!({ "from": from, "to": to }))
 }
 
 #[derive(Deserialize)]
@@ -477,6 +505,56 @@ async fn export(State(g): Shared, q: Result<Query<AuditParams>, QueryRejection>)
         .into_response())
 }
 
+/// Calls per tool, per caller and per skill among the records the filters match.
+async fn report(State(g): Shared, q: Result<Query<AuditParams>, QueryRejection>) -> Reply {
+    let Query(q) = q?;
+    if q.format.is_some() || q.cursor.is_some() || q.limit.is_some() {
+        return Err(ApiError::bad(
+            "cursor, limit and format are not filters: the report counts every matching record",
+        ));
+    }
+    ok(g.rt.store().usage_report(&audit_query(q)?).await?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangesParams {
+    /// µs since the epoch.
+    since: Option<i64>,
+    kind: Option<String>,
+    cursor: Option<i64>,
+    limit: Option<u32>,
+}
+
+/// One page of the admin log, newest first: who changed the rules, when and how.
+async fn changes(State(g): Shared, q: Result<Query<ChangesParams>, QueryRejection>) -> Reply {
+    let Query(q) = q?;
+    let defaults = AdminQuery::default();
+    let query = AdminQuery {
+        since: q.since,
+        kind: q.kind,
+        cursor: q.cursor,
+        limit: q.limit.unwrap_or(defaults.limit),
+    }
+    .checked()
+    .map_err(|e| ApiError {
+        // As with the audit log's filters: a query string that makes no sense is a bad request.
+        status: StatusCode::BAD_REQUEST,
+        ..ApiError::from(RuntimeError::from(e))
+    })?;
+    let rows = g.rt.store().admin_events(&query).await?;
+    // The store's paging: a full page may have more below its last id, a short one is the last.
+    let next_cursor = (rows.len() == query.limit as usize)
+        .then(|| rows.last().map(|r| r.id))
+        .flatten();
+    ok(json!({ "rows": rows, "next_cursor": next_cursor }))
+}
+
+/// The sandbox's report on this host, as `toolwarden sandbox doctor --json` prints it.
+async fn sandbox_doctor(State(g): Shared) -> Reply {
+    ok(g.rt.sandbox_doctor().await)
+}
+
 /// The upstream servers this process connected (or tried to).
 async fn upstream(State(g): Shared) -> Reply {
     ok(g.rt.upstreams().upstream_status())
@@ -516,3 +594,6 @@ async fn upstream_accept(State(g): Shared, Path(tool): Path<String>) -> Reply {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests;

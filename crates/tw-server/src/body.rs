@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tw_core::policy::access::AccessLevel;
-use tw_core::{Caller, DefinitionFormat, LicenseTier, ToolSpec};
+use tw_core::{Caller, DefinitionFormat, LicenseTier, OperationalMode, ToolSpec};
 use tw_runtime::{Answer, GrantSpec, OverrideChange, Remember, Who};
 
 /// A request body the API refuses.
@@ -173,6 +173,54 @@ pub fn answer(body: &str, approve: bool) -> Result<AnswerRequest, BodyError> {
         answer,
         note: b.note,
     })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantBody {
+    tool: String,
+    /// `tool` (the default), `{"pattern": {...}}`; `exact` is refused by the service (a grant
+    /// made on its own has no call to copy).
+    remember: Option<Remember>,
+    /// `anyone` (the service's default here) or `{"agent": id}`.
+    who: Option<Who>,
+    /// How long it lasts, in seconds (default: until revoked).
+    duration_secs: Option<u64>,
+}
+
+/// What `POST /grants` asks: a standing approval for one tool.
+#[derive(Debug, PartialEq)]
+pub struct GrantRequest {
+    /// The tool, as sent; the confirmation service checks it is registered.
+    pub tool: String,
+    /// Which calls, whose, and for how long; absent parts are the service's defaults.
+    pub spec: GrantSpec,
+}
+
+/// `POST /grants`: `{"tool", "remember"?, "who"?, "duration_secs"?}`. Whether the grant makes
+/// sense (a known tool, a pattern that checks, a duration above zero) is the confirmation
+/// service's to decide.
+pub fn grant(body: &str) -> Result<GrantRequest, BodyError> {
+    let b: GrantBody = required(body)?;
+    Ok(GrantRequest {
+        tool: b.tool,
+        spec: GrantSpec {
+            remember: b.remember.unwrap_or_default(),
+            who: b.who,
+            duration: b.duration_secs.map(std::time::Duration::from_secs),
+        },
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModeBody {
+    mode: OperationalMode,
+}
+
+/// `PUT /mode`: `{"mode"}`, one of the operational modes.
+pub fn mode(body: &str) -> Result<OperationalMode, BodyError> {
+    Ok(required::<ModeBody>(body)?.mode)
 }
 
 /// An optional JSON body: none, or an object of the expected shape.

@@ -14,7 +14,7 @@ fn error_responses(codes: &[&str]) -> Value {
             "403" => {
                 "Wrong Host or Origin, or an agent's token (the admin API takes the administrator's)."
             }
-            "404" => "No such tool, skill, confirmation or record.",
+            "404" => "No such tool, skill, confirmation, grant, record or call in flight.",
             "409" => "The name is taken, or the request was already answered.",
             "422" => "The runtime refused it; the message says why, the field where.",
             "503" => {
@@ -53,19 +53,9 @@ fn body(schema: Value, required: bool) -> Value {
     json!({"required": required, "content": {"application/json": {"schema": schema}}})
 }
 
-/// The whole document.
-pub(crate) fn document() -> Value {
-    let any = json!({"type": "object"});
-    let std_errors = ["401", "403", "500"];
-    let tool = path("name", "The tool's name.");
-    let tier_body = body(
-        json!({"type": "object", "additionalProperties": false, "properties": {
-            "tier": {"type": "string", "enum": ["core", "pro", "teams", "enterprise"], "description": "Default: the tier this installation runs."}
-        }}),
-        false,
-    );
-    let answer_body = body(json!({"$ref": "#/components/schemas/Answer"}), false);
-    let audit_filters = vec![
+/// The audit log's filters, the same for a page, an export and the usage report.
+fn audit_filters() -> Vec<Value> {
+    vec![
         query(
             "tool",
             json!({"type": "string"}),
@@ -106,7 +96,22 @@ pub(crate) fn document() -> Value {
             json!({"type": "boolean"}),
             "Only calls that broke a rule.",
         ),
-    ];
+    ]
+}
+
+/// The whole document.
+pub(crate) fn document() -> Value {
+    let any = json!({"type": "object"});
+    let std_errors = ["401", "403", "500"];
+    let tool = path("name", "The tool's name.");
+    let tier_body = body(
+        json!({"type": "object", "additionalProperties": false, "properties": {
+            "tier": {"type": "string", "enum": ["core", "pro", "teams", "enterprise"], "description": "Default: the tier this installation runs."}
+        }}),
+        false,
+    );
+    let answer_body = body(json!({"$ref": "#/components/schemas/Answer"}), false);
+    let audit_filters = audit_filters();
     let mut list_params = audit_filters.clone();
     list_params.push(query(
         "cursor",
@@ -222,8 +227,12 @@ pub(crate) fn document() -> Value {
             }
         }
     });
-    if let (Some(paths), Value::Object(skills)) = (doc["paths"].as_object_mut(), skill_paths()) {
-        paths.extend(skills);
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for more in [skill_paths(), control_paths()] {
+            if let Value::Object(more) = more {
+                paths.extend(more);
+            }
+        }
     }
     doc
 }
@@ -256,6 +265,59 @@ fn skill_paths() -> Value {
                 }}
             },
             "/skills/{name}/skill-md/check": {"post": {"operationId": "checkSkillMd", "summary": "A SKILL.md's diagnostics, without saving it.", "parameters": [skill], "requestBody": {"required": true, "content": {"text/markdown": {"schema": {"type": "string"}}}}, "responses": ok("The diagnostics, with their lines.", json!({"type": "array", "items": any.clone()}), &["401", "403", "422"])}}
+    })
+}
+
+/// Grants, the operational mode, the usage report and the admin log, calls in flight and the
+/// sandbox's report, added to the document's paths.
+fn control_paths() -> Value {
+    let any = json!({"type": "object"});
+    let grant = json!({"type": "object", "description": "A grant as stored: id, tool, scope (exact, pattern or tool) with its arguments, agent_id (null: any caller), skill, created_at, created_by, expires_at (null: until revoked), revoked_at, revoked_by, confirmation_id."});
+    let mode =
+        json!({"type": "string", "enum": ["normal", "alert", "degraded", "lockdown", "recovery"]});
+    let usage_rows = json!({"type": "array", "items": {"type": "object", "properties": {
+        "key": {"type": "string"}, "calls": {"type": "integer"}, "success": {"type": "integer"}, "failed": {"type": "integer"},
+        "denied": {"type": "integer"}, "invalid": {"type": "integer"}, "awaiting_confirmation": {"type": "integer"},
+        "violations": {"type": "integer"}, "avg_duration_us": {"type": "integer"}, "first_at": {"type": "integer"},
+        "last_at": {"type": "integer"}, "distinct_tools": {"type": "integer"}
+    }}});
+    json!({
+        "/grants": {
+            "get": {"operationId": "listGrants", "summary": "The grants in force (standing approvals that turn a policy's ask into an allow), oldest first.", "parameters": [query("all", json!({"type": "boolean"}), "Revoked and lapsed grants too.")], "responses": ok("The grants.", json!({"type": "array", "items": grant.clone()}), &["400", "401", "403"])},
+            "post": {
+                "operationId": "createGrant", "summary": "Gives a standing approval for a tool's calls, and releases the waiting calls it covers; recorded in the admin log.",
+                "requestBody": body(json!({"type": "object", "required": ["tool"], "additionalProperties": false, "properties": {
+                    "tool": {"type": "string"},
+                    "remember": {"description": "Which calls: \"tool\" (default, every call) or {\"pattern\": {ARGUMENT: GLOB or value}}."},
+                    "who": {"description": "Whose calls: \"anyone\" (default) or {\"agent\": id}."},
+                    "duration_secs": {"type": "integer", "minimum": 1, "description": "Default: until revoked."}
+                }}), true),
+                "responses": {
+                    "201": {"description": "The grant as stored.", "content": {"application/json": {"schema": grant}}},
+                    "400": error_responses(&["400"])["400"], "401": error_responses(&["401"])["401"], "403": error_responses(&["403"])["403"],
+                    "404": error_responses(&["404"])["404"], "422": error_responses(&["422"])["422"]
+                }
+            }
+        },
+        "/grants/{id}/revoke": {"post": {"operationId": "revokeGrant", "summary": "Revokes a grant; it covers no call from now on. Recorded in the admin log.", "parameters": [path("id", "The grant's id.")], "responses": ok("Revoked.", any.clone(), &["401", "403", "404"])}},
+        "/mode": {
+            "get": {"operationId": "getMode", "summary": "The operational mode in force, and every mode there is.", "responses": ok("The mode.", json!({"type": "object", "properties": {"mode": mode.clone(), "modes": {"type": "array", "items": mode.clone()}}}), &["401", "403"])},
+            "put": {"operationId": "setMode", "summary": "Switches the operational mode for every process on the data directory; recorded in the admin log.", "requestBody": body(json!({"type": "object", "required": ["mode"], "additionalProperties": false, "properties": {"mode": mode.clone()}}), true), "responses": ok("The mode before and now.", json!({"type": "object", "properties": {"from": mode.clone(), "to": mode}}), &["400", "401", "403"])}
+        },
+        "/audit/report": {"get": {"operationId": "auditReport", "summary": "Calls per tool, per caller and per skill among the matching records: how many, how they ended, how long they took.", "parameters": audit_filters(), "responses": ok("The report.", json!({"type": "object", "properties": {"by_tool": usage_rows.clone(), "by_caller": usage_rows.clone(), "by_skill": usage_rows}}), &["400", "401", "403"])}},
+        "/audit/changes": {"get": {
+            "operationId": "adminLog", "summary": "One page of the admin log, newest first: who changed the rules and when (mode switches, policy reloads, grants, tool switches, custom tools, skills, classifications).",
+            "parameters": [
+                query("since", json!({"type": "integer"}), "Made at or after (µs since the epoch)."),
+                query("kind", json!({"type": "string"}), "Only changes of this kind (mode_changed, grant_created, ...)."),
+                query("cursor", json!({"type": "integer", "minimum": 1}), "A previous page's next_cursor."),
+                query("limit", json!({"type": "integer", "minimum": 1, "maximum": 1000}), "Page size (default 50)."),
+            ],
+            "responses": ok("The page; next_cursor is null on the last.", json!({"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}, "at": {"type": "integer"}, "actor": {"type": "string"}, "kind": {"type": "string"}, "summary": {"type": "string"}, "details": {}}}}, "next_cursor": {"type": ["integer", "null"]}}}), &["400", "401", "403"])
+        }},
+        "/running": {"get": {"operationId": "runningCalls", "summary": "The calls in flight (running, or waiting for a person) in this process and the others on the same data directory, oldest first.", "responses": ok("The calls, each with the process running it.", json!({"type": "array", "items": {"type": "object", "properties": {"pid": {"type": "integer"}, "execution_id": {"type": "string"}, "trace_id": {"type": "string"}, "tool": {"type": "string"}, "agent_id": {"type": "string"}, "started_at": {"type": "integer"}}}}), &["401", "403"])}},
+        "/running/{execution_id}/cancel": {"post": {"operationId": "cancelCall", "summary": "Cancels a call in flight in whichever process on the data directory runs it; its audit record says how it ended.", "parameters": [path("execution_id", "The call's execution id.")], "responses": ok("Cancel requested.", any.clone(), &["400", "401", "403", "404"])}},
+        "/sandbox/doctor": {"get": {"operationId": "sandboxDoctor", "summary": "What isolation this host can give and why not: the helper, kernel features, each protection and level, and the escape self-test (run now if it has not run yet).", "responses": ok("The report, as `toolwarden sandbox doctor --json` prints it.", any, &["401", "403"])}}
     })
 }
 

@@ -27,16 +27,25 @@ pub(crate) struct Fixture {
 }
 
 pub(crate) async fn fixture() -> Fixture {
-    fixture_with(tw_runtime::SessionLimits::default()).await
+    fixture_with(tw_runtime::SessionLimits::default(), "").await
 }
 
-async fn fixture_with(limits: tw_runtime::SessionLimits) -> Fixture {
+/// A policy that lets the file tools run but asks a person before `write_file` runs.
+pub(crate) const ASKS_BEFORE_WRITING: &str =
+    "[policy]\nallow = [\"group:fs\"]\n[policy.modes.normal]\nask = [\"write_file\"]\n";
+
+/// A fixture whose configuration also says `config` (a policy that asks, say).
+pub(crate) async fn fixture_configured(config: &str) -> Fixture {
+    fixture_with(tw_runtime::SessionLimits::default(), config).await
+}
+
+async fn fixture_with(limits: tw_runtime::SessionLimits, config: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("notes.txt"), "one\n").unwrap();
     let config = Config::parse(
-        "license_tier = \"pro\"\n",
+        &format!("license_tier = \"pro\"\n{config}"),
         std::path::Path::new("/etc/tw/config.toml"),
         None,
     )
@@ -90,6 +99,21 @@ pub(crate) async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Va
     let body = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     (status, body)
+}
+
+/// A request with the administrator's token and `body` as JSON, if any: the status and the answer.
+pub(crate) async fn admin(
+    f: &Fixture,
+    method: Method,
+    uri: &str,
+    body: Option<&Value>,
+) -> (StatusCode, Value) {
+    let text = body.map(Value::to_string);
+    send(
+        &f.router,
+        request(method, uri, Some(&f.admin), text.as_deref()),
+    )
+    .await
 }
 
 pub(crate) fn code(body: &Value) -> &str {
@@ -268,7 +292,7 @@ async fn an_agents_token_reaches_mcp_but_not_the_admin_api_and_stops_when_revoke
 async fn every_operation_in_the_openapi_document_is_served() {
     let f = fixture().await;
     let ops = openapi::operations();
-    assert!(ops.len() >= 20, "{ops:?}");
+    assert!(ops.len() >= 40, "{ops:?}");
     for (method, path) in ops {
         let uri = format!(
             "/api/v1{}",
@@ -277,10 +301,11 @@ async fn every_operation_in_the_openapi_document_is_served() {
                 .replace("{execution_id}", "x")
                 .replace("{tool}", "no__such")
         );
-        // No side effects: an unknown tool for the writes, so they fail before changing anything.
+        // No side effects: an unknown tool for the writes (POST too: switching a tool off takes
+        // no body), so they fail before changing anything; unknown ids; no body.
         let uri = match method.as_str() {
-            "PUT" | "DELETE" => uri.replace("read_file", "no_such_tool"),
-            _ => uri,
+            "GET" => uri,
+            _ => uri.replace("read_file", "no_such_tool"),
         };
         let method = Method::from_bytes(method.as_bytes()).unwrap();
         let resp = f
@@ -308,6 +333,21 @@ async fn every_operation_in_the_openapi_document_is_served() {
             "{method} {uri}: the router does not serve it"
         );
     }
+    // Nothing was changed: no grant given, the mode as it was, every tool still on, and the
+    // admin log holds only the policy reload's outcome (the fixture's config file is not on
+    // disk, so the reload fails and the policy in force stays).
+    assert_eq!(f.rt.confirmations().grants(true).await.unwrap(), []);
+    assert_eq!(f.rt.settings().mode(), tw_core::OperationalMode::Normal);
+    assert_eq!(f.rt.store().tool_switches().await.unwrap(), []);
+    let changes: Vec<String> =
+        f.rt.store()
+            .admin_events(&tw_store::AdminQuery::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+    assert_eq!(changes, ["policy_reload_failed"]);
     // And something the document does not list is not served.
     let (status, body) = send(
         &f.router,
@@ -794,10 +834,13 @@ async fn a_deleted_session_is_closed_at_once_and_answered_204() {
 
 #[tokio::test]
 async fn a_token_past_its_session_cap_is_refused_with_429_and_no_open_session_is_evicted() {
-    let f = fixture_with(tw_runtime::SessionLimits {
-        idle_timeout: std::time::Duration::from_secs(600),
-        max_per_token: 2,
-    })
+    let f = fixture_with(
+        tw_runtime::SessionLimits {
+            idle_timeout: std::time::Duration::from_secs(600),
+            max_per_token: 2,
+        },
+        "",
+    )
     .await;
     let (agent, _) =
         f.rt.tokens()
@@ -904,10 +947,13 @@ async fn another_tokens_session_id_opens_nothing() {
 #[tokio::test]
 async fn a_session_nobody_uses_is_closed_after_the_idle_timeout_and_one_listening_is_not() {
     let idle = std::time::Duration::from_millis(400);
-    let f = fixture_with(tw_runtime::SessionLimits {
-        idle_timeout: idle,
-        max_per_token: 1,
-    })
+    let f = fixture_with(
+        tw_runtime::SessionLimits {
+            idle_timeout: idle,
+            max_per_token: 1,
+        },
+        "",
+    )
     .await;
     // With room for one session per token, a token can open another only once its first is
     // closed: asking does not touch the first, so this watches it expire.

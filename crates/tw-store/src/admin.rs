@@ -8,7 +8,7 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
 
 use crate::codec;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::query::MAX_PAGE;
 
 /// An administrative change, ready to append.
@@ -68,6 +68,32 @@ impl Default for AdminQuery {
     }
 }
 
+impl AdminQuery {
+    /// The query as a front end hands it over, checked: a page holds 1 to [`MAX_PAGE`] changes,
+    /// a cursor is an id (1 or more), and a blank kind filters nothing. The reader itself stays
+    /// lenient (it clamps the page size), like the audit log's; front ends check first so a
+    /// request that makes no sense is refused with its reason rather than quietly changed.
+    pub fn checked(mut self) -> Result<Self> {
+        if !(1..=MAX_PAGE).contains(&self.limit) {
+            return Err(StoreError::InvalidQuery {
+                field: "limit",
+                message: format!(
+                    "between 1 and {MAX_PAGE} changes a page, not {}",
+                    self.limit
+                ),
+            });
+        }
+        if self.cursor.is_some_and(|c| c < 1) {
+            return Err(StoreError::InvalidQuery {
+                field: "cursor",
+                message: "a cursor is a change's id, 1 or more (a page's next_cursor)".to_owned(),
+            });
+        }
+        self.kind = self.kind.filter(|k| !k.trim().is_empty());
+        Ok(self)
+    }
+}
+
 /// Checks and encodes an event before the write connection is taken.
 pub(crate) fn encode(event: &AdminEvent) -> Result<String> {
     codec::check_kind("admin event kind", &event.kind)?;
@@ -123,4 +149,47 @@ fn decode(row: &SqliteRow) -> Result<AdminEventRow> {
         summary: row.try_get("summary")?,
         details: codec::json(|| format!("admin event {id}, column details"), &details)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn check(q: AdminQuery, expect: std::result::Result<AdminQuery, &str>) {
+        let got = q.clone().checked().map_err(|e| e.to_string());
+        assert_eq!(got, expect.map_err(str::to_owned), "{q:?}");
+    }
+
+    #[test]
+    fn a_query_out_of_range_is_refused_with_its_field_and_a_blank_kind_is_none() {
+        let q = |limit, cursor: Option<i64>, kind: Option<&str>| AdminQuery {
+            since: None,
+            kind: kind.map(str::to_owned),
+            cursor,
+            limit,
+        };
+        check(AdminQuery::default(), Ok(AdminQuery::default()));
+        check(
+            q(MAX_PAGE, Some(1), Some("mode_changed")),
+            Ok(q(MAX_PAGE, Some(1), Some("mode_changed"))),
+        );
+        check(q(50, None, Some(" ")), Ok(q(50, None, None)));
+        check(
+            q(0, None, None),
+            Err("invalid audit query: limit: between 1 and 1000 changes a page, not 0"),
+        );
+        check(
+            q(MAX_PAGE + 1, None, None),
+            Err("invalid audit query: limit: between 1 and 1000 changes a page, not 1001"),
+        );
+        check(
+            q(50, Some(0), None),
+            Err(
+                "invalid audit query: cursor: a cursor is a change's id, 1 or more (a page's \
+                 next_cursor)",
+            ),
+        );
+    }
 }

@@ -25,6 +25,16 @@ pub struct RunningCall {
     pub started_at: i64,
 }
 
+/// A call in flight somewhere on the data directory, with the process running it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flight {
+    /// The process running the call.
+    pub pid: u32,
+    /// The call.
+    #[serde(flatten)]
+    pub call: RunningCall,
+}
+
 /// A call in flight: how to cancel it, and what the live feed says about it.
 struct InFlight {
     token: CancellationToken,

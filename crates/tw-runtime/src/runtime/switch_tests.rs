@@ -116,7 +116,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
     // Switched off for another tier: this pro runtime is unaffected.
     let teams = rt
         .tools()
-        .set_tool_enabled("echo", Teams, false, "bob")
+        .set_tool_enabled("echo", Some(Teams), false, "bob")
         .await
         .unwrap();
     assert_eq!(
@@ -125,10 +125,11 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
     );
     assert_eq!(echo(&rt).await.status, ToolStatus::Success);
 
-    // Switched off for pro: refused at once, with the tier, the person and the time.
+    // Switched off for pro (the tier in force, which a switch without a tier names): refused at
+    // once, with the tier, the person and the time.
     let off = rt
         .tools()
-        .set_tool_enabled("echo", Pro, false, "ann")
+        .set_tool_enabled("echo", None, false, "ann")
         .await
         .unwrap();
     assert_eq!(off, outcome(Pro, false, true, Some(switch(Pro, "ann"))));
@@ -170,7 +171,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
     // Switching it off again changes and records nothing, and says who did it first.
     let again = rt
         .tools()
-        .set_tool_enabled("echo", Pro, false, "carl")
+        .set_tool_enabled("echo", Some(Pro), false, "carl")
         .await
         .unwrap();
     assert_eq!(again, outcome(Pro, false, false, Some(switch(Pro, "ann"))));
@@ -190,7 +191,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
     // An unknown tool is refused, and nothing is written.
     let err = rt
         .tools()
-        .set_tool_enabled("no_such_tool", Pro, false, "ann")
+        .set_tool_enabled("no_such_tool", Some(Pro), false, "ann")
         .await
         .unwrap_err();
     assert_eq!(
@@ -201,7 +202,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
     // Back on: the call runs again; switching on what is on is a no-op.
     let on = rt
         .tools()
-        .set_tool_enabled("echo", Pro, true, "ann")
+        .set_tool_enabled("echo", Some(Pro), true, "ann")
         .await
         .unwrap();
     assert_eq!(on, outcome(Pro, true, true, Some(switch(Pro, "ann"))));
@@ -212,7 +213,7 @@ async fn a_tool_switched_off_for_the_runtimes_tier_is_refused_quoting_who_and_wh
     assert_eq!(echo(&rt).await.status, ToolStatus::Success);
     let on_again = rt
         .tools()
-        .set_tool_enabled("echo", Enterprise, true, "ann")
+        .set_tool_enabled("echo", Some(Enterprise), true, "ann")
         .await
         .unwrap();
     assert_eq!(on_again, outcome(Enterprise, true, false, None));
@@ -289,7 +290,7 @@ async fn a_switch_reaches_other_runtimes_on_the_data_directory_within_a_second()
 
     desktop
         .tools()
-        .set_tool_enabled("echo", Pro, false, "ann")
+        .set_tool_enabled("echo", Some(Pro), false, "ann")
         .await
         .unwrap();
     assert_eq!(refusal(&echo(&desktop).await), refused_by_ann());
@@ -306,7 +307,7 @@ async fn a_switch_reaches_other_runtimes_on_the_data_directory_within_a_second()
 
     // Switched back on from the other side.
     cli.tools()
-        .set_tool_enabled("echo", Pro, true, "bob")
+        .set_tool_enabled("echo", Some(Pro), true, "bob")
         .await
         .unwrap();
     assert_eq!(echo(&cli).await.status, ToolStatus::Success);
@@ -319,7 +320,7 @@ async fn a_switch_reaches_other_runtimes_on_the_data_directory_within_a_second()
     // A runtime started later reads the switches when it opens.
     teams
         .tools()
-        .set_tool_enabled("echo", Teams, false, "carl")
+        .set_tool_enabled("echo", Some(Teams), false, "carl")
         .await
         .unwrap();
     let late = open(&install, "teams").await;

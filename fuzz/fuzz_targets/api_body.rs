@@ -80,7 +80,10 @@ fuzz_target!(|data: &[u8]| {
     }
     match body::classify(&text) {
         Ok(body::Classify::Set { capabilities, .. }) => {
-            assert!(text.contains("set"), "capabilities from a body without set: {capabilities:?}")
+            assert!(
+                text.contains("set"),
+                "capabilities from a body without set: {capabilities:?}"
+            )
         }
         Ok(_) => {}
         Err(e) => refused(&text, &e, &[400]),
@@ -91,7 +94,11 @@ fuzz_target!(|data: &[u8]| {
             // What was read is what the body says (read again as plain JSON, escapes and all).
             let sent: serde_json::Value =
                 serde_json::from_str(&text).expect("a grant read from a body that is not JSON");
-            assert_eq!(sent["tool"], g.tool.as_str(), "the grant's tool is not the body's");
+            assert_eq!(
+                sent["tool"],
+                g.tool.as_str(),
+                "the grant's tool is not the body's"
+            );
             assert!(
                 sent.get("remember").is_some() || g.spec.remember == Remember::Tool,
                 "a grant that remembers more than its tool without saying so"
@@ -109,7 +116,22 @@ fuzz_target!(|data: &[u8]| {
         Ok(mode) => {
             let sent: serde_json::Value =
                 serde_json::from_str(&text).expect("a mode read from a body that is not JSON");
-            assert_eq!(sent["mode"], mode.as_str(), "the mode is not the body's");
+            // Names of modes are read as the other enums' are: any case, with `_`, `-` or
+            // spaces anywhere (`Lock-Down`); the letters must be the mode's, in order.
+            let letters = |s: &str| -> String {
+                s.chars()
+                    .filter(|c| !matches!(c, '_' | '-' | ' '))
+                    .flat_map(char::to_lowercase)
+                    .collect()
+            };
+            let named = sent["mode"]
+                .as_str()
+                .expect("a mode read from a body without one");
+            assert_eq!(
+                letters(named),
+                letters(mode.as_str()),
+                "the mode is not the body's"
+            );
         }
         Err(e) => refused(&text, &e, &[400]),
     }

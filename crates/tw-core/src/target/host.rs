@@ -133,7 +133,7 @@ fn parse_bare(text: &str) -> Result<Host, String> {
 }
 
 /// An IPv4-mapped address reaches the IPv4 host, so it must meet IPv4 rules.
-fn from_v6(a: Ipv6Addr) -> Host {
+pub(super) fn from_v6(a: Ipv6Addr) -> Host {
     a.to_ipv4_mapped().map_or(Host::Ipv6(a), Host::Ipv4)
 }
 
@@ -331,6 +331,12 @@ impl DomainPattern {
                 None => LOOPBACK.iter().any(|b| b.contains(host)),
             },
         }
+    }
+
+    /// Whether the pattern covers hosts without naming any (`*`, `ip`): such a pattern does not
+    /// let a tool reach an address off the public internet.
+    pub fn is_catch_all(&self) -> bool {
+        matches!(self.rule, Rule::Any | Rule::AnyIp)
     }
 
     /// The pattern as written, for explanations.

@@ -25,11 +25,13 @@
 //!   `/etc` matches `/etc/passwd`, and a pattern without `/` (`*.pem`, `id_rsa`) matches a name at
 //!   any depth.
 
+pub mod egress;
 mod host;
 mod path;
 #[cfg(test)]
 mod tests;
 
+pub use egress::{AddressClass, Egress, EgressLayer, EgressRefusal, classify};
 pub use host::{DomainList, DomainPattern, Host, UrlTarget, parse_host, parse_url};
 pub use path::{PathCase, PathList, expand_home, normalize_path};
 

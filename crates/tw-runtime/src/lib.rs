@@ -10,7 +10,7 @@
 //! mode), `confirm` (confirmations and grants), `skills` (skills, capabilities, overrides),
 //! `upstream` (imported MCP tools) and `tokens`. They share `shared` (store, clock, events,
 //! registry, workspace, sandbox), follow other processes' changes through `changes` and files
-//! through `watch`, and never import the facade.
+//! through `watch`, and never import the facade. Every outbound connection goes through `net`.
 
 pub mod builtins;
 pub mod capabilities;
@@ -26,6 +26,7 @@ mod ids;
 mod imported;
 pub mod kind;
 pub mod live;
+pub mod net;
 pub mod paths;
 pub mod pipeline;
 pub mod policy;

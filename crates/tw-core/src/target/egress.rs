@@ -140,7 +140,7 @@ fn classify_v6(a: Ipv6Addr) -> Option<AddressClass> {
 }
 
 /// One layer of egress rules: where they come from, and its lists.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct EgressLayer {
     /// Where the rules come from, for refusals (`policy`, `skill deploy`).
     pub source: String,
@@ -190,7 +190,7 @@ impl fmt::Display for EgressRefusal {
 impl std::error::Error for EgressRefusal {}
 
 /// Every layer of rules one call is held to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Egress {
     layers: Vec<EgressLayer>,
 }

@@ -189,7 +189,7 @@ fn strip_zone_id(text: &str) -> String {
 /// An address block in IPv6 space; IPv4 blocks are kept as their IPv4-mapped range, so one
 /// comparison serves both families. (An IPv6 block spanning `::ffff:0:0/96`, like `::/0`, thus
 /// covers IPv4 too, which is what such a block reaches.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Cidr {
     bits: u128,
     len: u8,
@@ -239,7 +239,7 @@ const LINK_LOCAL: &[Cidr] = &[v4(169, 254, 16), v6(0xfe80, 10)];
 // All of 0/8, not just 0.0.0.0: Linux routes any of it to the local host.
 const UNSPECIFIED: &[Cidr] = &[v4(0, 0, 8), v6(0, 128)];
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Rule {
     Any,
     AnyIp,
@@ -251,7 +251,7 @@ enum Rule {
 }
 
 /// One entry of a domain allow or block list. See [`DomainPattern::parse`] for the syntax.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DomainPattern {
     source: String,
     rule: Rule,
@@ -372,7 +372,7 @@ fn parse_cidr(text: &str) -> Result<Cidr, String> {
 }
 
 /// An ordered domain allow or block list.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct DomainList {
     patterns: Vec<DomainPattern>,
 }

@@ -25,7 +25,9 @@ use super::exec::commands_of;
 use super::{Decision, Layer, LayerVerdict, RuleIndex, RuleRef, SelectorSet, Severity};
 use crate::definition::{IsolationLevel, ToolDefinition};
 use crate::shell::Parsed;
-use crate::target::{DomainList, Host, PathCase, PathList, normalize_path, parse_host, parse_url};
+use crate::target::{
+    DomainList, EgressLayer, Host, PathCase, PathList, normalize_path, parse_host, parse_url,
+};
 
 mod gather;
 pub(super) use gather::gather;
@@ -525,6 +527,24 @@ impl ArgLayer {
             merged,
             index,
         }
+    }
+
+    /// What the rules that apply to `def` ask of its connections, for the egress gatekeeper:
+    /// one layer per rule with `allow_domains` or `block_domains`, named after the rule, so a
+    /// connection must pass each (the same lists that judge the call's URL arguments judge every
+    /// host and address it reaches, redirects included).
+    pub fn egress_layers(&self, def: &ToolDefinition) -> Vec<EgressLayer> {
+        self.rules
+            .iter()
+            .filter(|r| r.applies_to(def))
+            .filter(|r| r.allow_domains.is_some() || r.block_domains.is_some())
+            .map(|r| EgressLayer {
+                source: format!("policy rule {}", r.name),
+                allow: r.allow_domains.clone().unwrap_or_default(),
+                block: r.block_domains.clone().unwrap_or_default(),
+                ports: Vec::new(),
+            })
+            .collect()
     }
 
     /// The argument layer: the strictest verdict of every rule that applies (the first-written

@@ -978,6 +978,7 @@ command = "no-such-program-anywhere status"
 
 mod bypass;
 mod combine;
+mod egress;
 
 fn compile_docs(texts: &[&str]) -> Policy {
     let named: Vec<(String, &str)> = texts

@@ -17,6 +17,8 @@ use tw_core::target::{Egress, EgressRefusal, Host, UrlTarget, parse_host};
 
 mod resolve;
 #[cfg(test)]
+pub(crate) mod test_server;
+#[cfg(test)]
 mod tests;
 
 pub use resolve::{Lookup, Resolver, StaticResolver, SystemResolver};

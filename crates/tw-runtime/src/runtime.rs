@@ -50,6 +50,8 @@ pub struct RuntimeOptions {
     pub config: Config,
     /// Time source for timestamps.
     pub clock: Arc<dyn Clock>,
+    /// How network tools resolve names (the system's resolver unless a test maps its own).
+    pub resolver: Arc<dyn crate::net::Resolver>,
 }
 
 impl RuntimeOptions {
@@ -60,6 +62,7 @@ impl RuntimeOptions {
             workspace,
             config,
             clock: Arc::new(SystemClock),
+            resolver: Arc::new(crate::net::SystemResolver),
         }
     }
 }
@@ -103,6 +106,7 @@ impl Runtime {
             workspace,
             config,
             clock,
+            resolver,
         } = options;
         let Some(first_root) = workspace.first().cloned() else {
             return Err(RuntimeError::NoWorkspace);
@@ -122,6 +126,7 @@ impl Runtime {
             registry: builtin_registry()?,
             workspace,
             sandbox: sandbox_for(&config, &data_dir),
+            gatekeeper: Arc::new(crate::net::Gatekeeper::new(resolver)),
             data_dir,
         });
         let watcher = FileWatcher::default();
@@ -468,6 +473,8 @@ fn sandbox_for(config: &Config, data_dir: &Path) -> Sandbox {
 mod capability_tests;
 #[cfg(test)]
 mod exec_tests;
+#[cfg(test)]
+mod net_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]

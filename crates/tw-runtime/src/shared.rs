@@ -24,6 +24,8 @@ pub(crate) struct Shared {
     pub(crate) registry: ToolRegistry<ToolKind>,
     pub(crate) workspace: Arc<Workspace>,
     pub(crate) sandbox: Sandbox,
+    /// Every outbound connection a tool makes goes through it.
+    pub(crate) gatekeeper: Arc<crate::net::Gatekeeper>,
     /// Where the runtime keeps its data (the database, the live feed's socket, tokens).
     pub(crate) data_dir: PathBuf,
 }

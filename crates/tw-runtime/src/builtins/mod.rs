@@ -5,6 +5,7 @@
 
 pub mod exec;
 mod fs;
+pub mod net;
 mod system;
 
 use std::future::Future;
@@ -26,6 +27,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The output budget for this call, in bytes.
     pub max_output_bytes: u64,
+    /// For network tools: the gatekeeper and the rules this call is held to.
+    pub net: Option<Arc<net::NetContext>>,
 }
 
 /// Why a built-in did not produce a result.
@@ -65,6 +68,7 @@ pub trait BuiltinTool: Send + Sync + 'static {
 pub fn all() -> Vec<Arc<dyn BuiltinTool>> {
     let mut tools: Vec<Arc<dyn BuiltinTool>> = Vec::new();
     tools.extend(fs::tools());
+    tools.extend(net::tools());
     tools.extend(system::tools());
     tools
 }

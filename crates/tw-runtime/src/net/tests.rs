@@ -4,88 +4,14 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use tw_core::target::{Egress, EgressLayer};
 
+use super::test_server::{Reply, serve};
 use super::*;
-
-/// What the test server answers on a path.
-#[derive(Clone)]
-enum Reply {
-    /// 200 with this body.
-    Body(Vec<u8>),
-    /// 302 to this location.
-    Redirect(u16, String),
-    /// 200 with the request's head as its body.
-    Echo,
-    /// Waits this long, then 200.
-    Slow(Duration),
-}
-
-struct Server {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-}
-
-async fn serve(routes: Vec<(&'static str, Reply)>) -> Server {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let connections = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&connections);
-    let routes = Arc::new(routes);
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut socket, _)) = listener.accept().await else {
-                return;
-            };
-            count.fetch_add(1, Ordering::SeqCst);
-            let routes = Arc::clone(&routes);
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if socket.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let text = String::from_utf8_lossy(&head).into_owned();
-                let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
-                let reply = routes
-                    .iter()
-                    .find(|(p, _)| *p == path)
-                    .map(|(_, r)| r.clone())
-                    .unwrap_or(Reply::Body(b"not found".to_vec()));
-                let (status, location, body) = match reply {
-                    Reply::Body(b) => (200, None, b),
-                    Reply::Redirect(code, to) => (code, Some(to), Vec::new()),
-                    Reply::Echo => (200, None, head.clone()),
-                    Reply::Slow(d) => {
-                        tokio::time::sleep(d).await;
-                        (200, None, b"slow".to_vec())
-                    }
-                };
-                let mut out = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n",
-                    body.len()
-                );
-                if let Some(to) = location {
-                    out.push_str(&format!("location: {to}\r\n"));
-                }
-                out.push_str("\r\n");
-                let _ = socket.write_all(out.as_bytes()).await;
-                let _ = socket.write_all(&body).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    Server { port, connections }
-}
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 

@@ -4,18 +4,21 @@
 //! (custom tools, the process-running built-ins), with the call's time limit and cancellation.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
-use tw_core::{ErrorCode, ToolCall, ToolDefinition, ToolError, ToolStatus};
+use tw_core::target::Egress;
+use tw_core::{ErrorCode, ToolCall, ToolCategory, ToolDefinition, ToolError, ToolStatus};
 
 use super::{Outcome, Pipeline, Stage};
 use crate::builtins::exec::{Planned, ProcessContext, ProcessTool};
+use crate::builtins::net::NetContext;
 use crate::builtins::{self, BuiltinTool, ToolContext};
 use crate::events::EventKind;
 use crate::kind::{Entry, ToolKind};
+use crate::net::NetFacts;
 use crate::sandboxed::{self, ExecFailure, Produced};
 
 /// What a call will run, worked out once from its arguments: the exec layer judges this argv in
@@ -195,16 +198,37 @@ impl Pipeline {
         limit: Duration,
         cancel: &CancellationToken,
     ) -> std::result::Result<Produced, ExecFailure> {
+        // Network tools reach out only through the gatekeeper, under the policy's domain rules
+        // for this tool.
+        let net = (def.category == ToolCategory::Network).then(|| {
+            Arc::new(NetContext {
+                gate: Arc::clone(&self.shared.gatekeeper),
+                egress: Egress::new(self.settings.policy().rules.egress_layers(def)),
+                facts: Mutex::new(NetFacts::default()),
+            })
+        });
         let ctx = ToolContext {
             workspace: Arc::clone(&self.shared.workspace),
             cancel: cancel.child_token(),
             max_output_bytes: def.constraints.max_output_bytes,
+            net: net.clone(),
+        };
+        // What the call did on the network goes into its audit record, however it ended.
+        let execution = || {
+            let mut execution = Map::new();
+            if let Some(net) = &net {
+                let facts = net.facts.lock().unwrap_or_else(PoisonError::into_inner);
+                if facts.requests > 0 || facts.refusal.is_some() {
+                    execution.insert("network".to_owned(), json!(*facts));
+                }
+            }
+            execution
         };
         let fail = |status, code: &str, message: String| ExecFailure {
             status,
             error: ToolError::new(code, message),
             output: None,
-            execution: Map::new(),
+            execution: execution(),
         };
         let ran = tokio::select! {
             biased;
@@ -219,7 +243,7 @@ impl Pipeline {
         };
         ran.map(|output| Produced {
             output,
-            execution: Map::new(),
+            execution: execution(),
             truncated: false,
         })
         .map_err(|f| fail(f.status, &f.code, f.message))

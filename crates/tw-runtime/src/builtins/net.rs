@@ -1,0 +1,223 @@
+//! Network tools. `http_fetch` sends one HTTP request through the egress gatekeeper
+//! ([`crate::net`]): the policy's domain rules for the tool judge every host and address it
+//! reaches, redirects included, and what it did on the network goes into its audit record.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tw_core::target::Egress;
+use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition, ToolStatus};
+
+use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit, output};
+use crate::net::{Gatekeeper, Limits, NetError, NetFacts, Request};
+
+/// What a network tool reaches the network through, for one call.
+pub struct NetContext {
+    /// The connector.
+    pub gate: Arc<Gatekeeper>,
+    /// The rules this call is held to.
+    pub egress: Egress,
+    /// What the call did on the network, read by the pipeline for the audit record.
+    pub facts: Mutex<NetFacts>,
+}
+
+impl NetContext {
+    /// Sends `req` under this call's rules and `limits`, adding what happened to the facts.
+    pub async fn fetch(
+        &self,
+        req: Request,
+        limits: &Limits,
+    ) -> Result<crate::net::Response, NetError> {
+        let mut facts = NetFacts::default();
+        let outcome = self.gate.fetch(&self.egress, req, limits, &mut facts).await;
+        let mut all = self.facts.lock().unwrap_or_else(PoisonError::into_inner);
+        all.requests += facts.requests;
+        for h in facts.hosts {
+            if !all.hosts.contains(&h) {
+                all.hosts.push(h);
+            }
+        }
+        for a in facts.addresses {
+            if !all.addresses.contains(&a) {
+                all.addresses.push(a);
+            }
+        }
+        all.bytes_sent += facts.bytes_sent;
+        all.bytes_received += facts.bytes_received;
+        all.redirects.extend(facts.redirects);
+        if facts.refusal.is_some() {
+            all.refusal = facts.refusal;
+        }
+        outcome
+    }
+}
+
+/// The most a response body may be, whatever the call asks.
+const MAX_BYTES: u64 = 5 << 20;
+
+struct HttpFetch;
+
+#[derive(Deserialize)]
+struct FetchArgs {
+    url: String,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default, rename = "as")]
+    read_as: Option<String>,
+    #[serde(default)]
+    max_bytes: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct FetchOutput {
+    status: u16,
+    final_url: String,
+    headers: BTreeMap<String, String>,
+    content_type: Option<String>,
+    content: Value,
+    truncated: bool,
+}
+
+impl BuiltinTool for HttpFetch {
+    fn definition(&self) -> Result<ToolDefinition, tw_core::CoreError> {
+        let mut d = ToolDefinition::new(
+            lit::name("http_fetch")?,
+            "Send one HTTP request (GET by default) to an http or https URL and return the \
+             status, headers and body: as text, as JSON, or as Markdown read from HTML. Every \
+             host, address and redirect is checked against the network rules.",
+            ToolCategory::Network,
+            lit::group("net")?,
+            lit::params(json!({
+                "type": "object",
+                "required": ["url"],
+                "additionalProperties": false,
+                "properties": {
+                    "url": {"type": "string", "format": "uri", "minLength": 1, "maxLength": 8192,
+                            "description": "The http or https URL to fetch."},
+                    "method": {"type": "string",
+                               "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+                               "description": "GET unless given."},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                                "description": "Request headers by name."},
+                    "body": {"type": "string", "description": "The request body, as text."},
+                    "as": {"type": "string", "enum": ["text", "json", "markdown"],
+                           "description": "How to return the body: text (the default), parsed JSON, or Markdown read from an HTML page."},
+                    "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES,
+                                  "description": "The most of the body to read; the rest is cut and `truncated` is true."}
+                }
+            }))?,
+        );
+        d.risk_level = RiskLevel::Medium;
+        // A request may change something at the other end (POST, PUT, PATCH, DELETE), so
+        // modes and confirmations treat every call as one that can.
+        d.constraints.side_effects = true;
+        d.constraints.isolation = IsolationLevel::None;
+        d.constraints.max_execution_time_ms = 65_000;
+        Ok(d)
+    }
+
+    fn call<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> ToolFuture<'a> {
+        Box::pin(fetch(ctx, args))
+    }
+}
+
+async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
+    let a: FetchArgs = args(raw)?;
+    let Some(net) = &ctx.net else {
+        return Err(ToolFailure::failed(
+            ErrorCode::EXECUTION_FAILED,
+            "this call has no network context",
+        ));
+    };
+    let method = a.method.as_deref().unwrap_or("GET");
+    let method = reqwest::Method::from_bytes(method.as_bytes())
+        .map_err(|_| invalid(format!("method: {method:?} is not an HTTP method")))?;
+    let limits = Limits {
+        max_response_bytes: usize::try_from(a.max_bytes.unwrap_or(MAX_BYTES).min(MAX_BYTES))
+            .unwrap_or(usize::MAX),
+        ..Limits::default()
+    };
+    let req = Request {
+        method,
+        url: a.url,
+        headers: a.headers.into_iter().collect(),
+        body: a.body.map(String::into_bytes),
+    };
+    let response = net.fetch(req, &limits).await.map_err(failure)?;
+    let content_type = response
+        .headers
+        .iter()
+        .find(|(k, _)| k == "content-type")
+        .map(|(_, v)| v.clone());
+    let text = || String::from_utf8_lossy(&response.body).into_owned();
+    let content = match a.read_as.as_deref().unwrap_or("text") {
+        "json" => serde_json::from_slice(&response.body).map_err(|e| {
+            ToolFailure::failed(
+                ErrorCode::EXECUTION_FAILED,
+                format!("the response body is not JSON: {e}"),
+            )
+        })?,
+        "markdown" => Value::String(htmd::convert(&text()).map_err(|e| {
+            ToolFailure::failed(
+                ErrorCode::EXECUTION_FAILED,
+                format!("the response body could not be read as HTML: {e}"),
+            )
+        })?),
+        _ => Value::String(text()),
+    };
+    let mut headers = BTreeMap::new();
+    for (k, v) in response.headers {
+        headers
+            .entry(k)
+            .and_modify(|all: &mut String| {
+                all.push_str(", ");
+                all.push_str(&v);
+            })
+            .or_insert(v);
+    }
+    output(&FetchOutput {
+        status: response.status,
+        final_url: response.final_url,
+        headers,
+        content_type,
+        content,
+        truncated: response.truncated,
+    })
+}
+
+fn invalid(message: String) -> ToolFailure {
+    ToolFailure {
+        status: ToolStatus::ValidationError,
+        code: ErrorCode::INVALID_ARGUMENTS.to_owned(),
+        message,
+    }
+}
+
+/// A gatekeeper's answer as the call's result: a refusal is a denial with the rule that made
+/// it, a malformed request is invalid at its field, a limit is a timeout.
+fn failure(e: NetError) -> ToolFailure {
+    match e {
+        NetError::Refused(r) => ToolFailure {
+            status: ToolStatus::PermissionDenied,
+            code: "egress_refused".to_owned(),
+            message: format!("{} (rule: {})", r.reason, r.rule),
+        },
+        NetError::Invalid { field, message } => invalid(format!("{field}: {message}")),
+        NetError::Timeout(message) => ToolFailure {
+            status: ToolStatus::Timeout,
+            code: ErrorCode::TIMEOUT.to_owned(),
+            message,
+        },
+        NetError::Failed(message) => ToolFailure::failed(ErrorCode::EXECUTION_FAILED, message),
+    }
+}
+
+pub(super) fn tools() -> Vec<Arc<dyn BuiltinTool>> {
+    vec![Arc::new(HttpFetch)]
+}

@@ -1,0 +1,125 @@
+//! `http_fetch` through the whole pipeline against a real local server, names mapped by the test
+//! resolver: an allowed page comes back as Markdown with its network facts in the audit record;
+//! a local address is refused by the gatekeeper with the rule and the address, and that refusal
+//! is audited too; a malformed header is invalid at its field.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use tw_core::{Caller, ToolStatus};
+
+use super::policy_tests::{Install, code};
+use super::*;
+use crate::net::StaticResolver;
+use crate::net::test_server::{Reply, serve};
+
+/// Any host by name, and the test site named so it may reach the loopback server.
+const POLICY: &str = r#"
+[policy]
+default = "allow"
+[[policy.rules]]
+name = "web"
+tools = ["http_fetch"]
+allow_domains = ["*", "site.test"]
+"#;
+
+async fn open(install: &Install) -> Runtime {
+    let path = install.path("config.toml");
+    let config = Config::parse(POLICY, &path, None).unwrap();
+    let mut options = RuntimeOptions::new(install.path("data"), vec![install.path("ws")], config);
+    options.resolver = Arc::new(StaticResolver::new([(
+        "site.test",
+        vec![vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]],
+    )]));
+    Runtime::open(options).await.unwrap()
+}
+
+async fn fetch(rt: &Runtime, args: serde_json::Value) -> (ToolResult, serde_json::Value) {
+    let result = rt
+        .execute(rt.call("http_fetch", args, Caller::agent("agent-7")))
+        .await;
+    let row = rt
+        .store()
+        .get(result.execution_id.as_str())
+        .await
+        .unwrap()
+        .expect("every call leaves its audit record");
+    (result, row.metadata)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_page_comes_back_as_markdown_with_its_network_facts_audited() {
+    let page = b"<html><body><h1>Hello</h1><p>A <a href=\"/x\">link</a>.</p></body></html>";
+    let s = serve(vec![("/page", Reply::Body(page.to_vec()))]).await;
+    let install = Install::new("");
+    let rt = open(&install).await;
+    let url = format!("http://site.test:{}/page", s.port);
+    let (result, metadata) = fetch(&rt, json!({"url": url, "as": "markdown"})).await;
+    assert_eq!(result.status, ToolStatus::Success, "{:?}", result.error);
+    let output = result.output.unwrap();
+    assert_eq!(output["status"], 200);
+    assert_eq!(output["final_url"], url.as_str());
+    assert_eq!(output["content"], "# Hello\n\nA [link](/x).");
+    assert_eq!(
+        metadata["network"],
+        json!({
+            "requests": 1,
+            "hosts": ["site.test"],
+            "addresses": ["127.0.0.1"],
+            "bytes_sent": 0,
+            "bytes_received": page.len(),
+            "redirects": [],
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_address_is_refused_by_the_gatekeeper_and_the_refusal_is_audited() {
+    let s = serve(vec![("/", Reply::Body(b"internal".to_vec()))]).await;
+    let install = Install::new("");
+    let rt = open(&install).await;
+    let (result, metadata) = fetch(&rt, json!({"url": format!("http://0x7f.1:{}/", s.port)})).await;
+    assert_eq!(
+        (result.status, code(&result)),
+        (ToolStatus::PermissionDenied, Some("egress_refused"))
+    );
+    let message = &result.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("127.0.0.1 is a loopback address")
+            && message.ends_with("(rule: address class)"),
+        "{message}"
+    );
+    assert_eq!(
+        metadata["network"],
+        json!({
+            "requests": 0,
+            "hosts": [],
+            "addresses": [],
+            "bytes_sent": 0,
+            "bytes_received": 0,
+            "redirects": [],
+            "refusal": {"rule": "address class", "address": "127.0.0.1"},
+        })
+    );
+    assert_eq!(s.connections.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_header_is_invalid_at_its_field() {
+    let install = Install::new("");
+    let rt = open(&install).await;
+    let (result, _) = fetch(
+        &rt,
+        json!({"url": "http://site.test/", "headers": {"X-Ok": "a\r\nInjected: 1"}}),
+    )
+    .await;
+    assert_eq!(
+        (result.status, code(&result)),
+        (ToolStatus::ValidationError, Some("invalid_arguments"))
+    );
+    assert_eq!(
+        result.error.unwrap().message,
+        "headers/X-Ok: a header value may not hold control characters or line breaks"
+    );
+}

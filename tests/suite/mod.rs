@@ -13,6 +13,7 @@ mod policy;
 mod sandbox;
 mod skill_ops;
 mod skills;
+mod ssrf;
 mod statuses;
 mod support;
 mod tool_switches;

@@ -54,7 +54,9 @@ impl NetContext {
     }
 }
 
-/// The most a response body may be, whatever the call asks.
+/// How much of a response body is read unless the call asks for more.
+const DEFAULT_BYTES: u64 = 1 << 20;
+/// The most of a response body a call may ask for.
 const MAX_BYTES: u64 = 5 << 20;
 
 struct HttpFetch;
@@ -98,7 +100,7 @@ impl BuiltinTool for HttpFetch {
                 "required": ["url"],
                 "additionalProperties": false,
                 "properties": {
-                    "url": {"type": "string", "format": "uri", "minLength": 1, "maxLength": 8192,
+                    "url": {"type": "string", "format": "iri", "minLength": 1, "maxLength": 8192,
                             "description": "The http or https URL to fetch."},
                     "method": {"type": "string",
                                "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
@@ -109,7 +111,7 @@ impl BuiltinTool for HttpFetch {
                     "as": {"type": "string", "enum": ["text", "json", "markdown"],
                            "description": "How to return the body: text (the default), parsed JSON, or Markdown read from an HTML page."},
                     "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES,
-                                  "description": "The most of the body to read; the rest is cut and `truncated` is true."}
+                                  "description": "The most of the body to read (1 MiB unless given); the rest is cut and `truncated` is true."}
                 }
             }))?,
         );
@@ -119,6 +121,8 @@ impl BuiltinTool for HttpFetch {
         d.constraints.side_effects = true;
         d.constraints.isolation = IsolationLevel::None;
         d.constraints.max_execution_time_ms = 65_000;
+        // Room for the largest body a call may ask for, with its headers and encoding.
+        d.constraints.max_output_bytes = MAX_BYTES + (1 << 20);
         Ok(d)
     }
 
@@ -139,7 +143,7 @@ async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
     let method = reqwest::Method::from_bytes(method.as_bytes())
         .map_err(|_| invalid(format!("method: {method:?} is not an HTTP method")))?;
     let limits = Limits {
-        max_response_bytes: usize::try_from(a.max_bytes.unwrap_or(MAX_BYTES).min(MAX_BYTES))
+        max_response_bytes: usize::try_from(a.max_bytes.unwrap_or(DEFAULT_BYTES).min(MAX_BYTES))
             .unwrap_or(usize::MAX),
         ..Limits::default()
     };

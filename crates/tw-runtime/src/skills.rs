@@ -356,6 +356,25 @@ impl SkillService {
         }
     }
 
+    /// What `skill`'s entry for `def` asks of the tool's connections (see
+    /// [`tw_core::skill::Envelopes::egress_layer`]).
+    pub(crate) fn egress_layer(
+        &self,
+        skill: &str,
+        def: &ToolDefinition,
+        needed: policy::access::AccessLevel,
+    ) -> Option<tw_core::target::EgressLayer> {
+        let skills = self.loaded();
+        let caps = self.capabilities();
+        let ov = self.overrides();
+        tw_core::skill::Envelopes {
+            skills: &skills.map,
+            capabilities: &caps.index,
+            overrides: &ov.overrides,
+        }
+        .egress_layer(skill, def, needed)
+    }
+
     /// The loaded skill named `skill`, or why there is none to change.
     fn existing(&self, field: &'static str, skill: &str) -> Result<()> {
         check_skill_name(field, skill)?;

@@ -22,7 +22,7 @@ use crate::definition::ToolDefinition;
 use crate::policy::access::AccessLevel;
 use crate::policy::rate::{HOUR_US, MINUTE_US, RateCheck, RateWindow};
 use crate::policy::{Decision, Layer, LayerVerdict, RuleRef, Severity};
-use crate::target::{Host, parse_host, parse_url};
+use crate::target::{DomainList, EgressLayer, Host, parse_host, parse_url};
 
 /// The error code of a call refused by its skill's envelope.
 pub const SKILL_DENIED: &str = "skill_denied";
@@ -548,6 +548,39 @@ impl<'a> Envelopes<'a> {
             via: Some(reach.via),
             rate,
         }
+    }
+}
+
+impl Envelopes<'_> {
+    /// What `skill`'s entry for `def` asks of the tool's connections, as one layer of the
+    /// egress gatekeeper: its `allowed_domains` and `blocked_domains`, or no host at all when
+    /// they do not compile; `None` when the entry sets no domain rules (or the skill does not
+    /// reach the tool, which the skill layer has refused already).
+    pub fn egress_layer(
+        &self,
+        skill: &str,
+        def: &ToolDefinition,
+        level: AccessLevel,
+    ) -> Option<EgressLayer> {
+        let reach = self
+            .validate_access(skill, def.name.as_str(), def.group.as_str(), level)
+            .ok()?;
+        let rules = reach.entry?.domains.as_deref()?;
+        let source = format!("skill {skill}");
+        Some(match &rules.broken {
+            // Fail closed, as the skill layer does for arguments (`*` always compiles).
+            Some(_) => EgressLayer {
+                source,
+                block: DomainList::parse(["*"]).unwrap_or_default(),
+                ..EgressLayer::default()
+            },
+            None => EgressLayer {
+                source,
+                allow: rules.allowed.clone(),
+                block: rules.blocked.clone(),
+                ports: Vec::new(),
+            },
+        })
     }
 }
 

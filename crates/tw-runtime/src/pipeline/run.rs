@@ -199,11 +199,17 @@ impl Pipeline {
         cancel: &CancellationToken,
     ) -> std::result::Result<Produced, ExecFailure> {
         // Network tools reach out only through the gatekeeper, under the policy's domain rules
-        // for this tool.
+        // for this tool and those of the skill it is called under.
         let net = (def.category == ToolCategory::Network).then(|| {
+            let policy = self.settings.policy();
+            let mut layers = policy.rules.egress_layers(def);
+            if let Some(skill) = &call.caller.skill {
+                let (needed, _) = policy.access.needed(def);
+                layers.extend(self.skills.egress_layer(skill, def, needed));
+            }
             Arc::new(NetContext {
                 gate: Arc::clone(&self.shared.gatekeeper),
-                egress: Egress::new(self.settings.policy().rules.egress_layers(def)),
+                egress: Egress::new(layers),
                 facts: Mutex::new(NetFacts::default()),
             })
         });

@@ -14,31 +14,38 @@ use super::*;
 use crate::net::StaticResolver;
 use crate::net::test_server::{Reply, serve};
 
-/// Any host by name, and the test site named so it may reach the loopback server.
+/// Any host by name, and the test sites named so they may reach the loopback server.
 const POLICY: &str = r#"
 [policy]
 default = "allow"
 [[policy.rules]]
 name = "web"
 tools = ["http_fetch"]
-allow_domains = ["*", "site.test"]
+allow_domains = ["*", "site.test", "other.test"]
 "#;
 
 async fn open(install: &Install) -> Runtime {
     let path = install.path("config.toml");
     let config = Config::parse(POLICY, &path, None).unwrap();
     let mut options = RuntimeOptions::new(install.path("data"), vec![install.path("ws")], config);
-    options.resolver = Arc::new(StaticResolver::new([(
-        "site.test",
-        vec![vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]],
-    )]));
+    let local = || vec![vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]];
+    options.resolver = Arc::new(StaticResolver::new([
+        ("site.test", local()),
+        ("other.test", local()),
+    ]));
     Runtime::open(options).await.unwrap()
 }
 
 async fn fetch(rt: &Runtime, args: serde_json::Value) -> (ToolResult, serde_json::Value) {
-    let result = rt
-        .execute(rt.call("http_fetch", args, Caller::agent("agent-7")))
-        .await;
+    fetch_as(rt, args, Caller::agent("agent-7")).await
+}
+
+async fn fetch_as(
+    rt: &Runtime,
+    args: serde_json::Value,
+    caller: Caller,
+) -> (ToolResult, serde_json::Value) {
+    let result = rt.execute(rt.call("http_fetch", args, caller)).await;
     let row = rt
         .store()
         .get(result.execution_id.as_str())
@@ -121,5 +128,45 @@ async fn a_malformed_header_is_invalid_at_its_field() {
     assert_eq!(
         result.error.unwrap().message,
         "headers/X-Ok: a header value may not hold control characters or line breaks"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skills_domain_rules_judge_every_hop_not_only_the_url_asked_for() {
+    let install = Install::new("");
+    let skill = install.path("ws/skills/research/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: research\ndescription: Reads one site.\ntools:\n  - name: http_fetch\n    allowed_domains: [site.test]\n---\n",
+    )
+    .unwrap();
+    let s = serve(vec![("/ok", Reply::Body(b"fine".to_vec()))]).await;
+    let hop = serve(vec![(
+        "/away",
+        Reply::Redirect(302, format!("http://other.test:{}/ok", s.port)),
+    )])
+    .await;
+    let rt = open(&install).await;
+    let url = format!("http://site.test:{}/away", hop.port);
+
+    // Without the skill, the redirect is followed.
+    let (plain, _) = fetch(&rt, json!({ "url": url })).await;
+    assert_eq!(plain.status, ToolStatus::Success, "{:?}", plain.error);
+
+    // Under it, the URL asked for passes the skill's rules but the hop to other.test does not.
+    let under = Caller::agent("agent-7").with_skill("research");
+    let (result, metadata) = fetch_as(&rt, json!({ "url": url }), under).await;
+    assert_eq!(
+        (result.status, code(&result)),
+        (ToolStatus::PermissionDenied, Some("egress_refused"))
+    );
+    assert_eq!(
+        metadata["network"]["refusal"],
+        json!({"rule": "skill research allow_domains"})
+    );
+    assert_eq!(
+        metadata["network"]["redirects"],
+        json!([format!("http://other.test:{}/ok", s.port)])
     );
 }

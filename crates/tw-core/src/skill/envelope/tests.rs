@@ -248,6 +248,49 @@ fn an_entrys_domain_rules_and_rate_limit_apply_to_its_calls() {
 }
 
 #[test]
+fn an_entrys_domain_rules_are_one_egress_layer_named_after_the_skill() {
+    let map = SkillMap::new(&[
+        skill(
+            "tools:\n  - name: http_fetch\n    allowed_domains: [docs.rs]\n    blocked_domains: [evil.docs.rs]\n",
+            "research",
+        ),
+        skill("tools:\n  - name: http_fetch\n", "loose"),
+    ]);
+    let caps = CapabilityIndex::default();
+    let ov = Overrides::default();
+    let env = Envelopes {
+        skills: &map,
+        capabilities: &caps,
+        overrides: &ov,
+    };
+    let fetch = def("http_fetch", "web");
+    let layer = env
+        .egress_layer("research", &fetch, AccessLevel::Standard)
+        .unwrap();
+    let egress = crate::target::Egress::new(vec![layer]);
+    let rule = |url: &str| egress.url(url).map(|_| ()).map_err(|r| r.rule);
+    assert_eq!(rule("https://docs.rs/serde"), Ok(()));
+    assert_eq!(
+        rule("https://example.com/"),
+        Err("skill research allow_domains".to_owned())
+    );
+    assert_eq!(
+        rule("https://evil.docs.rs/"),
+        Err("skill research block_domains \"evil.docs.rs\"".to_owned())
+    );
+    // No rules, no layer; a skill that does not reach the tool adds none either (its calls are
+    // refused by the skill layer before anything runs).
+    assert_eq!(
+        env.egress_layer("loose", &fetch, AccessLevel::Standard),
+        None
+    );
+    assert_eq!(
+        env.egress_layer("ghost", &fetch, AccessLevel::Standard),
+        None
+    );
+}
+
+#[test]
 fn a_domain_pattern_that_does_not_compile_is_a_diagnostic() {
     let p = parse_skill(
         "---\nname: s\ndescription: d\ntools:\n  - name: http_fetch\n    allowed_domains: [\"https://docs.rs\"]\n---\n",

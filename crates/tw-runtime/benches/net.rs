@@ -1,0 +1,180 @@
+//! `http_fetch` of a 16 KiB page from a local keep-alive server, governed (policy, schema, the
+//! egress gatekeeper with its own resolver, audit on a real SQLite file) next to a bare reqwest
+//! GET of the same page in the same run (goal: governed <= 1.3x bare plus the audit write).
+//!
+//! Machine noise matters (2 shared cores): compare the ratios printed by one run.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tw_core::{Caller, ToolStatus};
+use tw_runtime::net::StaticResolver;
+use tw_runtime::{Config, Runtime, RuntimeOptions};
+
+const PAGE: usize = 16 * 1024;
+
+/// Serves the page on every request of every connection, keeping connections open.
+async fn serve() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let body = "<p>0123456789abcdef</p>\n".repeat(PAGE / 24 + 1)[..PAGE].to_owned();
+    let response = Arc::new(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    );
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let response = Arc::clone(&response);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut seen = Vec::new();
+                loop {
+                    let n = match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    seen.extend_from_slice(&buf[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        if socket.write_all(&response).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize];
+    (at(0.50), at(0.99))
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let port = tokio.block_on(serve());
+    let config = Config::parse(
+        "[policy]\ndefault = \"allow\"\n[[policy.rules]]\nname = \"bench\"\ntools = [\"http_fetch\"]\nallow_domains = [\"bench.test\"]\n",
+        &dir.path().join("config.toml"),
+        None,
+    )
+    .unwrap();
+    let mut options = RuntimeOptions::new(dir.path().join("data"), vec![ws], config);
+    options.resolver = Arc::new(StaticResolver::new([(
+        "bench.test",
+        vec![vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]],
+    )]));
+    let rt = tokio.block_on(Runtime::open(options)).unwrap();
+    let caller = Caller::agent("bench");
+    let args = json!({"url": format!("http://bench.test:{port}/page")});
+    let bare_url = format!("http://127.0.0.1:{port}/page");
+    let bare = reqwest::Client::builder().no_proxy().build().unwrap();
+
+    // Sanity: the governed call really fetches the page.
+    let r = tokio.block_on(rt.execute(rt.call("http_fetch", args.clone(), caller.clone())));
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    assert_eq!(
+        r.output.as_ref().unwrap()["content"].as_str().map(str::len),
+        Some(PAGE)
+    );
+
+    let mut group = c.benchmark_group("net");
+    group.bench_function("governed_http_fetch_16k", |b| {
+        b.to_async(&tokio).iter(|| async {
+            black_box(
+                rt.execute(rt.call("http_fetch", args.clone(), caller.clone()))
+                    .await,
+            )
+        })
+    });
+    group.bench_function("bare_reqwest_get_16k", |b| {
+        b.to_async(&tokio).iter(|| async {
+            black_box(
+                bare.get(&bare_url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap(),
+            )
+        })
+    });
+    group.finish();
+
+    // Percentiles from a task on the runtime, as a transport's handler would call; each governed
+    // sample also keeps the call's own duration, measured before the audit write.
+    const N: usize = 5_000;
+    let (governed, before_audit) = {
+        let rt = rt.clone();
+        let caller = caller.clone();
+        let args = args.clone();
+        tokio
+            .block_on(tokio.spawn(async move {
+                let mut total = Vec::with_capacity(N);
+                let mut before = Vec::with_capacity(N);
+                for _ in 0..N {
+                    let call = rt.call("http_fetch", args.clone(), caller.clone());
+                    let t = Instant::now();
+                    let r = black_box(rt.execute(call).await);
+                    total.push(t.elapsed());
+                    before.push(Duration::from_micros(r.metadata.duration_us as u64));
+                }
+                (percentiles(total), percentiles(before))
+            }))
+            .unwrap()
+    };
+    let plain = tokio
+        .block_on(tokio.spawn(async move {
+            let mut total = Vec::with_capacity(N);
+            for _ in 0..N {
+                let t = Instant::now();
+                black_box(
+                    bare.get(&bare_url)
+                        .send()
+                        .await
+                        .unwrap()
+                        .bytes()
+                        .await
+                        .unwrap(),
+                );
+                total.push(t.elapsed());
+            }
+            percentiles(total)
+        }))
+        .unwrap();
+    let ((g50, g99), (a50, _)) = (governed, before_audit);
+    let (b50, b99) = plain;
+    println!(
+        "http_fetch 16 KiB governed: p50 {g50:?}  p99 {g99:?}; bare reqwest GET: p50 {b50:?}  p99 {b99:?}"
+    );
+    println!(
+        "governed up to the audit write: p50 {a50:?} = {:.2}x bare (goal <= 1.3x plus the audit write, which is the remaining {:?})",
+        a50.as_secs_f64() / b50.as_secs_f64(),
+        g50.saturating_sub(a50)
+    );
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

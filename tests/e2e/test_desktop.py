@@ -564,3 +564,30 @@ def test_a_skills_tool_removed_in_the_app_is_refused_to_the_cli_and_an_invalid_s
     wait_for(app, '#skills-list tr[data-skill="notes"]')
     wait_for(app, '#skill-tools tr[data-tool="read_file"]')
     assert (places["ws"] / "skills" / "notes" / "SKILL.md").read_text() == template
+
+
+def test_the_audit_detail_shows_a_fetch_refused_by_the_gatekeeper(app, places):
+    # A CLI on the same data directory, under a policy that lets http_fetch run without asking:
+    # what refuses the metadata address is the egress gatekeeper.
+    open_policy = places["config"].parent / "open.toml"
+    open_policy.write_text(
+        places["config"].read_text() + '[policy]\ndefault = "allow"\n'
+    )
+    cmd = [str(CLI), "--data-dir", str(places["data"]), "--config", str(open_policy),
+           "call", "http_fetch", "--args", json.dumps({"url": "http://169.254.169.254/latest/"})]
+    ran = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    result = json.loads(ran.stdout)
+    assert result["status"] == "permission_denied", result
+    app.find_element(By.ID, "nav-audit").click()
+    wait_for(app, "#page-audit")
+    app.find_element(By.ID, "audit-refresh").click()
+    row = wait_for(app, f'tr[data-execution-id="{result["execution_id"]}"]')
+    row.find_element(By.CSS_SELECTOR, ".audit-tool").click()
+    network = wait_for(app, "#audit-network")
+    facts = dict(zip(
+        [e.text for e in network.find_elements(By.CSS_SELECTOR, "dt")],
+        [e.text for e in network.find_elements(By.CSS_SELECTOR, "dd")],
+    ))
+    assert facts["Requests"] == "0", facts
+    assert facts["Refused by"] == "address class (address 169.254.169.254)", facts
+    shot(app, "audit-network")

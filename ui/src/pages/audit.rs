@@ -3,6 +3,7 @@
 //! sandbox measured); the usage charts and the export of the filtered rows.
 
 use leptos::prelude::*;
+use serde_json::Value;
 use tw_protocol::{
     AuditDetail, AuditPage as Page, AuditRecordParams, AuditSummary, IpcError, commands,
 };
@@ -457,11 +458,62 @@ fn detail_body(d: AuditDetail) -> impl IntoView {
             Some(o) => view! { <JsonBlock value=o/> }.into_any(),
             None => view! { <p class="muted">"No output recorded."</p> }.into_any(),
         }}
+        {d.execution.get("network").cloned().map(|n| view! {
+            <h3>"Network"</h3>
+            <Network facts=n/>
+        })}
         <h3>"Execution facts"</h3>
         <Facts value=d.execution.clone()/>
         <details open>
             <summary>"As JSON"</summary>
             <pre class="json" id="audit-execution">{execution}</pre>
         </details>
+    }
+}
+
+/// What a call did on the network (the egress gatekeeper's facts): requests, where they went,
+/// bytes each way, redirects, and the rule and address of a refusal.
+#[component]
+fn Network(facts: Value) -> impl IntoView {
+    let list = |key: &str| {
+        let items: Vec<String> = facts[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if items.is_empty() {
+            "—".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    let number = |key: &str| facts[key].as_u64().unwrap_or(0).to_string();
+    let refusal = facts.get("refusal").map(|r| {
+        let rule = r["rule"].as_str().unwrap_or("—").to_owned();
+        let address = r["address"].as_str().map(|a| format!(" (address {a})"));
+        format!("{rule}{}", address.unwrap_or_default())
+    });
+    view! {
+        <dl class="facts" id="audit-network">
+            <dt>"Requests"</dt>
+            <dd>{number("requests")}</dd>
+            <dt>"Hosts"</dt>
+            <dd>{list("hosts")}</dd>
+            <dt>"Addresses"</dt>
+            <dd>{list("addresses")}</dd>
+            <dt>"Bytes sent"</dt>
+            <dd>{number("bytes_sent")}</dd>
+            <dt>"Bytes received"</dt>
+            <dd>{number("bytes_received")}</dd>
+            <dt>"Redirects"</dt>
+            <dd>{list("redirects")}</dd>
+            {refusal.map(|r| view! {
+                <dt>"Refused by"</dt>
+                <dd class="refused">{r}</dd>
+            })}
+        </dl>
     }
 }

@@ -122,8 +122,28 @@ pub(crate) fn without_positions(message: &str) -> String {
     out
 }
 
-/// Parses the specs in `text`. `file` is only used in error messages.
+/// Parses the specs in `text`. `file` is only used in error messages. A file must define at
+/// least one tool: an empty `tools` list (or one whose entries are all commented out) is an
+/// error, not a file that quietly adds nothing.
 pub fn load_tool_specs(
+    text: &str,
+    file: &str,
+    format: DefinitionFormat,
+) -> Result<Vec<ToolSpec>, LoadError> {
+    let specs = read_tool_specs(text, file, format)?;
+    if specs.is_empty() {
+        return Err(LoadError {
+            file: file.to_owned(),
+            line: None,
+            column: None,
+            field: Some("tools".to_owned()),
+            message: "the file defines no tools: `tools` is empty".to_owned(),
+        });
+    }
+    Ok(specs)
+}
+
+fn read_tool_specs(
     text: &str,
     file: &str,
     format: DefinitionFormat,
@@ -362,6 +382,24 @@ argv = ["wc", "-w", "--", "{path}"]
                 "t.json: allowed_modes is empty, so the tool could never run; omit it to allow every mode",
             ),
         );
+    }
+
+    /// Found by a 10-minute fuzzing run: YAML reads `#` as a comment even inside a flow list,
+    /// so a file whose only tool is "commented out" loaded as no tools at all, silently.
+    #[test]
+    fn a_file_defining_no_tools_is_refused_in_every_format() {
+        for (text, file) in [
+            ("{\"tools\": []}", "t.json"),
+            ("tools = []\n", "t.toml"),
+            ("tools: []\n", "t.yaml"),
+            (
+                "{\"tools\": [\n  #  {\"name\": \"a\", \"description\": \"d\"}\n]}",
+                "t.yaml",
+            ),
+        ] {
+            let want = format!("{file}: tools: the file defines no tools: `tools` is empty");
+            check(text, file, Err(&want));
+        }
     }
 
     #[test]

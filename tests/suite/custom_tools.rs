@@ -67,6 +67,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "echo",
             "exec",
             "file_search",
+            "http_fetch",
             "list_directory",
             "python_exec",
             "read_file",
@@ -206,7 +207,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 10);
+    assert_eq!(all.as_array().unwrap().len(), 11);
 }
 
 #[test]

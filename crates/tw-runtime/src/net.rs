@@ -112,17 +112,36 @@ pub struct Refused {
 }
 
 impl NetFacts {
-    fn host(&mut self, host: &Host) {
-        let host = host.to_string();
-        if !self.hosts.contains(&host) {
-            self.hosts.push(host);
+    /// Adds what another fetch of the same call did (hosts and addresses each once; the latest
+    /// refusal wins).
+    pub fn merge(&mut self, other: NetFacts) {
+        self.requests += other.requests;
+        for h in other.hosts {
+            push_once(&mut self.hosts, h);
+        }
+        for a in other.addresses {
+            push_once(&mut self.addresses, a);
+        }
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        self.redirects.extend(other.redirects);
+        if other.refusal.is_some() {
+            self.refusal = other.refusal;
         }
     }
 
+    fn host(&mut self, host: &Host) {
+        push_once(&mut self.hosts, host.to_string());
+    }
+
     fn address(&mut self, addr: IpAddr) {
-        if !self.addresses.contains(&addr) {
-            self.addresses.push(addr);
-        }
+        push_once(&mut self.addresses, addr);
+    }
+}
+
+fn push_once<T: PartialEq>(list: &mut Vec<T>, item: T) {
+    if !list.contains(&item) {
+        list.push(item);
     }
 }
 

@@ -32,24 +32,10 @@ impl NetContext {
     ) -> Result<crate::net::Response, NetError> {
         let mut facts = NetFacts::default();
         let outcome = self.gate.fetch(&self.egress, req, limits, &mut facts).await;
-        let mut all = self.facts.lock().unwrap_or_else(PoisonError::into_inner);
-        all.requests += facts.requests;
-        for h in facts.hosts {
-            if !all.hosts.contains(&h) {
-                all.hosts.push(h);
-            }
-        }
-        for a in facts.addresses {
-            if !all.addresses.contains(&a) {
-                all.addresses.push(a);
-            }
-        }
-        all.bytes_sent += facts.bytes_sent;
-        all.bytes_received += facts.bytes_received;
-        all.redirects.extend(facts.redirects);
-        if facts.refusal.is_some() {
-            all.refusal = facts.refusal;
-        }
+        self.facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .merge(facts);
         outcome
     }
 }

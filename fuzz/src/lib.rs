@@ -112,10 +112,10 @@ pub fn tools() -> &'static [Tool] {
                 });
             }
         }
-        // The built-ins (eleven, http_fetch the latest) and the three custom tools.
+        // The built-ins (twelve, web_search the latest) and the three custom tools.
         assert_eq!(
             tools.len(),
-            14,
+            15,
             "a built-in tool's definition does not build"
         );
         tools

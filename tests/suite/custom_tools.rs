@@ -74,6 +74,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "run_linter",
             "run_tests",
             "show_args",
+            "web_search",
             "write_file"
         ]
     );
@@ -207,7 +208,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 11);
+    assert_eq!(all.as_array().unwrap().len(), 12);
 }
 
 #[test]

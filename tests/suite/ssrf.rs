@@ -2,7 +2,8 @@
 //! a local, private or metadata address, for other schemes and for credentials in the URL, and
 //! redirected there by a server it was allowed to reach. Each is refused with its reason before
 //! any connection to the forbidden place, and each refusal is in the call's audit record with
-//! the rule and the address that decided it.
+//! the rule and the address that decided it. Names are mapped to addresses by the config's
+//! `[network.resolve]`, which the gatekeeper checks like any DNS answer.
 #![allow(clippy::disallowed_methods)] // the test server is plain std threads
 
 use std::io::{Read, Write};
@@ -300,4 +301,71 @@ fn a_redirect_to_a_forbidden_place_is_refused_at_that_hop_and_audited() {
         ),
         (json!(true), Some(1 << 20))
     );
+}
+
+/// Names the config resolves (`[network.resolve]`, checked like DNS answers): a harmless-looking
+/// name for a local or metadata address, a name with one public-looking and one private answer,
+/// an IPv4-mapped answer, and a look-alike of the one name a rule lets reach loopback (Cyrillic
+/// `а` for `a`). Each is refused at its address; the name the rule does name gets through, with
+/// and without a trailing dot.
+#[test]
+fn names_answering_with_local_addresses_and_look_alikes_are_refused_and_audited() {
+    let server = serve(|_| Vec::new());
+    let p = server.port;
+    let env = Env::new().with_config(
+        r#"
+[policy]
+default = "allow"
+[[policy.rules]]
+name = "web"
+tools = ["http_fetch"]
+allow_domains = ["*", "example.test"]
+
+[network.resolve]
+"example.test" = ["127.0.0.1"]
+"xn--exmple-4nf.test" = ["127.0.0.1"]
+"innocent.test" = ["127.0.0.1"]
+"metadata.test" = ["169.254.169.254"]
+"mixed.test" = ["10.0.0.5", "127.0.0.1"]
+"mapped.test" = ["::ffff:127.0.0.1"]
+"#,
+    );
+    let cases = [
+        (format!("http://innocent.test:{p}/ok"), "127.0.0.1"),
+        (format!("http://INNOCENT.test.:{p}/ok"), "127.0.0.1"),
+        ("http://metadata.test/latest/".to_owned(), "169.254.169.254"),
+        (format!("http://mixed.test:{p}/ok"), "10.0.0.5"),
+        (format!("http://mapped.test:{p}/ok"), "::ffff:127.0.0.1"),
+        (format!("http://exаmple.test:{p}/ok"), "127.0.0.1"),
+    ];
+    let got: Vec<_> = cases.iter().map(|(url, _)| outcome(&env, url)).collect();
+    let want: Vec<_> = cases
+        .iter()
+        .map(|(_, addr)| {
+            (
+                "permission_denied".to_owned(),
+                "egress_refused".to_owned(),
+                json!({"rule": "address class", "address": addr}),
+                json!(1),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        0,
+        "a refused call connected"
+    );
+    for host in ["example.test", "example.test."] {
+        let page = env.call(
+            "http_fetch",
+            json!({"url": format!("http://{host}:{p}/ok"), "as": "markdown"}),
+        );
+        assert_eq!(
+            page.json()["output"]["content"],
+            "# fine",
+            "{}",
+            page.stdout
+        );
+    }
 }

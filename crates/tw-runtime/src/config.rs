@@ -17,6 +17,10 @@ use tw_core::policy::PolicyDoc;
 use tw_core::{LicenseTier, OperationalMode, ToolName};
 use tw_store::Synchronous;
 
+mod network;
+
+pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
+
 /// A configuration file that could not be used, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {
@@ -89,6 +93,8 @@ pub struct Config {
     pub serve: ServeSettings,
     /// Other MCP servers whose tools are imported (`[upstream.NAME]`), by name.
     pub upstream: BTreeMap<String, UpstreamServer>,
+    /// `[network]`: the egress gatekeeper's limits, names, secrets and search provider.
+    pub network: NetworkSettings,
 }
 
 /// `[upstream.NAME]`: another MCP server whose tools are registered as `NAME__tool` and called
@@ -277,6 +283,7 @@ impl Default for Config {
             classifier: ClassifierSettings::default(),
             serve: ServeSettings::default(),
             upstream: BTreeMap::new(),
+            network: NetworkSettings::default(),
         }
     }
 }
@@ -304,6 +311,7 @@ struct Doc {
     serve: Option<ServeDoc>,
     #[serde(default)]
     upstream: BTreeMap<Spanned<String>, UpstreamDoc>,
+    network: Option<network::NetworkDoc>,
 }
 
 #[derive(Deserialize)]
@@ -541,6 +549,9 @@ impl Config {
             let server = upstream_server(name.get_ref(), name.span().start, d, base, home)
                 .map_err(|(at, m)| err(Some(at), m))?;
             config.upstream.insert(server.name.clone(), server);
+        }
+        if let Some(d) = doc.network {
+            config.network = network::settings(d).map_err(|(at, m)| err(Some(at), m))?;
         }
         for (name, o) in doc.tools {
             ToolName::new(name.get_ref())

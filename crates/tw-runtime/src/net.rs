@@ -13,7 +13,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
-use tw_core::target::{Egress, EgressRefusal, Host, UrlTarget, parse_host};
+use tw_core::target::{DomainList, Egress, EgressRefusal, Host, UrlTarget, parse_host};
 
 mod resolve;
 #[cfg(test)]
@@ -21,7 +21,7 @@ pub(crate) mod test_server;
 #[cfg(test)]
 mod tests;
 
-pub use resolve::{Lookup, Resolver, StaticResolver, SystemResolver};
+pub use resolve::{Lookup, Resolver, StaticResolver, SystemResolver, with_names};
 
 /// How long and how much one fetch may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,7 +54,7 @@ impl Default for Limits {
 }
 
 /// One request a tool asks for.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Request {
     /// GET, POST, ...
     pub method: Method,
@@ -64,6 +64,20 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// The body, if any.
     pub body: Option<Vec<u8>>,
+    /// Headers that may only go to some hosts (they carry a secret): the request is refused
+    /// when its own host is not among them, and a redirect elsewhere goes without the header.
+    pub confined: Vec<Confined>,
+}
+
+/// A header held to a list of hosts.
+#[derive(Debug, Clone)]
+pub struct Confined {
+    /// The header's name, as in [`Request::headers`].
+    pub header: String,
+    /// The hosts it may be sent to.
+    pub hosts: DomainList,
+    /// The rule named when it stops a request (`secret github hosts`).
+    pub rule: String,
 }
 
 /// What came back.
@@ -239,6 +253,30 @@ impl Gatekeeper {
             .map_err(|e| invalid_url(&req.url, &e.to_string()))?;
         let mut redirects = 0;
         loop {
+            for c in &req.confined {
+                if c.hosts.first_match(&target.host).is_some() {
+                    continue;
+                }
+                if redirects > 0 {
+                    headers.remove(c.header.as_str());
+                    continue;
+                }
+                return Err(NetError::Refused(EgressRefusal {
+                    rule: c.rule.clone(),
+                    reason: format!(
+                        "header {} may only be sent to {}, not {}",
+                        c.header,
+                        c.hosts
+                            .patterns()
+                            .iter()
+                            .map(|p| p.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        target.host
+                    ),
+                    address: None,
+                }));
+            }
             facts.host(&target.host);
             facts.requests += 1;
             if let Some(body) = &req.body {

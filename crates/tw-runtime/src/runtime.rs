@@ -126,7 +126,11 @@ impl Runtime {
             registry: builtin_registry()?,
             workspace,
             sandbox: sandbox_for(&config, &data_dir),
-            gatekeeper: Arc::new(crate::net::Gatekeeper::new(resolver)),
+            gatekeeper: Arc::new(crate::net::Gatekeeper::new(crate::net::with_names(
+                &config.network.resolve,
+                resolver,
+            ))),
+            network: Arc::new(config.network.clone()),
             data_dir,
         });
         let watcher = FileWatcher::default();
@@ -477,6 +481,8 @@ mod exec_tests;
 mod net_tests;
 #[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+mod search_tests;
 #[cfg(test)]
 mod switch_tests;
 #[cfg(test)]

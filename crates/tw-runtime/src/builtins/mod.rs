@@ -62,6 +62,12 @@ pub trait BuiltinTool: Send + Sync + 'static {
     fn definition(&self) -> Result<ToolDefinition, tw_core::CoreError>;
     /// Runs the tool on validated arguments.
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> ToolFuture<'a>;
+    /// Whether a call with these arguments has side effects, for a tool whose arguments decide
+    /// it (modes and rules selecting `side_effects` then judge the call, not the tool); `None`
+    /// keeps the definition's answer.
+    fn side_effects(&self, _args: &Value) -> Option<bool> {
+        None
+    }
 }
 
 /// Every built-in tool this build ships.

@@ -1,6 +1,7 @@
 //! Network tools. `http_fetch` sends one HTTP request through the egress gatekeeper
 //! ([`crate::net`]): the policy's domain rules for the tool judge every host and address it
 //! reaches, redirects included, and what it did on the network goes into its audit record.
+//! `web_search` (in `search`) asks the configured search provider through the same gatekeeper.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,7 +12,12 @@ use tw_core::target::Egress;
 use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition, ToolStatus};
 
 use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit, output};
+use crate::config::NetworkSettings;
 use crate::net::{Gatekeeper, Limits, NetError, NetFacts, Request};
+
+mod html;
+mod search;
+mod secrets;
 
 /// What a network tool reaches the network through, for one call.
 pub struct NetContext {
@@ -19,6 +25,8 @@ pub struct NetContext {
     pub gate: Arc<Gatekeeper>,
     /// The rules this call is held to.
     pub egress: Egress,
+    /// The config's `[network]`: limits, secrets, the search provider.
+    pub settings: Arc<NetworkSettings>,
     /// What the call did on the network, read by the pipeline for the audit record.
     pub facts: Mutex<NetFacts>,
 }
@@ -30,8 +38,18 @@ impl NetContext {
         req: Request,
         limits: &Limits,
     ) -> Result<crate::net::Response, NetError> {
+        self.fetch_under(&self.egress, req, limits).await
+    }
+
+    /// Like [`NetContext::fetch`], under other rules (a configured provider's own).
+    pub async fn fetch_under(
+        &self,
+        egress: &Egress,
+        req: Request,
+        limits: &Limits,
+    ) -> Result<crate::net::Response, NetError> {
         let mut facts = NetFacts::default();
-        let outcome = self.gate.fetch(&self.egress, req, limits, &mut facts).await;
+        let outcome = self.gate.fetch(egress, req, limits, &mut facts).await;
         self.facts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -40,7 +58,7 @@ impl NetContext {
     }
 }
 
-/// How much of a response body is read unless the call asks for more.
+/// How much of a response body is read unless the call asks for more (and the config allows it).
 const DEFAULT_BYTES: u64 = 1 << 20;
 /// The most of a response body a call may ask for.
 const MAX_BYTES: u64 = 5 << 20;
@@ -102,8 +120,8 @@ impl BuiltinTool for HttpFetch {
             }))?,
         );
         d.risk_level = RiskLevel::Medium;
-        // A request may change something at the other end (POST, PUT, PATCH, DELETE), so
-        // modes and confirmations treat every call as one that can.
+        // A request may change something at the other end (POST, PUT, PATCH, DELETE); each
+        // call is judged by its method (`side_effects` below), listings by the worst case.
         d.constraints.side_effects = true;
         d.constraints.isolation = IsolationLevel::None;
         d.constraints.max_execution_time_ms = 65_000;
@@ -115,31 +133,59 @@ impl BuiltinTool for HttpFetch {
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> ToolFuture<'a> {
         Box::pin(fetch(ctx, args))
     }
+
+    /// GET and HEAD only read; every other method may change something at the other end.
+    fn side_effects(&self, args: &Value) -> Option<bool> {
+        let method = match args.get("method") {
+            None | Some(Value::Null) => "GET",
+            Some(Value::String(m)) => m.as_str(),
+            Some(_) => return None,
+        };
+        Some(!matches!(method, "GET" | "HEAD"))
+    }
+}
+
+/// The network context of a call, which every network tool has.
+fn net_context(ctx: &ToolContext) -> Result<&NetContext, ToolFailure> {
+    ctx.net.as_deref().ok_or_else(|| {
+        ToolFailure::failed(
+            ErrorCode::EXECUTION_FAILED,
+            "this call has no network context",
+        )
+    })
 }
 
 async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
     let a: FetchArgs = args(raw)?;
-    let Some(net) = &ctx.net else {
-        return Err(ToolFailure::failed(
-            ErrorCode::EXECUTION_FAILED,
-            "this call has no network context",
-        ));
-    };
+    let net = net_context(ctx)?;
     let method = a.method.as_deref().unwrap_or("GET");
     let method = reqwest::Method::from_bytes(method.as_bytes())
         .map_err(|_| invalid(format!("method: {method:?} is not an HTTP method")))?;
+    let ceiling = net.settings.limits.max_response_bytes;
+    let asked =
+        usize::try_from(a.max_bytes.unwrap_or(DEFAULT_BYTES).min(MAX_BYTES)).unwrap_or(usize::MAX);
     let limits = Limits {
-        max_response_bytes: usize::try_from(a.max_bytes.unwrap_or(DEFAULT_BYTES).min(MAX_BYTES))
-            .unwrap_or(usize::MAX),
-        ..Limits::default()
+        max_response_bytes: asked.min(ceiling),
+        ..net.settings.limits
     };
+    let filled = secrets::fill(
+        a.headers.into_iter().collect(),
+        &net.settings.secrets,
+        |v| std::env::var(v).ok(),
+    )?;
     let req = Request {
         method,
         url: a.url,
-        headers: a.headers.into_iter().collect(),
+        headers: filled.headers,
         body: a.body.map(String::into_bytes),
+        confined: filled.confined,
     };
-    let response = net.fetch(req, &limits).await.map_err(failure)?;
+    let secrets = filled.used;
+    let mut response = net.fetch(req, &limits).await.map_err(failure)?;
+    response.body = secrets.mask(response.body);
+    for (_, v) in &mut response.headers {
+        *v = secrets.mask_text(std::mem::take(v));
+    }
     let content_type = response
         .headers
         .iter()
@@ -153,12 +199,20 @@ async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
                 format!("the response body is not JSON: {e}"),
             )
         })?,
-        "markdown" => Value::String(htmd::convert(&text()).map_err(|e| {
-            ToolFailure::failed(
-                ErrorCode::EXECUTION_FAILED,
-                format!("the response body could not be read as HTML: {e}"),
-            )
-        })?),
+        "markdown" => {
+            let page = text();
+            let cancel = ctx.cancel.clone();
+            let read = tokio::task::spawn_blocking(move || html::markdown(&page, &cancel))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            Value::String(read.map_err(|e| {
+                ToolFailure::failed(
+                    ErrorCode::EXECUTION_FAILED,
+                    format!("the response body could not be read as Markdown: {e}"),
+                )
+            })?)
+        }
         _ => Value::String(text()),
     };
     let mut headers = BTreeMap::new();
@@ -209,5 +263,5 @@ fn failure(e: NetError) -> ToolFailure {
 }
 
 pub(super) fn tools() -> Vec<Arc<dyn BuiltinTool>> {
-    vec![Arc::new(HttpFetch)]
+    vec![Arc::new(HttpFetch), Arc::new(search::WebSearch)]
 }

@@ -331,3 +331,111 @@ fn sandbox_and_commands_sections() {
 fn empty_file_is_the_default_policy() {
     check("", Ok("policy: None, policy_files: []"));
 }
+
+#[test]
+fn the_network_section_sets_limits_names_secrets_and_the_search_provider() {
+    let text = r#"
+[network]
+connect_timeout_ms = 2500
+max_response_bytes = 65536
+max_redirects = 0
+
+[network.resolve]
+"Wiki.LAN." = ["192.168.1.20", "fd00::20"]
+
+[network.secrets.github]
+env = "GITHUB_TOKEN"
+hosts = ["api.github.com", "*.githubusercontent.com"]
+
+[network.search]
+provider = "brave"
+api_key_env = "BRAVE_API_KEY"
+"#;
+    let c = Config::parse(text, Path::new("/etc/tw/config.toml"), None).unwrap();
+    let n = &c.network;
+    assert_eq!(
+        (
+            n.limits.connect,
+            n.limits.max_response_bytes,
+            n.limits.max_redirects
+        ),
+        (std::time::Duration::from_millis(2500), 65536, 0)
+    );
+    assert_eq!(
+        n.limits.total,
+        crate::net::Limits::default().total,
+        "what is not given keeps its default"
+    );
+    assert_eq!(
+        n.resolve["wiki.lan"],
+        vec![
+            "192.168.1.20".parse::<std::net::IpAddr>().unwrap(),
+            "fd00::20".parse().unwrap()
+        ]
+    );
+    assert_eq!(n.secrets["github"].env, "GITHUB_TOKEN");
+    assert_eq!(
+        n.search,
+        Some(SearchSettings {
+            provider: SearchProvider::Brave,
+            url: "https://api.search.brave.com/res/v1/web/search".to_owned(),
+            api_key_env: Some("BRAVE_API_KEY".to_owned()),
+        })
+    );
+    let f = "/etc/tw/config.toml";
+    let cases = [
+        (
+            "[network]\ntotal_timeout_ms = 0\n",
+            format!("{f}:2:20: network.total_timeout_ms must be between 1 and 600000; got 0"),
+        ),
+        (
+            "[network.resolve]\n\"wiki.lan\" = [\"not-an-ip\"]\n",
+            format!("{f}:2:15: network.resolve.\"wiki.lan\": \"not-an-ip\" is not an IP address"),
+        ),
+        (
+            "[network.secrets.gh]\nenv = \"ghp_abc123 secret\"\nhosts = [\"api.github.com\"]\n",
+            format!(
+                "{f}:2:7: network.secrets.gh.env: \"ghp_abc123 secret\" is not an environment \
+                 variable name (letters, digits and '_'; the variable's name, not its value)"
+            ),
+        ),
+        (
+            "[network.secrets.gh]\nenv = \"GH\"\nhosts = [\"*\"]\n",
+            format!(
+                "{f}:3:9: network.secrets.gh.hosts: \"*\" would send the secret anywhere; name \
+                 the hosts that need it"
+            ),
+        ),
+        (
+            "[network.secrets.gh]\nenv = \"GH\"\nhosts = []\n",
+            format!(
+                "{f}:3:9: network.secrets.gh.hosts lists no host: a secret is only ever sent \
+                 to the hosts named here"
+            ),
+        ),
+        (
+            "[network.search]\nprovider = \"searxng\"\n",
+            format!(
+                "{f}:2:12: network.search: provider \"searxng\" needs url, the address of the \
+                 instance (like \"http://127.0.0.1:8888\")"
+            ),
+        ),
+        (
+            "[network.search]\nprovider = \"duckduckgo\"\nurl = \"ftp://x\"\n",
+            format!(
+                "{f}:3:7: network.search.url must be an http:// or https:// URL, like \
+                 \"http://127.0.0.1:8888\"; got \"ftp://x\""
+            ),
+        ),
+        (
+            "[network.search]\nprovider = \"bing\"\n",
+            format!(
+                "{f}:2:12: unknown variant `bing`, expected one of `searxng`, `brave`, \
+                 `duckduckgo`"
+            ),
+        ),
+    ];
+    for (text, message) in cases {
+        check(text, Err(&message));
+    }
+}

@@ -1,12 +1,12 @@
 //! Name resolution for the gatekeeper, behind a trait so tests can map names to local addresses
 //! and change the answer between lookups (DNS rebinding) without a DNS server.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A lookup in progress.
 pub type Lookup<'a> = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
@@ -76,5 +76,41 @@ impl Resolver for StaticResolver {
                 io::Error::new(io::ErrorKind::NotFound, format!("{host}: no such host"))
             })
         })
+    }
+}
+
+/// `resolver`, with the names of `names` answered from it first (the config's
+/// `[network.resolve]`); the answers are checked like any other.
+pub fn with_names(
+    names: &BTreeMap<String, Vec<IpAddr>>,
+    resolver: Arc<dyn Resolver>,
+) -> Arc<dyn Resolver> {
+    if names.is_empty() {
+        return resolver;
+    }
+    Arc::new(Named {
+        names: names
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect(),
+        rest: resolver,
+    })
+}
+
+struct Named {
+    names: HashMap<String, Vec<IpAddr>>,
+    rest: Arc<dyn Resolver>,
+}
+
+impl Resolver for Named {
+    fn lookup<'a>(&'a self, host: &'a str) -> Lookup<'a> {
+        let key = host.trim_end_matches('.').to_ascii_lowercase();
+        match self.names.get(&key) {
+            Some(addrs) => {
+                let addrs = addrs.clone();
+                Box::pin(async move { Ok(addrs) })
+            }
+            None => self.rest.lookup(host),
+        }
     }
 }

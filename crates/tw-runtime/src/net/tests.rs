@@ -38,8 +38,7 @@ fn get(url: String) -> Request {
     Request {
         method: Method::GET,
         url,
-        headers: Vec::new(),
-        body: None,
+        ..Request::default()
     }
 }
 
@@ -283,7 +282,7 @@ async fn credentials_stay_with_their_site_and_a_see_other_turns_a_post_into_a_ge
             ("Authorization".to_owned(), "Bearer s3cret".to_owned()),
             ("X-Trace".to_owned(), "t1".to_owned()),
         ],
-        body: None,
+        ..Request::default()
     };
     let echoed = |outcome: Result<Response, NetError>| {
         String::from_utf8(outcome.unwrap().body)

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tw_core::Caller;
 use tw_core::policy::{self, Policy, PolicyDecision, Request, RuleRef};
+use tw_core::{Caller, ToolDefinition};
 
 use super::Pipeline;
 use super::run::RunPlan;
@@ -27,7 +27,14 @@ impl Pipeline {
         count: bool,
     ) -> policy::Evaluation {
         let argv = run.argv.as_deref();
-        let def = &entry.definition;
+        let judged_as;
+        let def = match Self::judged_as(entry, arguments) {
+            Some(d) => {
+                judged_as = d;
+                &judged_as
+            }
+            None => &entry.definition,
+        };
         let name = def.name.as_str();
         let overrides = state.overrides.get(name);
         let disabled = overrides
@@ -78,6 +85,20 @@ impl Pipeline {
             evaluation.rate_checks.extend(judged.rate);
         }
         evaluation
+    }
+
+    /// The definition a call is judged as when its arguments decide whether it has side effects
+    /// (`http_fetch` with GET only reads): the same contract with that one constraint changed.
+    fn judged_as(entry: &Entry, arguments: &Value) -> Option<ToolDefinition> {
+        let ToolKind::Builtin(tool) = &entry.kind else {
+            return None;
+        };
+        let side_effects = tool.side_effects(arguments)?;
+        (side_effects != entry.definition.constraints.side_effects).then(|| {
+            let mut d = entry.definition.clone();
+            d.constraints.side_effects = side_effects;
+            d
+        })
     }
 
     /// Explains how policy would judge a call now, without running or counting anything. Rate

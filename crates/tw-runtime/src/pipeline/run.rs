@@ -210,6 +210,7 @@ impl Pipeline {
             Arc::new(NetContext {
                 gate: Arc::clone(&self.shared.gatekeeper),
                 egress: Egress::new(layers),
+                settings: Arc::clone(&self.shared.network),
                 facts: Mutex::new(NetFacts::default()),
             })
         });

@@ -170,3 +170,28 @@ async fn a_skills_domain_rules_judge_every_hop_not_only_the_url_asked_for() {
         json!([format!("http://other.test:{}/ok", s.port)])
     );
 }
+
+/// Regression: a page of 4,000 nested elements (20 KB) overflowed the stack of the recursive
+/// Markdown walk and aborted the whole process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_nested_to_overflow_the_reader_fails_the_call_not_the_process() {
+    let page = format!("{}x{}", "<span>".repeat(100_000), "</span>".repeat(100_000));
+    let s = serve(vec![("/deep", Reply::Body(page.into_bytes()))]).await;
+    let install = Install::new("");
+    let rt = open(&install).await;
+    let url = format!("http://site.test:{}/deep", s.port);
+    let (result, _) = fetch(&rt, json!({"url": url, "as": "markdown"})).await;
+    assert_eq!(
+        (result.status, code(&result)),
+        (ToolStatus::Failed, Some("execution_failed"))
+    );
+    assert!(
+        result
+            .error
+            .unwrap()
+            .message
+            .contains("nests elements more than 256 deep"),
+    );
+    let (text, _) = fetch(&rt, json!({"url": url, "max_bytes": 64})).await;
+    assert_eq!(text.status, ToolStatus::Success, "{:?}", text.error);
+}

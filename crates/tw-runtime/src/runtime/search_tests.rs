@@ -1,0 +1,183 @@
+//! `web_search` and what the config's `[network]` adds to the network tools, through the whole
+//! pipeline against real local servers with names mapped by the test resolver: a SearXNG
+//! provider's results, with those the call's rules refuse withheld; no provider is a clear
+//! failure; a secret named in a header is sent only to its hosts and never stored or echoed; a
+//! GET is judged as reading and a POST as a side effect.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tw_core::{Caller, Decision, ToolStatus};
+
+use super::policy_tests::{Install, code};
+use super::*;
+use crate::net::StaticResolver;
+use crate::net::test_server::{Reply, serve};
+
+const POLICY: &str = r#"
+[policy]
+default = "allow"
+[[policy.rules]]
+name = "web"
+tools = ["http_fetch", "web_search"]
+allow_domains = ["*", "site.test"]
+block_domains = ["blocked.test"]
+
+[network.secrets.path]
+env = "PATH"
+hosts = ["site.test"]
+"#;
+
+async fn open(install: &Install, extra: &str) -> Runtime {
+    let path = install.path("config.toml");
+    let config = Config::parse(&format!("{extra}\n{POLICY}"), &path, None).unwrap();
+    let mut options = RuntimeOptions::new(install.path("data"), vec![install.path("ws")], config);
+    let local = || vec![vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]];
+    options.resolver = Arc::new(StaticResolver::new([
+        ("site.test", local()),
+        ("other.test", local()),
+        ("search.test", local()),
+    ]));
+    Runtime::open(options).await.unwrap()
+}
+
+async fn call(rt: &Runtime, tool: &str, args: Value) -> (ToolResult, tw_store::AuditRow) {
+    let result = rt
+        .execute(rt.call(tool, args, Caller::agent("agent-7")))
+        .await;
+    let row = rt
+        .store()
+        .get(result.execution_id.as_str())
+        .await
+        .unwrap()
+        .expect("every call leaves its audit record");
+    (result, row)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searxng_results_come_back_and_those_the_rules_refuse_are_withheld() {
+    let answer = json!({"query": "tokio", "results": [
+        {"title": "Tokio", "url": "https://tokio.rs/", "content": "An async runtime"},
+        {"title": "Blocked", "url": "https://blocked.test/x", "content": "no"},
+        {"title": "Loopback", "url": "http://127.0.0.1/admin", "content": "no"},
+        {"title": "Docs", "url": "https://docs.rs/tokio", "content": "API docs"},
+        {"title": "Third", "url": "https://example.org/", "content": "cut by count"}
+    ]});
+    let s = serve(vec![(
+        "/search?q=tokio+site%3Adocs.rs&format=json",
+        Reply::Body(answer.to_string().into_bytes()),
+    )])
+    .await;
+    let install = Install::new("");
+    let provider = format!(
+        "[network.search]\nprovider = \"searxng\"\nurl = \"http://search.test:{}\"",
+        s.port
+    );
+    let rt = open(&install, &provider).await;
+    let (result, row) = call(
+        &rt,
+        "web_search",
+        json!({"query": "tokio", "site": "docs.rs", "count": 2}),
+    )
+    .await;
+    assert_eq!(result.status, ToolStatus::Success, "{:?}", result.error);
+    assert_eq!(
+        result.output.unwrap(),
+        json!({
+            "provider": "searxng",
+            "query": "tokio site:docs.rs",
+            "results": [
+                {"title": "Tokio", "url": "https://tokio.rs/", "snippet": "An async runtime"},
+                {"title": "Docs", "url": "https://docs.rs/tokio", "snippet": "API docs"}
+            ],
+            "withheld": 2
+        })
+    );
+    assert_eq!(row.metadata["network"]["hosts"], json!(["search.test"]));
+    assert_eq!(row.metadata["network"]["addresses"], json!(["127.0.0.1"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_provider_a_search_fails_saying_how_to_configure_one() {
+    let install = Install::new("");
+    let rt = open(&install, "").await;
+    let (result, row) = call(&rt, "web_search", json!({"query": "tokio"})).await;
+    assert_eq!(
+        (result.status, code(&result)),
+        (ToolStatus::Failed, Some("not_configured"))
+    );
+    assert!(
+        result
+            .error
+            .unwrap()
+            .message
+            .contains("add a [network.search] table"),
+    );
+    assert_eq!(row.status, ToolStatus::Failed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_goes_only_to_its_hosts_and_is_never_stored_or_echoed() {
+    let value = std::env::var("PATH").expect("the test runs with PATH set");
+    let s = serve(vec![("/echo", Reply::Echo)]).await;
+    let install = Install::new("");
+    let rt = open(&install, "").await;
+    let headers = json!({"X-Key": "k=${secret:path}"});
+    let (result, row) = call(
+        &rt,
+        "http_fetch",
+        json!({"url": format!("http://site.test:{}/echo", s.port), "headers": headers}),
+    )
+    .await;
+    assert_eq!(result.status, ToolStatus::Success, "{:?}", result.error);
+    let echoed = result.output.unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The server got the value; the caller sees its name.
+    assert!(
+        echoed
+            .to_ascii_lowercase()
+            .contains("x-key: k=[secret:path]"),
+        "{echoed}"
+    );
+    assert!(!echoed.contains(&value), "{echoed}");
+    assert_eq!(row.arguments["headers"], headers);
+    assert!(!serde_json::to_string(&row).unwrap().contains(&value));
+
+    let (result, row) = call(
+        &rt,
+        "http_fetch",
+        json!({"url": format!("http://other.test:{}/echo", s.port), "headers": headers}),
+    )
+    .await;
+    assert_eq!(
+        (result.status, code(&result)),
+        (ToolStatus::PermissionDenied, Some("egress_refused"))
+    );
+    assert_eq!(
+        row.metadata["network"]["refusal"],
+        json!({"rule": "secret path hosts"})
+    );
+    assert_eq!(row.metadata["network"]["requests"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_is_judged_as_reading_and_a_post_as_a_side_effect() {
+    let install = Install::new("");
+    let rt = open(&install, "mode = \"recovery\"").await;
+    let caller = Caller::agent("agent-7");
+    let judge = |args: Value| rt.explain("http_fetch", &args, &caller).unwrap().decision;
+    let url = "https://site.test/";
+    assert_eq!(judge(json!({"url": url})), Decision::Allow);
+    assert_eq!(
+        judge(json!({"url": url, "method": "HEAD"})),
+        Decision::Allow
+    );
+    assert_eq!(judge(json!({"url": url, "method": "POST"})), Decision::Ask);
+    assert_eq!(
+        judge(json!({"url": url, "method": "DELETE"})),
+        Decision::Ask
+    );
+}

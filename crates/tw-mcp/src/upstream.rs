@@ -322,28 +322,30 @@ async fn connect(rt: &Runtime, server: &UpstreamServer) -> Result<Connection, St
                 }
             }
         }
-        UpstreamTransport::Http { url, headers } => {
+        UpstreamTransport::Http { url, .. } => {
             use rmcp::transport::StreamableHttpClientTransport;
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-            let mut map = reqwest::header::HeaderMap::new();
-            for (k, v) in headers {
-                let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                    .map_err(|e| format!("header {k:?}: {e}"))?;
-                let value = reqwest::header::HeaderValue::from_str(v)
-                    .map_err(|e| format!("header {k:?}: {e}"))?;
-                map.insert(name, value);
-            }
-            let client = reqwest::Client::builder()
-                .default_headers(map)
-                .build()
-                .map_err(|e| format!("no HTTP client: {e}"))?;
+            // Through the egress gatekeeper: only the endpoint's host, at addresses checked
+            // for it, no redirects.
+            let client = rt
+                .upstreams()
+                .upstream_http_client(server)
+                .await
+                .map_err(|e| e.to_string())?;
             let transport = StreamableHttpClientTransport::with_client(
                 client,
                 StreamableHttpClientTransportConfig::with_uri(url.clone()),
             );
-            let service = rmcp::serve_client(handler, transport)
-                .await
-                .map_err(|e| format!("it did not complete the MCP handshake: {e}"))?;
+            let service = rmcp::serve_client(handler, transport).await.map_err(|e| {
+                // The gatekeeper's refusal is deep in the causes: say all of them.
+                let mut why = format!("it did not complete the MCP handshake: {e}");
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    why.push_str(&format!(": {s}"));
+                    source = s.source();
+                }
+                why
+            })?;
             Ok(Connection::new(service, changed, None))
         }
     }

@@ -393,14 +393,8 @@ impl Gatekeeper {
         if let Some(client) = clients.get(&key) {
             return Ok(client.clone());
         }
-        let client = reqwest::Client::builder()
-            .dns_resolver(Arc::new(Gate {
-                egress: egress.clone(),
-                resolver: Arc::clone(&self.resolver),
-            }))
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(limits.connect)
-            .no_proxy()
+        let client = self
+            .builder(egress, limits.connect)
             .build()
             .map_err(|e| NetError::Failed(format!("no HTTP client: {e}")))?;
         if clients.len() >= CLIENTS {
@@ -411,37 +405,96 @@ impl Gatekeeper {
     }
 }
 
+impl Gatekeeper {
+    /// An HTTP client of its own for a long-lived peer (an upstream MCP server over HTTP):
+    /// connections only to addresses `egress` allows for the host asked for, no redirects
+    /// followed (a hop elsewhere would not be judged), `headers` on every request.
+    pub fn client_for(
+        &self,
+        egress: &Egress,
+        connect: Duration,
+        headers: &[(String, String)],
+    ) -> Result<reqwest::Client, NetError> {
+        self.builder(egress, connect)
+            .default_headers(header_map(headers)?)
+            .build()
+            .map_err(|e| NetError::Failed(format!("no HTTP client: {e}")))
+    }
+
+    /// Whether `url` would be let through under `egress` now: the URL's rules, then every
+    /// address its host resolves to; the allowed addresses, or the refusal. For saying why a
+    /// long-lived peer cannot be reached before a client's error hides it.
+    pub async fn admit(&self, egress: &Egress, url: &str) -> Result<Vec<IpAddr>, NetError> {
+        let target = check(egress, url)?;
+        let gate = Gate {
+            egress: egress.clone(),
+            resolver: Arc::clone(&self.resolver),
+        };
+        let name = target.host.to_string();
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        gate.allowed(name)
+            .await
+            .map(|addrs| addrs.into_iter().map(|a| a.ip()).collect())
+            .map_err(|e| match e.downcast::<EgressRefusal>() {
+                Ok(r) => NetError::Refused(*r),
+                Err(e) => NetError::Failed(format!("{}: {e}", target.host)),
+            })
+    }
+
+    /// A client that resolves through the gate and follows no redirects by itself.
+    fn builder(&self, egress: &Egress, connect: Duration) -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
+            .dns_resolver(Arc::new(Gate {
+                egress: egress.clone(),
+                resolver: Arc::clone(&self.resolver),
+            }))
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(connect)
+            .no_proxy()
+    }
+}
+
 /// The resolver the HTTP client asks: names resolved by ours, and only allowed addresses kept.
 struct Gate {
     egress: Egress,
     resolver: Arc<dyn Resolver>,
 }
 
+impl Gate {
+    /// The addresses of `name` the rules allow; the first refusal when none is.
+    async fn allowed(&self, name: &str) -> Result<Vec<SocketAddr>, BoxError> {
+        let host = parse_host(name).map_err(|e| Box::new(e) as BoxError)?;
+        let addrs = self.resolver.lookup(name).await?;
+        let mut refusal = None;
+        let allowed: Vec<SocketAddr> = addrs
+            .into_iter()
+            .filter(|ip| match self.egress.address(&host, *ip) {
+                Ok(()) => true,
+                Err(r) => {
+                    refusal.get_or_insert(r);
+                    false
+                }
+            })
+            .map(|ip| SocketAddr::new(ip, 0))
+            .collect();
+        match (allowed.is_empty(), refusal) {
+            (true, Some(r)) => Err(Box::new(r) as BoxError),
+            (true, None) => Err(format!("{name} has no address").into()),
+            _ => Ok(allowed),
+        }
+    }
+}
+
 impl reqwest::dns::Resolve for Gate {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let egress = self.egress.clone();
-        let resolver = Arc::clone(&self.resolver);
+        let gate = Gate {
+            egress: self.egress.clone(),
+            resolver: Arc::clone(&self.resolver),
+        };
         let name = name.as_str().to_owned();
         Box::pin(async move {
-            let host = parse_host(&name).map_err(|e| Box::new(e) as BoxError)?;
-            let addrs = resolver.lookup(&name).await?;
-            let mut refusal = None;
-            let allowed: Vec<SocketAddr> = addrs
-                .into_iter()
-                .filter(|ip| match egress.address(&host, *ip) {
-                    Ok(()) => true,
-                    Err(r) => {
-                        refusal.get_or_insert(r);
-                        false
-                    }
-                })
-                .map(|ip| SocketAddr::new(ip, 0))
-                .collect();
-            match (allowed.is_empty(), refusal) {
-                (true, Some(r)) => Err(Box::new(r) as BoxError),
-                (true, None) => Err(format!("{name} has no address").into()),
-                _ => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
-            }
+            let allowed = gate.allowed(&name).await?;
+            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
     }
 }

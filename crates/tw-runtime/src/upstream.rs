@@ -209,6 +209,49 @@ impl UpstreamService {
         Ok(accepted)
     }
 
+    /// The HTTP client for `server`'s endpoint, through the egress gatekeeper under a rule of
+    /// its own (`config upstream NAME`, allowing the endpoint's host: the administrator named it,
+    /// so it may be local): every connection goes to an address checked for that host, and a
+    /// redirect anywhere is not followed.
+    pub async fn upstream_http_client(
+        &self,
+        server: &crate::config::UpstreamServer,
+    ) -> Result<reqwest::Client> {
+        let crate::config::UpstreamTransport::Http { url, headers } = &server.transport else {
+            return Err(RuntimeError::invalid(
+                "transport",
+                format!(
+                    "upstream.{} is started as a program, not reached over HTTP",
+                    server.name
+                ),
+            ));
+        };
+        let target = tw_core::target::parse_url(url)
+            .map_err(|e| RuntimeError::invalid("url", format!("upstream.{}: {e}", server.name)))?;
+        let layer = tw_core::target::EgressLayer {
+            source: format!("config upstream {}", server.name),
+            allow: tw_core::target::DomainList::parse([target.host.to_string()]).map_err(|e| {
+                RuntimeError::invalid("url", format!("upstream.{}: {e}", server.name))
+            })?,
+            ..tw_core::target::EgressLayer::default()
+        };
+        let egress = tw_core::target::Egress::new(vec![layer]);
+        // Refused now, it would be refused inside the client, where its reason is lost.
+        self.shared
+            .gatekeeper
+            .admit(&egress, url)
+            .await
+            .map_err(|e| RuntimeError::Unavailable(format!("upstream.{}: {e}", server.name)))?;
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.shared
+            .gatekeeper
+            .client_for(&egress, self.shared.network.limits.connect, &headers)
+            .map_err(|e| RuntimeError::invalid("headers", format!("upstream.{}: {e}", server.name)))
+    }
+
     /// Starts `server`'s program in the sandbox at its isolation level, with its stdin and
     /// stdout open for the MCP transport. Fails closed like any tool: a level the host cannot
     /// give is an error.

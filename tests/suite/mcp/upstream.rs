@@ -158,6 +158,9 @@ args = [{fs:?}, {ws:?}]
     assert_eq!(called["output"]["content"][0]["text"], "Echo: from the cli");
 }
 
+/// The endpoint is reached through the egress gatekeeper: its name is resolved by the config's
+/// `[network.resolve]` (the system resolver does not know it), and an endpoint whose name
+/// points at the cloud metadata address is refused there, whatever the config says.
 #[test]
 fn an_upstream_server_over_streamable_http_is_imported_with_its_headers() {
     let port = {
@@ -184,8 +187,19 @@ fn an_upstream_server_over_streamable_http_is_imported_with_its_headers() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let env = Env::new().with_config(&format!(
-        "[policy]\nallow = [\"group:mcp_remote\"]\n[upstream.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ X-Requested-By = \"toolwarden-tests\" }}\n"
+        "[policy]\nallow = [\"group:mcp_remote\"]\n[upstream.remote]\nurl = \"http://everything.test:{port}/mcp\"\nheaders = {{ X-Requested-By = \"toolwarden-tests\" }}\n[network.resolve]\n\"everything.test\" = [\"127.0.0.1\"]\n\"meta.test\" = [\"169.254.169.254\"]\n[upstream.meta]\nurl = \"http://meta.test:{port}/mcp\"\n"
     ));
+    let servers = env.cmd(&["mcp", "servers", "--json"]).run();
+    assert_eq!(servers.code, 1, "{}", servers.stderr);
+    let servers = servers.json();
+    assert_eq!(servers[0]["server"], "meta", "{servers}");
+    assert_eq!(servers[0]["connected"], false, "{servers}");
+    let error = servers[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("169.254.169.254") && error.contains("cloud metadata"),
+        "{error}"
+    );
+    assert_eq!(servers[1]["connected"], true, "{servers}");
     let report = run(
         &env,
         &[],

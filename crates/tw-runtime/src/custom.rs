@@ -14,9 +14,7 @@ use tw_core::policy::Policy;
 use tw_core::{CommandTemplate, ErrorCode, OutputFormat, ToolStatus};
 use tw_sandbox::Workspace;
 
-use crate::sandboxed::{
-    self, ExecFailure, Launch, Produced, STDERR_IN_MESSAGE, facts, failure, tail,
-};
+use crate::sandboxed::{self, ExecFailure, Launch, Produced, STDERR_IN_MESSAGE, failure, tail};
 
 pub(crate) async fn run(
     launch: Launch<'_>,
@@ -48,8 +46,7 @@ pub(crate) async fn run(
         raised_by: raised_by.clone(),
         ..launch
     };
-    let out = sandboxed::run(launch, spec, cancel).await?;
-    let mut execution = facts(&out, raised_by.as_deref());
+    let (out, mut execution) = sandboxed::run(launch, spec, cancel).await?;
     if !out.stderr.is_empty() {
         execution.insert("stderr".into(), json!(tail(&out.stderr, STDERR_IN_MESSAGE)));
     }

@@ -15,6 +15,7 @@ use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use tw_core::target::{DomainList, Egress, EgressRefusal, Host, UrlTarget, parse_host};
 
+pub mod proxy;
 mod resolve;
 #[cfg(test)]
 pub(crate) mod test_server;

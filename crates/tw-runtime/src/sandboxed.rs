@@ -48,6 +48,9 @@ pub(crate) struct Launch<'a> {
     pub(crate) definition: &'a ToolDefinition,
     /// The rule that raised the isolation, if one did (recorded with the run's facts).
     pub(crate) raised_by: Option<String>,
+    /// The network policy grants the tool's processes, through the egress proxy: the
+    /// gatekeeper and the rules (`None`: no network at all).
+    pub(crate) egress: Option<(Arc<crate::net::Gatekeeper>, tw_core::target::Egress)>,
 }
 
 /// How many workspace entries are examined, per run, for paths that policy forbids by a
@@ -181,15 +184,49 @@ pub(crate) fn tail(bytes: &[u8], max: usize) -> String {
     String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
 }
 
-/// Runs `spec`; an exit (with any status) is `Ok`, a timeout, cancellation or sandbox failure is
-/// the call's failure.
+/// Runs `spec`; an exit (with any status) is `Ok`, with the run's facts (see [`facts`], and
+/// what it did on the network when it was granted any); a timeout, cancellation or sandbox
+/// failure is the call's failure.
 pub(crate) async fn run(
     l: Launch<'_>,
-    spec: ProcessSpec,
+    mut spec: ProcessSpec,
     cancel: &CancellationToken,
-) -> Result<ProcessOutput, ExecFailure> {
+) -> Result<(ProcessOutput, Map<String, Value>), ExecFailure> {
     let def = l.definition;
     let limit = spec.timeout;
+    // A grant means a network namespace of the run's own whose only way out is the proxy,
+    // served for as long as the run lasts. At standard isolation the process keeps the host's
+    // network as it always has; a grant adds nothing there.
+    let stop = CancellationToken::new();
+    let _stop_proxy = stop.clone().drop_guard();
+    let proxy = l
+        .egress
+        .clone()
+        .filter(|_| spec.isolation >= IsolationLevel::Strict)
+        .map(|(gate, egress)| {
+            Arc::new(crate::net::proxy::Proxy {
+                gate,
+                egress,
+                facts: Arc::default(),
+            })
+        });
+    if let Some(proxy) = &proxy {
+        let (proxy, stop) = (Arc::clone(proxy), stop.clone());
+        spec.egress = Some(tw_sandbox::EgressPort(Arc::new(move |listener| {
+            tokio::spawn(Arc::clone(&proxy).serve(listener, stop.clone()));
+        })));
+    }
+    let facts = |out: &ProcessOutput, raised_by: Option<&str>| {
+        let mut m = facts(out, raised_by);
+        if let Some(p) = &proxy {
+            let net = p
+                .facts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            m.insert("network".into(), json!(*net));
+        }
+        m
+    };
     // Progress events only when someone listens. The forwarder ends when the sandbox drops the
     // sender, and is awaited before the call goes on, so no progress event can trail the call's
     // final event.
@@ -259,6 +296,10 @@ pub(crate) async fn run(
             "the call was cancelled and its process stopped".to_owned(),
             facts(&out, raised_by),
         )),
-        RunOutcome::Exited(out) => Ok(out),
+        RunOutcome::Exited(out) => {
+            stop.cancel();
+            let execution = facts(&out, raised_by);
+            Ok((out, execution))
+        }
     }
 }

@@ -31,6 +31,7 @@
 mod cgroup;
 mod host;
 mod interactive;
+mod spec;
 
 pub use host::{DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
 pub use interactive::{Interactive, InteractiveExit};
@@ -38,7 +39,6 @@ pub use interactive::{Interactive, InteractiveExit};
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -57,6 +57,8 @@ use tw_core::IsolationLevel;
 
 use crate::error::{Result, SandboxError};
 use crate::helper::wire::{self, Finished, Level, Message};
+pub(crate) use spec::find_program;
+use spec::{check_cwd, child_env};
 
 pub use host::{Doctor, LevelSupport, Protection, SandboxConfig, SelfTestCase};
 
@@ -170,9 +172,37 @@ pub struct ProcessSpec {
     pub fs: FsView,
     /// Whether a strict or restricted tool keeps the host's network.
     pub network: bool,
+    /// Network through a proxy instead (strict and restricted, batch runs): the tool gets a
+    /// network namespace of its own whose only way out is a listener on its `127.0.0.1:3128`,
+    /// handed to this port's owner before the tool starts, and `HTTP_PROXY`/`HTTPS_PROXY`
+    /// pointing at it. Whoever serves the listener decides where the tool can go.
+    pub egress: Option<EgressPort>,
     /// Bytes for the child's standard input (otherwise `/dev/null`).
     pub stdin: Option<Vec<u8>>,
 }
+
+/// Who serves a tool's egress port: called once per run with the listener inside the tool's
+/// network namespace (non-blocking is up to the callee). The run's namespace lives as long as
+/// the listener does, so the callee drops it when the run is over.
+#[derive(Clone)]
+pub struct EgressPort(pub std::sync::Arc<dyn Fn(std::net::TcpListener) + Send + Sync>);
+
+impl std::fmt::Debug for EgressPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EgressPort")
+    }
+}
+
+impl PartialEq for EgressPort {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for EgressPort {}
+
+/// Where a tool with an egress port finds its proxy.
+pub const EGRESS_PROXY_URL: &str = "http://127.0.0.1:3128";
 
 impl ProcessSpec {
     /// A spec with the default limits, no stdin and no network, whose filesystem view is `cwd`
@@ -193,6 +223,7 @@ impl ProcessSpec {
                 ..FsView::default()
             },
             network: false,
+            egress: None,
             stdin: None,
         }
     }
@@ -439,7 +470,17 @@ impl Sandbox {
                         stderr = None;
                     }
                 },
-                r = read_some(&mut report, &mut rbuf), if report.is_some() => {
+                r = read_report(&mut report, &mut rbuf), if report.is_some() => {
+                    let (r, fds) = match r {
+                        Ok((n, fds)) => (Ok(n), fds),
+                        Err(e) => (Err(e), Vec::new()),
+                    };
+                    // Only the egress port's listener is ever attached to a message.
+                    for fd in fds {
+                        if let Some(port) = &spec.egress {
+                            (port.0)(std::net::TcpListener::from(fd));
+                        }
+                    }
                     if !take_report(r, &rbuf, &mut messages) {
                         report = None;
                     }
@@ -513,6 +554,13 @@ impl Sandbox {
                 });
             }
         };
+        if spec.egress.is_some() && (level == Level::Standard || mode == Mode::Interactive) {
+            return Err(SandboxError::InvalidSpec(
+                "an egress port needs a batch run at strict or restricted isolation (a network \
+                 namespace of its own)"
+                    .to_owned(),
+            ));
+        }
         let helper = self.host.helper()?;
         let env = child_env(spec)?;
         check_cwd(&spec.cwd)?;
@@ -753,7 +801,7 @@ fn failure(m: &Message, spec: &ProcessSpec, level: Level) -> Option<SandboxError
                 source: io::Error::new(source.kind(), format!("{error}{hint}")),
             })
         }
-        Message::Started | Message::Finished(_) => None,
+        Message::Started | Message::Listening { .. } | Message::Finished(_) => None,
     }
 }
 
@@ -905,6 +953,25 @@ async fn read_some<R: AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> i
     }
 }
 
+/// Reads the helper's report, with any descriptors attached to it.
+async fn read_report(
+    r: &mut Option<tokio::net::UnixStream>,
+    buf: &mut [u8],
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let Some(sock) = r else {
+        return std::future::pending().await;
+    };
+    loop {
+        sock.readable().await?;
+        match sock.try_io(tokio::io::Interest::READABLE, || {
+            crate::helper::recv_with_fds(sock.as_raw_fd(), buf)
+        }) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -912,87 +979,8 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The child's whole environment: the minimal base, then the spec's variables.
-fn child_env(spec: &ProcessSpec) -> Result<BTreeMap<String, String>> {
-    let mut env = BTreeMap::new();
-    env.insert("PATH".to_owned(), BASE_PATH.to_owned());
-    env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
-    env.insert("HOME".to_owned(), spec.cwd.to_string_lossy().into_owned());
-    for (k, v) in &spec.env {
-        if k.is_empty() || k.contains(['=', '\0']) {
-            return Err(SandboxError::InvalidSpec(format!(
-                "environment variable name {k:?} must be non-empty and contain neither '=' nor NUL"
-            )));
-        }
-        if v.contains('\0') {
-            return Err(SandboxError::InvalidSpec(format!(
-                "environment variable {k} contains a NUL byte"
-            )));
-        }
-        env.insert(k.clone(), v.clone());
-    }
-    Ok(env)
-}
-
-fn check_cwd(cwd: &Path) -> Result<()> {
-    let fail = |reason: String| SandboxError::WorkingDirectory {
-        path: cwd.to_owned(),
-        reason,
-    };
-    if !cwd.is_absolute() {
-        return Err(fail("must be an absolute path".to_owned()));
-    }
-    match std::fs::metadata(cwd) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(fail("is not a directory".to_owned())),
-        Err(e) => Err(fail(format!("cannot be used: {e}"))),
-    }
-}
-
-/// Finds `program` the way `execvp` would, but in the child's `PATH` rather than ours.
-pub(crate) fn find_program(program: &str, path_var: &str, cwd: &Path) -> io::Result<PathBuf> {
-    if program.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the program name is empty",
-        ));
-    }
-    if program.contains('\0') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the program name contains a NUL byte",
-        ));
-    }
-    if program.contains('/') {
-        // The kernel reports a missing or non-executable path itself, at spawn.
-        return Ok(cwd.join(program));
-    }
-    let mut not_executable = None;
-    // An empty PATH entry would mean the working directory, which an agent may be able to
-    // write to; it is skipped.
-    for dir in path_var.split(':').filter(|d| d.starts_with('/')) {
-        let candidate = Path::new(dir).join(program);
-        if let Ok(meta) = std::fs::metadata(&candidate)
-            && meta.is_file()
-        {
-            if meta.permissions().mode() & 0o111 != 0 {
-                return Ok(candidate);
-            }
-            not_executable.get_or_insert(candidate);
-        }
-    }
-    Err(match not_executable {
-        Some(p) => io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("{} is not executable", p.display()),
-        ),
-        None => io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("not found in PATH {path_var}"),
-        ),
-    })
-}
-
+#[cfg(test)]
+mod egress_tests;
 #[cfg(test)]
 mod interactive_tests;
 #[cfg(test)]

@@ -51,6 +51,8 @@ pub struct ArgRule {
     pub allow_domains: Option<DomainList>,
     /// Hosts no argument may name.
     pub block_domains: Option<DomainList>,
+    /// Hosts the rule's tools' processes may reach through the egress proxy.
+    pub network: Option<DomainList>,
     /// Patterns no string may match, with their written forms.
     pub block_patterns: Option<(RegexSet, Vec<String>)>,
     /// Largest serialized arguments.
@@ -545,6 +547,22 @@ impl ArgLayer {
                 ports: Vec::new(),
             })
             .collect()
+    }
+
+    /// The hosts a tool's processes are granted, through the egress proxy: every applying
+    /// rule's `network` list together, as one layer (`policy network`); `None` when no rule
+    /// grants the tool any network.
+    pub fn network_grant(&self, def: &ToolDefinition) -> Option<EgressLayer> {
+        let mut patterns: Vec<String> = Vec::new();
+        for r in self.rules.iter().filter(|r| r.applies_to(def)) {
+            if let Some(list) = &r.network {
+                patterns.extend(list.patterns().iter().map(|p| p.as_str().to_owned()));
+            }
+        }
+        if patterns.is_empty() {
+            return None;
+        }
+        EgressLayer::parse("policy network", &patterns, &[], &[]).ok()
     }
 
     /// The argument layer: the strictest verdict of every rule that applies (the first-written

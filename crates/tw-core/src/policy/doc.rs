@@ -172,6 +172,10 @@ pub struct RuleDoc {
     /// Hosts no argument may name.
     #[serde(default)]
     pub block_domains: Vec<Spanned<String>>,
+    /// Hosts the processes of the rule's tools may reach, through the runtime's egress proxy
+    /// (strict and restricted; without a grant they have no network at all).
+    #[serde(default)]
+    pub network: Vec<Spanned<String>>,
     /// Regular expressions no string argument may match.
     #[serde(default)]
     pub block_patterns: Vec<Spanned<String>>,

@@ -137,6 +137,14 @@ impl Pipeline {
     }
 
     fn launch<'a>(&'a self, call: &'a ToolCall, def: &'a ToolDefinition) -> sandboxed::Launch<'a> {
+        let policy = self.settings.policy();
+        // Processes reach the network only when policy grants it, through the egress proxy,
+        // judged by the grant and every other domain rule the call is held to.
+        let egress = policy.rules.network_grant(def).map(|grant| {
+            let mut layers = vec![grant];
+            layers.extend(self.egress_layers(&policy, def, call));
+            (Arc::clone(&self.shared.gatekeeper), Egress::new(layers))
+        });
         sandboxed::Launch {
             sandbox: &self.shared.sandbox,
             events: &self.shared.events,
@@ -144,7 +152,24 @@ impl Pipeline {
             call,
             definition: def,
             raised_by: None,
+            egress,
         }
+    }
+
+    /// The domain rules a call's connections are held to: the policy's rules for the tool,
+    /// and those of the skill it is called under.
+    fn egress_layers(
+        &self,
+        policy: &tw_core::policy::Policy,
+        def: &ToolDefinition,
+        call: &ToolCall,
+    ) -> Vec<tw_core::target::EgressLayer> {
+        let mut layers = policy.rules.egress_layers(def);
+        if let Some(skill) = &call.caller.skill {
+            let (needed, _) = policy.access.needed(def);
+            layers.extend(self.skills.egress_layer(skill, def, needed));
+        }
+        layers
     }
 
     async fn run_process(
@@ -178,8 +203,7 @@ impl Pipeline {
             raised_by: raised_by.clone(),
             ..self.launch(call, def)
         };
-        let out = sandboxed::run(launch, spec, cancel).await?;
-        let execution = sandboxed::facts(&out, raised_by.as_deref());
+        let (out, execution) = sandboxed::run(launch, spec, cancel).await?;
         match tool.finish(&out) {
             Ok(output) => Ok(Produced {
                 output,
@@ -202,14 +226,9 @@ impl Pipeline {
         // for this tool and those of the skill it is called under.
         let net = (def.category == ToolCategory::Network).then(|| {
             let policy = self.settings.policy();
-            let mut layers = policy.rules.egress_layers(def);
-            if let Some(skill) = &call.caller.skill {
-                let (needed, _) = policy.access.needed(def);
-                layers.extend(self.skills.egress_layer(skill, def, needed));
-            }
             Arc::new(NetContext {
                 gate: Arc::clone(&self.shared.gatekeeper),
-                egress: Egress::new(layers),
+                egress: Egress::new(self.egress_layers(&policy, def, call)),
                 settings: Arc::clone(&self.shared.network),
                 facts: Mutex::new(NetFacts::default()),
             })

@@ -64,11 +64,13 @@ struct MountAttr {
 const PRIVATE_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
 
 /// Creates the namespaces and the filesystem view; runs in the helper before init is forked.
-pub(crate) fn enter_namespaces(req: &Request, fds: &[OwnedFd]) -> Step<()> {
+/// Returns the egress port's listener when the request asks for one.
+pub(crate) fn enter_namespaces(req: &Request, fds: &[OwnedFd]) -> Step<Option<OwnedFd>> {
     let given = |i: Option<usize>| i.and_then(|i| fds.get(i));
     // A shared empty network namespace from the runtime is joined rather than a new one made
-    // per run (making one is the costliest step of the sandbox).
-    let shared_net = given(req.netns_fd).filter(|_| !req.network);
+    // per run (making one is the costliest step of the sandbox); a run with an egress port
+    // needs one of its own.
+    let shared_net = given(req.netns_fd).filter(|_| !req.network && req.proxy_port.is_none());
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
     if !req.network && shared_net.is_none() {
@@ -120,6 +122,12 @@ pub(crate) fn enter_namespaces(req: &Request, fds: &[OwnedFd]) -> Step<()> {
                 .at("prctl(PR_SET_DUMPABLE)")?;
         }
     }
+    let listener = match req.proxy_port {
+        Some(port) => Some(
+            sys::loopback_listener(port).at("opening the egress port in the network namespace")?,
+        ),
+        None => None,
+    };
     mount(
         None,
         Path::new("/"),
@@ -225,7 +233,7 @@ pub(crate) fn enter_namespaces(req: &Request, fds: &[OwnedFd]) -> Step<()> {
             )
         })?;
     }
-    Ok(())
+    Ok(listener)
 }
 
 /// The highest directory above each path that others may not search (no `o+x`), outermost

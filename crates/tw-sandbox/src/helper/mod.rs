@@ -178,8 +178,17 @@ fn run(ctl: &Control) -> Step<i32> {
             Ok(exit_code(&finished))
         }
         Level::Strict | Level::Restricted => {
-            confine::enter_namespaces(&req, &fds)?;
+            let listener = confine::enter_namespaces(&req, &fds)?;
             drop(fds);
+            if let (Some(listener), Some(port)) = (listener, req.proxy_port) {
+                // Handed over before init is forked, so nothing in the sandbox holds it.
+                sys::send_with_fds(
+                    ctl.0.as_raw_fd(),
+                    &wire::encode_message(&Message::Listening { port }),
+                    &[listener.as_raw_fd()],
+                )
+                .at("handing the egress port to the runtime")?;
+            }
             match unsafe { libc::fork() } {
                 -1 => Err(Failure::new("forking the namespace's init", Errno::last())),
                 0 => {
@@ -479,6 +488,11 @@ fn exit_code(f: &Finished) -> i32 {
 /// Sends a request frame with descriptors attached (for the runtime side of [`wire`]).
 pub(crate) fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
     sys::send_with_fds(sock, data, fds)
+}
+
+/// Receives bytes and any descriptors attached to them (for the runtime side of [`wire`]).
+pub(crate) fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    sys::recv_with_fds(sock, buf)
 }
 
 /// The seccomp program for a request (see `confine::compiled_seccomp`).

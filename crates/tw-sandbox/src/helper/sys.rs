@@ -441,6 +441,43 @@ pub(crate) fn peer_closed(fd: RawFd) -> bool {
 }
 
 /// `setns(fd, nstype)`.
+/// Brings the loopback interface of this network namespace up and listens on `127.0.0.1:port`
+/// in it: the one way out of a sandbox whose network goes through the runtime's egress proxy.
+pub(crate) fn loopback_listener(port: u16) -> Result<OwnedFd, Errno> {
+    let ctl =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
+            .map(owned)?;
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    check(unsafe { libc::ioctl(ctl.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) })?;
+    unsafe {
+        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+    }
+    check(unsafe { libc::ioctl(ctl.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) })?;
+    let listener =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })
+            .map(owned)?;
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    check(unsafe {
+        libc::bind(
+            listener.as_raw_fd(),
+            (&raw const addr).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    })?;
+    check(unsafe { libc::listen(listener.as_raw_fd(), 128) })?;
+    Ok(listener)
+}
+
 pub(crate) fn setns(fd: RawFd, nstype: libc::c_int) -> Result<(), Errno> {
     check(unsafe { libc::setns(fd, nstype) }).map(drop)
 }

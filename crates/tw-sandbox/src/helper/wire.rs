@@ -21,6 +21,9 @@ use crate::process::ResourceLimits;
 /// The largest request frame the helper accepts.
 pub const MAX_REQUEST: u32 = 1 << 20;
 
+/// The port a tool's egress proxy listens on inside its network namespace.
+pub const PROXY_PORT: u16 = 3128;
+
 /// Exit status the helper uses when it could not set up the sandbox (the reason is on the
 /// socket). Borrowed from `env`/`bwrap`/`docker`, which use 125 for "the wrapper failed".
 pub const SETUP_FAILED: i32 = 125;
@@ -87,6 +90,11 @@ pub struct Request {
     pub userns_fd: Option<usize>,
     /// Index of a network namespace to join (instead of creating an empty one per run).
     pub netns_fd: Option<usize>,
+    /// When set, the tool's network namespace is its own, with loopback up and a listener on
+    /// `127.0.0.1:PORT` that the helper hands to the runtime ([`Message::Listening`]): the
+    /// runtime's egress proxy is then the tool's only way out (strict and stricter only).
+    #[serde(default)]
+    pub proxy_port: Option<u16>,
     /// The seccomp program for strict and restricted, built by the runtime (one `u64` per BPF
     /// instruction).
     pub seccomp: Vec<u64>,
@@ -99,6 +107,12 @@ pub enum Message {
     /// The sandbox is built and the tool is running (always the first message of a run that
     /// started; an interactive run waits for it before handing out the tool's streams).
     Started,
+    /// The listener of [`Request::proxy_port`], inside the tool's network namespace, is
+    /// attached to this message's first byte (sent before the tool starts).
+    Listening {
+        /// The port it listens on, on the namespace's 127.0.0.1.
+        port: u16,
+    },
     /// The sandbox could not be built; nothing ran.
     SetupFailed {
         /// Which step failed.

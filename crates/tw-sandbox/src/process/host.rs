@@ -19,7 +19,7 @@ use tw_core::IsolationLevel;
 use super::cgroup::Cgroups;
 use super::{Mode, ProcessSpec, ResourceLimits, RunOutcome, Sandbox};
 use crate::error::{Result, SandboxError};
-use crate::helper::wire::{Level, Request};
+use crate::helper::wire::{Level, PROXY_PORT, Request};
 
 /// The file name of the helper executable.
 pub const HELPER_NAME: &str = "tw-sandbox-helper";
@@ -421,6 +421,7 @@ impl Host {
             stop_on_close: mode == Mode::Interactive,
             userns_fd: shared.then_some(0),
             netns_fd: shared.then_some(1),
+            proxy_port: spec.egress.as_ref().map(|_| PROXY_PORT),
             seccomp: if confined {
                 self.seccomp.clone().unwrap_or_default()
             } else {

@@ -1,6 +1,7 @@
 //! Process runner tests with real children: what they see, what comes back, and that nothing they
 //! start survives the call.
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::Instant as StdInstant;
 
 use pretty_assertions::assert_eq;
@@ -10,7 +11,7 @@ use super::*;
 
 /// What a test expects of a run, in a form that compares as one object.
 #[derive(Debug, PartialEq, Eq)]
-struct Summary {
+pub(super) struct Summary {
     outcome: &'static str,
     code: Option<i32>,
     signal: Option<i32>,
@@ -21,7 +22,7 @@ struct Summary {
 }
 
 impl Summary {
-    fn exited(code: i32, stdout: &str, stderr: &str) -> Self {
+    pub(super) fn exited(code: i32, stdout: &str, stderr: &str) -> Self {
         Self {
             outcome: "exited",
             code: Some(code),
@@ -33,7 +34,7 @@ impl Summary {
         }
     }
 
-    fn of(outcome: &RunOutcome) -> Self {
+    pub(super) fn of(outcome: &RunOutcome) -> Self {
         let (name, o) = match outcome {
             RunOutcome::Exited(o) => ("exited", o),
             RunOutcome::TimedOut(o) => ("timed_out", o),
@@ -51,7 +52,7 @@ impl Summary {
     }
 }
 
-fn spec(dir: &TempDir, program: &str, args: &[&str]) -> ProcessSpec {
+pub(super) fn spec(dir: &TempDir, program: &str, args: &[&str]) -> ProcessSpec {
     let mut spec = ProcessSpec::new(program, dir.path());
     spec.args = args.iter().map(|a| (*a).to_owned()).collect();
     spec.timeout = Duration::from_secs(20);
@@ -63,7 +64,7 @@ fn sh(dir: &TempDir, script: &str) -> ProcessSpec {
     spec(dir, "sh", &["-c", script])
 }
 
-async fn run(spec: ProcessSpec) -> RunOutcome {
+pub(super) async fn run(spec: ProcessSpec) -> RunOutcome {
     run_with(&Sandbox::new(), spec).await
 }
 

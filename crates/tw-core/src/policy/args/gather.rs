@@ -47,6 +47,7 @@ fn arg_rule(
     let allow_paths = paths(r, &doc.allow_paths, "allow_paths", env);
     let allow_domains = domains(r, &doc.allow_domains, "allow_domains");
     let block_domains = domains(r, &doc.block_domains, "block_domains");
+    let network = domains(r, &doc.network, "network");
     let block_patterns = patterns(r, &doc.block_patterns);
     let decision = decision(r, doc);
     let isolation = isolation(r, doc);
@@ -54,8 +55,8 @@ fn arg_rule(
         r.fail(
             rule.span(),
             format!(
-                "rule {name:?} checks nothing: give it paths, domains, patterns, a size limit \
-                 or an isolation level"
+                "rule {name:?} checks nothing: give it paths, domains, patterns, a size limit, \
+                 an isolation level or a network grant"
             ),
         );
     }
@@ -71,6 +72,7 @@ fn arg_rule(
         allow_paths,
         allow_domains,
         block_domains,
+        network,
         block_patterns,
         max_argument_bytes: doc.max_argument_bytes.as_ref().map(|v| *v.get_ref()),
         max_string_length: doc.max_string_length.as_ref().map(|v| *v.get_ref()),
@@ -192,6 +194,7 @@ fn checks_nothing(doc: &RuleDoc) -> bool {
         && doc.allow_paths.is_empty()
         && doc.allow_domains.is_empty()
         && doc.block_domains.is_empty()
+        && doc.network.is_empty()
         && doc.block_patterns.is_empty()
         && doc.max_argument_bytes.is_none()
         && doc.max_string_length.is_none()
@@ -247,6 +250,7 @@ fn summary(rule: &ArgRule, doc: &RuleDoc) -> String {
         list("allow_paths", &doc.allow_paths),
         list("allow_domains", &doc.allow_domains),
         list("block_domains", &doc.block_domains),
+        list("network", &doc.network),
         list("block_patterns", &doc.block_patterns),
         doc.max_argument_bytes
             .as_ref()

@@ -6,6 +6,7 @@
 //! down what happened ([`NetFacts`]) for the call's audit record, refusals included.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use tw_core::target::{DomainList, Egress, EgressRefusal, Host, UrlTarget, parse_host};
 
+mod limit;
 pub mod proxy;
 mod resolve;
 #[cfg(test)]
@@ -22,6 +24,7 @@ pub(crate) mod test_server;
 #[cfg(test)]
 mod tests;
 
+pub use limit::StoreLimiter;
 pub use resolve::{Lookup, Resolver, StaticResolver, SystemResolver, with_names};
 
 /// How long and how much one fetch may take.
@@ -185,11 +188,21 @@ pub enum NetError {
 /// How many HTTP clients (one per set of rules and limits) are kept for reuse.
 const CLIENTS: usize = 64;
 
+/// Counts requests per host where limits apply, refusing one that would pass a limit.
+pub trait HostLimiter: Send + Sync {
+    /// Counts one request to `host`, or says which limit refuses it.
+    fn admit<'a>(
+        &'a self,
+        host: &'a Host,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), EgressRefusal>> + Send + 'a>>;
+}
+
 /// The connector. Cheap to share; clients are kept per set of rules, so a pooled connection
 /// is only reused under the rules that admitted it.
 pub struct Gatekeeper {
     resolver: Arc<dyn Resolver>,
     clients: Mutex<HashMap<(Egress, Duration), reqwest::Client>>,
+    limiter: Option<Arc<dyn HostLimiter>>,
 }
 
 impl Gatekeeper {
@@ -198,6 +211,22 @@ impl Gatekeeper {
         Gatekeeper {
             resolver,
             clients: Mutex::new(HashMap::new()),
+            limiter: None,
+        }
+    }
+
+    /// The same, counting every request against `limiter` (every redirect hop, every request
+    /// of a sandboxed process through the proxy).
+    pub fn with_limiter(mut self, limiter: Arc<dyn HostLimiter>) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+
+    /// Counts one request to `host` against the per-host limits.
+    pub async fn limit(&self, host: &Host) -> Result<(), NetError> {
+        match &self.limiter {
+            Some(l) => l.admit(host).await.map_err(NetError::Refused),
+            None => Ok(()),
         }
     }
 
@@ -278,6 +307,7 @@ impl Gatekeeper {
                     address: None,
                 }));
             }
+            self.limit(&target.host).await?;
             facts.host(&target.host);
             facts.requests += 1;
             if let Some(body) = &req.body {

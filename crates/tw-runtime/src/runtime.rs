@@ -119,6 +119,7 @@ impl Runtime {
         let store = Store::open(store_options).await?;
         // Read before any service reads its state, so a change made in between is followed.
         let seen = store.change_counters().await?;
+        let gatekeeper = Arc::new(gatekeeper(&config, resolver, &store, &clock));
         let shared = Arc::new(Shared {
             store,
             clock,
@@ -126,10 +127,7 @@ impl Runtime {
             registry: builtin_registry()?,
             workspace,
             sandbox: sandbox_for(&config, &data_dir),
-            gatekeeper: Arc::new(crate::net::Gatekeeper::new(crate::net::with_names(
-                &config.network.resolve,
-                resolver,
-            ))),
+            gatekeeper,
             network: Arc::new(config.network.clone()),
             data_dir,
         });
@@ -471,6 +469,26 @@ fn sandbox_for(config: &Config, data_dir: &Path) -> Sandbox {
         extra_read_only: config.sandbox.read_only.clone(),
         scratch_dir: data_dir.to_path_buf(),
     })
+}
+
+/// The egress gatekeeper: names from the config first, then `resolver`; requests counted per
+/// host where the config limits them.
+fn gatekeeper(
+    config: &Config,
+    resolver: Arc<dyn crate::net::Resolver>,
+    store: &Store,
+    clock: &Arc<dyn Clock>,
+) -> crate::net::Gatekeeper {
+    let gate =
+        crate::net::Gatekeeper::new(crate::net::with_names(&config.network.resolve, resolver));
+    match crate::net::StoreLimiter::new(
+        store.clone(),
+        Arc::clone(clock),
+        config.network.rate_limits.clone(),
+    ) {
+        Some(limiter) => gate.with_limiter(Arc::new(limiter)),
+        None => gate,
+    }
 }
 
 #[cfg(test)]

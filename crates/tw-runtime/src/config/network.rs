@@ -1,5 +1,6 @@
 //! The config's `[network]` section: the gatekeeper's limits, names it resolves from the config
-//! instead of DNS, secrets that header values may name, and the web search provider. Parsing is
+//! instead of DNS, secrets that header values may name, the web search provider, and request
+//! rates per host. Parsing is
 //! pure like the rest of the config: environment variables are named here and read when a call
 //! needs them, so a secret's value never passes through the config or its errors.
 
@@ -25,6 +26,20 @@ pub struct NetworkSettings {
     pub secrets: BTreeMap<String, Secret>,
     /// The provider `web_search` asks.
     pub search: Option<SearchSettings>,
+    /// Requests allowed per host pattern, counted by the store's exact limiter across every
+    /// tool, redirect hop and sandboxed process.
+    pub rate_limits: Vec<HostRate>,
+}
+
+/// `[network.rate_limits]`: one host pattern's limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRate {
+    /// The hosts it counts (all of them together, for a wildcard).
+    pub hosts: tw_core::target::DomainPattern,
+    /// Requests per minute, if limited.
+    pub per_minute: Option<u32>,
+    /// Requests per hour, if limited.
+    pub per_hour: Option<u32>,
 }
 
 /// A secret: where its value is read from and the only hosts it may be sent to.
@@ -92,6 +107,19 @@ pub(super) struct NetworkDoc {
     #[serde(default)]
     secrets: BTreeMap<Spanned<String>, SecretDoc>,
     search: Option<SearchDoc>,
+    #[serde(default)]
+    rate_limits: BTreeMap<Spanned<String>, Spanned<RateDoc>>,
+}
+
+/// A bare number (per minute) or a table.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RateDoc {
+    PerMinute(u32),
+    Table {
+        per_minute: Option<u32>,
+        per_hour: Option<u32>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -264,6 +292,36 @@ pub(super) fn settings(d: NetworkDoc) -> Result<NetworkSettings, Failure> {
     }
     if let Some(d) = d.search {
         s.search = Some(search(d)?);
+    }
+    for (pattern, rate) in d.rate_limits {
+        let hosts = tw_core::target::DomainPattern::parse(pattern.get_ref()).map_err(|e| {
+            (
+                pattern.span().start,
+                format!("network.rate_limits: {:?}: {e}", pattern.get_ref()),
+            )
+        })?;
+        let (per_minute, per_hour) = match rate.get_ref() {
+            RateDoc::PerMinute(n) => (Some(*n), None),
+            RateDoc::Table {
+                per_minute,
+                per_hour,
+            } => (*per_minute, *per_hour),
+        };
+        if per_minute.is_none() && per_hour.is_none() || [per_minute, per_hour].contains(&Some(0)) {
+            return Err((
+                rate.span().start,
+                format!(
+                    "network.rate_limits.{:?}: give a number of requests per minute, or \
+                     per_minute and/or per_hour, each at least 1 (to keep a host out, block it)",
+                    pattern.get_ref()
+                ),
+            ));
+        }
+        s.rate_limits.push(HostRate {
+            hosts,
+            per_minute,
+            per_hour,
+        });
     }
     Ok(s)
 }

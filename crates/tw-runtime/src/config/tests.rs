@@ -428,6 +428,18 @@ api_key_env = "BRAVE_API_KEY"
             ),
         ),
         (
+            "[network.rate_limits]\n\"api.github.com\" = 0\n",
+            format!(
+                "{f}:2:20: network.rate_limits.\"api.github.com\": give a number of requests \
+                 per minute, or per_minute and/or per_hour, each at least 1 (to keep a host out, \
+                 block it)"
+            ),
+        ),
+        (
+            "[network.rate_limits]\n\"a b\" = 5\n",
+            format!("{f}:2:1: network.rate_limits: \"a b\": "),
+        ),
+        (
             "[network.search]\nprovider = \"bing\"\n",
             format!(
                 "{f}:2:12: unknown variant `bing`, expected one of `searxng`, `brave`, \
@@ -436,6 +448,28 @@ api_key_env = "BRAVE_API_KEY"
         ),
     ];
     for (text, message) in cases {
-        check(text, Err(&message));
+        match Config::parse(text, Path::new(f), None) {
+            Err(e) => assert!(e.to_string().starts_with(&message), "{e}\n---\n{message}"),
+            Ok(c) => panic!("{text} parsed: {c:?}"),
+        }
     }
+    let c = Config::parse(
+        "[network.rate_limits]\n\"api.github.com\" = 60\n\"*.example.org\" = { per_hour = 100 }\n",
+        Path::new(f),
+        None,
+    )
+    .unwrap();
+    let rates: Vec<_> = c
+        .network
+        .rate_limits
+        .iter()
+        .map(|r| (r.hosts.as_str().to_owned(), r.per_minute, r.per_hour))
+        .collect();
+    assert_eq!(
+        rates,
+        [
+            ("*.example.org".to_owned(), None, Some(100)),
+            ("api.github.com".to_owned(), Some(60), None)
+        ]
+    );
 }

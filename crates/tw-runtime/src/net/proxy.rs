@@ -137,6 +137,16 @@ impl Proxy {
             Err(e) => return Err(e.to_string()),
         };
         if let Ok(target) = tw_core::target::parse_url(&url) {
+            if let Err(NetError::Refused(r)) = self.gate.limit(&target.host).await {
+                let why = format!("{} (rule: {})", r.reason, r.rule);
+                self.record(|f| {
+                    f.refusal = Some(Refused {
+                        rule: r.rule,
+                        address: None,
+                    });
+                });
+                return Err(why);
+            }
             self.record(|f| f.host(&target.host));
         }
         let mut last = String::from("no address");

@@ -2,7 +2,7 @@
 //! pipeline against real local servers with names mapped by the test resolver: a SearXNG
 //! provider's results, with those the call's rules refuse withheld; no provider is a clear
 //! failure; a secret named in a header is sent only to its hosts and never stored or echoed; a
-//! GET is judged as reading and a POST as a side effect.
+//! GET is judged as reading and a POST as a side effect; a host past its rate limit is refused.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -21,7 +21,7 @@ default = "allow"
 [[policy.rules]]
 name = "web"
 tools = ["http_fetch", "web_search"]
-allow_domains = ["*", "site.test"]
+allow_domains = ["*", "site.test", "other.test"]
 block_domains = ["blocked.test"]
 
 [network.secrets.path]
@@ -180,4 +180,37 @@ async fn a_get_is_judged_as_reading_and_a_post_as_a_side_effect() {
         judge(json!({"url": url, "method": "DELETE"})),
         Decision::Ask
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_past_its_rate_limit_is_refused_until_its_window_frees_a_slot() {
+    let s = serve(vec![("/", Reply::Body(b"ok".to_vec()))]).await;
+    let install = Install::new("");
+    let rt = open(
+        &install,
+        "[network.rate_limits]\n\"*.test\" = { per_minute = 2 }",
+    )
+    .await;
+    let url = |host: &str| json!({"url": format!("http://{host}:{}/", s.port)});
+    for host in ["site.test", "other.test"] {
+        let (result, _) = call(&rt, "http_fetch", url(host)).await;
+        assert_eq!(result.status, ToolStatus::Success, "{:?}", result.error);
+    }
+    // The wildcard's one counter is full for every host it matches.
+    let (result, row) = call(&rt, "http_fetch", url("site.test")).await;
+    assert_eq!(
+        (result.status, code(&result)),
+        (ToolStatus::PermissionDenied, Some("egress_refused"))
+    );
+    let message = result.error.unwrap().message;
+    assert!(
+        message.starts_with("site.test reached its limit of 2 requests per minute; retry in "),
+        "{message}"
+    );
+    assert_eq!(
+        row.metadata["network"]["refusal"],
+        json!({"rule": "network rate_limits \"*.test\""})
+    );
+    assert_eq!(row.metadata["network"]["requests"], 0);
+    assert_eq!(s.connections.load(std::sync::atomic::Ordering::SeqCst), 2);
 }

@@ -19,7 +19,7 @@ use tw_store::Synchronous;
 
 mod network;
 
-pub use network::{HostRate, NetworkSettings, SearchProvider, SearchSettings, Secret};
+pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
 
 /// A configuration file that could not be used, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

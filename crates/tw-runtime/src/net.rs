@@ -24,7 +24,7 @@ pub(crate) mod test_server;
 #[cfg(test)]
 mod tests;
 
-pub use limit::StoreLimiter;
+pub use limit::{HostRate, StoreLimiter};
 pub use resolve::{Lookup, Resolver, StaticResolver, SystemResolver, with_names};
 
 /// How long and how much one fetch may take.

@@ -119,6 +119,18 @@ impl BuiltinTool for HttpFetch {
                 }
             }))?,
         );
+        d.output_schema = lit::output(json!({
+            "type": "object",
+            "required": ["status", "final_url", "headers", "content", "truncated"],
+            "properties": {
+                "status": {"type": "integer"},
+                "final_url": {"type": "string"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "content_type": {"type": ["string", "null"]},
+                "content": {"description": "Text or Markdown as a string; parsed JSON as it came."},
+                "truncated": {"type": "boolean"}
+            }
+        }))?;
         d.risk_level = RiskLevel::Medium;
         // A request may change something at the other end (POST, PUT, PATCH, DELETE); each
         // call is judged by its method (`side_effects` below), listings by the worst case.

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use tw_core::target::DomainList;
 
-use crate::net::Limits;
+use crate::net::{HostRate, Limits};
 
 /// What `[network]` says, checked.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,17 +29,6 @@ pub struct NetworkSettings {
     /// Requests allowed per host pattern, counted by the store's exact limiter across every
     /// tool, redirect hop and sandboxed process.
     pub rate_limits: Vec<HostRate>,
-}
-
-/// `[network.rate_limits]`: one host pattern's limits.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HostRate {
-    /// The hosts it counts (all of them together, for a wildcard).
-    pub hosts: tw_core::target::DomainPattern,
-    /// Requests per minute, if limited.
-    pub per_minute: Option<u32>,
-    /// Requests per hour, if limited.
-    pub per_hour: Option<u32>,
 }
 
 /// A secret: where its value is read from and the only hosts it may be sent to.

@@ -14,7 +14,17 @@ use tw_store::Store;
 
 use super::HostLimiter;
 use crate::clock::Clock;
-use crate::config::HostRate;
+
+/// `[network.rate_limits]`: one host pattern's limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRate {
+    /// The hosts it counts (all of them together, for a wildcard).
+    pub hosts: tw_core::target::DomainPattern,
+    /// Requests per minute, if limited.
+    pub per_minute: Option<u32>,
+    /// Requests per hour, if limited.
+    pub per_hour: Option<u32>,
+}
 
 const MINUTE_US: i64 = 60_000_000;
 

@@ -95,6 +95,25 @@ impl BuiltinTool for WebSearch {
                 }
             }))?,
         );
+        d.output_schema = lit::output(json!({
+            "type": "object",
+            "required": ["provider", "query", "results"],
+            "properties": {
+                "provider": {"type": "string"},
+                "query": {"type": "string"},
+                "results": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["title", "url", "snippet"],
+                    "properties": {
+                        "title": {"type": "string"},
+                        "url": {"type": "string"},
+                        "snippet": {"type": "string"}
+                    }
+                }},
+                "withheld": {"type": "integer", "minimum": 1,
+                             "description": "Results left out because the call's rules refuse their hosts."}
+            }
+        }))?;
         d.risk_level = RiskLevel::Low;
         d.constraints.max_execution_time_ms = 65_000;
         d.constraints.max_output_bytes = 1 << 20;

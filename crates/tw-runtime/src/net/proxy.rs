@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tw_core::target::Egress;
@@ -108,12 +109,36 @@ impl Proxy {
             }
         };
         let Ok(sent) = sent else { return };
-        let copied = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-        let (up, down) = copied.unwrap_or((0, 0));
-        self.record(|f| {
-            f.bytes_sent += sent + up;
-            f.bytes_received += down;
-        });
+        self.record(|f| f.bytes_sent += sent);
+        let (from_client, to_client) = client.into_split();
+        let (from_upstream, to_upstream) = upstream.into_split();
+        tokio::join!(
+            self.pump(from_client, to_upstream, Direction::Sent),
+            self.pump(from_upstream, to_client, Direction::Received),
+        );
+    }
+
+    /// Copies one direction until either side ends, counting as it goes, so the facts are
+    /// right however the run ends (a connection still open when it does is cut there).
+    async fn pump(&self, mut from: OwnedReadHalf, mut to: OwnedWriteHalf, direction: Direction) {
+        let mut buf = vec![0u8; 16 << 10];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            // Counted before it is passed on, so the count is in before the process can see
+            // the bytes (and end the run).
+            let counted = n as u64;
+            self.record(|f| match direction {
+                Direction::Sent => f.bytes_sent += counted,
+                Direction::Received => f.bytes_received += counted,
+            });
+            if to.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown().await;
     }
 
     /// Judges the destination and connects to an address the gatekeeper checked for it.
@@ -164,6 +189,12 @@ impl Proxy {
     fn record(&self, f: impl FnOnce(&mut NetFacts)) {
         f(&mut self.facts.lock().unwrap_or_else(PoisonError::into_inner));
     }
+}
+
+#[derive(Clone, Copy)]
+enum Direction {
+    Sent,
+    Received,
 }
 
 /// What a client asked the proxy for.

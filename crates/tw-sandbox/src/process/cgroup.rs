@@ -34,6 +34,8 @@ pub(crate) struct Cgroups {
 
 /// Numbers the run cgroups of this process (several sandboxes may share it).
 static MADE: AtomicU64 = AtomicU64::new(0);
+/// Probe cgroups made by this process.
+static PROBES: AtomicU64 = AtomicU64::new(0);
 
 impl Cgroups {
     /// The parent cgroups of the runs: this process's own in each hierarchy, if both are
@@ -62,7 +64,13 @@ impl Cgroups {
         };
         for parent in [&found.memory, &found.pids] {
             sweep(parent);
-            let probe = parent.join(format!("{PREFIX}{}-probe", std::process::id()));
+            // Numbered: runtimes in one process (tests, the desktop) detect at the same time,
+            // and a shared name made one of them see "exists" and give up tree limits.
+            let probe = parent.join(format!(
+                "{PREFIX}{}-probe-{}",
+                std::process::id(),
+                PROBES.fetch_add(1, Ordering::Relaxed)
+            ));
             std::fs::create_dir(&probe).ok()?;
             let _ = std::fs::remove_dir(&probe);
         }
@@ -269,7 +277,7 @@ fn read_u64(path: &Path) -> Option<u64> {
 }
 
 /// Removes the run cgroups under `parent` of runtimes that are gone (names are `tw-run-PID-N`
-/// and `tw-run-PID-probe`); any still in use is refused by the kernel.
+/// and `tw-run-PID-probe-N`); any still in use is refused by the kernel.
 fn sweep(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;

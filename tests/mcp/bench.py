@@ -108,9 +108,9 @@ def reference_content(result):
     return text
 
 
-async def open_session(stack, label, params):
+async def open_session(stack, label, params, errlog=sys.stderr):
     start = time.perf_counter()
-    read, write = await stack.enter_async_context(stdio_client(params))
+    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
     session = await stack.enter_async_context(
         ClientSession(read, write, client_info=CLIENT))
     await session.initialize()

@@ -32,12 +32,11 @@ from contextlib import AsyncExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 
 # Percentiles and environment as bench.py makes them, so the two figures read alike.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import CLIENT, percentile, server_env, text_of  # noqa: E402
+from bench import open_session, percentile, server_env, text_of  # noqa: E402
 
 PAGE_BYTES = 16 * 1024  # as the criterion bench (crates/tw-runtime/benches/net.rs)
 PARAGRAPHS = 32
@@ -155,17 +154,6 @@ class Server:
             raise SystemExit(f"{self.label}: answer {self.calls} differs from the first")
         if timed:
             self.samples.append(elapsed)
-
-
-async def open_session(stack, label, params, errlog):
-    start = time.perf_counter()
-    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-    session = await stack.enter_async_context(ClientSession(read, write, client_info=CLIENT))
-    await session.initialize()
-    tools = [t.name for t in (await session.list_tools()).tools]
-    print(f"{label}: started and initialized in {(time.perf_counter() - start) * 1e3:.0f} ms; "
-          f"tools: {', '.join(tools)}", flush=True)
-    return session, tools
 
 
 def summary(samples):

@@ -3,43 +3,13 @@
 //! a host outside the grant is refused by the proxy with its rule; a raw TCP connection to the
 //! host's loopback, a UDP packet and a DNS lookup go nowhere. The run's audit record holds what
 //! the proxy saw, and the test server counts its connections, so a bypass would show twice.
-#![allow(clippy::disallowed_methods)] // the test server is plain std threads
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::support::Env;
-
-/// A server on 127.0.0.1 answering every request with `fine`, counting connections.
-fn serve() -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&hits);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            count.fetch_add(1, Ordering::SeqCst);
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                match stream.read(&mut byte) {
-                    Ok(1) => head.push(byte[0]),
-                    _ => break,
-                }
-            }
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\nfine",
-            );
-        }
-    });
-    (port, hits)
-}
+use super::support::{Env, serve};
 
 const SCRIPT: &str = r#"
 import socket, sys, urllib.request, urllib.error
@@ -68,7 +38,8 @@ for what, attempt in tries:
 
 #[test]
 fn a_strict_exec_granted_a_host_reaches_it_through_the_proxy_and_nothing_else() {
-    let (port, hits) = serve();
+    let server = serve(|_| Vec::new());
+    let (port, hits) = (server.port, server.hits);
     let env = Env::new().with_config(
         r#"
 [policy]
@@ -92,7 +63,7 @@ network = ["example.test"]
         .json();
     assert_eq!(
         r["output"]["stdout"].as_str().unwrap_or_default(),
-        "fine\nrefused 403: other.test is not among the hosts policy network allows (rule: \
+        "<h1>fine</h1>\nrefused 403: other.test is not among the hosts policy network allows (rule: \
          policy network allow_domains)\ndirect failed\nudp failed\ndns failed\n",
         "{r:#}"
     );

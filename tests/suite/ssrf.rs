@@ -3,18 +3,19 @@
 //! redirected there by a server it was allowed to reach. Each is refused with its reason before
 //! any connection to the forbidden place, and each refusal is in the call's audit record with
 //! the rule and the address that decided it. Names are mapped to addresses by the config's
-//! `[network.resolve]`, which the gatekeeper checks like any DNS answer.
-#![allow(clippy::disallowed_methods)] // the test server is plain std threads
+//! `[network.resolve]`, which the gatekeeper checks like any DNS answer, or by a DNS server of
+//! the test's (`[network] nameservers`) whose answers change between lookups (rebinding).
+#![allow(clippy::disallowed_methods)] // the test DNS server is a plain std thread
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use super::support::Env;
+use super::support::{Env, serve};
 
 /// Calls are allowed by policy, so what refuses them is the gatekeeper.
 const OPEN: &str = "[policy]\ndefault = \"allow\"\n";
@@ -28,56 +29,6 @@ name = "web"
 tools = ["http_fetch"]
 allow_domains = ["*", "127.0.0.1"]
 "#;
-
-/// A server on 127.0.0.1 answering `/ok` with a page, `/big` with 6 MiB, and each path `routes`
-/// makes (given the server's port) with a redirect to its location.
-struct Server {
-    port: u16,
-    hits: Arc<AtomicUsize>,
-}
-
-fn serve(routes: impl FnOnce(u16) -> Vec<(String, String)>) -> Server {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let redirects = routes(port);
-    let hits = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&hits);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            count.fetch_add(1, Ordering::SeqCst);
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                match stream.read(&mut byte) {
-                    Ok(1) => head.push(byte[0]),
-                    _ => break,
-                }
-            }
-            let text = String::from_utf8_lossy(&head).into_owned();
-            let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
-            let (status, location, body) = match path.as_str() {
-                "/ok" => (200, None, b"<h1>fine</h1>".to_vec()),
-                "/big" => (200, None, vec![b'x'; 6 << 20]),
-                _ => match redirects.iter().find(|(p, _)| *p == path) {
-                    Some((_, to)) => (302, Some(to.clone()), Vec::new()),
-                    None => (404, None, b"no".to_vec()),
-                },
-            };
-            let mut out = format!(
-                "HTTP/1.1 {status} X\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n",
-                body.len()
-            );
-            if let Some(to) = location {
-                out.push_str(&format!("location: {to}\r\n"));
-            }
-            out.push_str("\r\n");
-            let _ = stream.write_all(out.as_bytes());
-            let _ = stream.write_all(&body);
-        }
-    });
-    Server { port, hits }
-}
 
 /// The call's status, error code, the rule and address of the refusal in its audit record, and
 /// the requests it made.
@@ -368,4 +319,133 @@ allow_domains = ["*", "example.test"]
             page.stdout
         );
     }
+}
+
+/// A DNS server on 127.0.0.1 answering A queries for `names`, each name's answers one lookup
+/// after another (the last one for good), with a zero TTL, as a rebinding attacker's server
+/// would; other questions get an empty answer. Counts the A lookups of each name.
+fn dns(
+    names: Vec<(&'static str, Vec<Vec<Ipv4Addr>>)>,
+) -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
+    use hickory_proto::op::Message;
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::{RData, Record, RecordType};
+    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let asked = Arc::new(Mutex::new(HashMap::new()));
+    let count = Arc::clone(&asked);
+    let mut answers: HashMap<String, Vec<Vec<Ipv4Addr>>> = names
+        .into_iter()
+        .map(|(n, a)| (format!("{n}."), a))
+        .collect();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        loop {
+            let Ok((n, from)) = socket.recv_from(&mut buf) else {
+                return;
+            };
+            let Ok(query) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
+            let mut reply = Message::response(query.metadata.id, query.metadata.op_code);
+            reply.metadata.recursion_desired = query.metadata.recursion_desired;
+            reply.metadata.recursion_available = true;
+            for q in &query.queries {
+                reply.add_query(q.clone());
+                let name = q.name().to_ascii().to_ascii_lowercase();
+                if q.query_type() != RecordType::A {
+                    continue;
+                }
+                *count.lock().unwrap().entry(name.clone()).or_insert(0) += 1;
+                let Some(queue) = answers.get_mut(&name) else {
+                    continue;
+                };
+                let ips = if queue.len() > 1 {
+                    queue.remove(0)
+                } else {
+                    queue[0].clone()
+                };
+                for ip in ips {
+                    reply.add_answer(Record::from_rdata(q.name().clone(), 0, RData::A(A(ip))));
+                }
+            }
+            let _ = socket.send_to(&reply.to_vec().unwrap(), from);
+        }
+    });
+    (port, asked)
+}
+
+#[test]
+fn a_name_that_rebinds_between_lookups_is_judged_at_each_and_connected_as_judged() {
+    let server = serve(|_| Vec::new());
+    let p = server.port;
+    // A public address (nothing answers it from here) first, then the loopback the test
+    // server listens on: a check that resolved apart from its connection would reach it.
+    let public = Ipv4Addr::new(203, 0, 114, 1);
+    let loopback = Ipv4Addr::LOCALHOST;
+    let (dns_port, asked) = dns(vec![
+        ("flip.test", vec![vec![public], vec![loopback]]),
+        ("both.test", vec![vec![loopback, public]]),
+    ]);
+    let env = Env::new().with_config(&format!(
+        r#"{OPEN}
+[[policy.rules]]
+name = "web"
+tools = ["http_fetch"]
+allow_domains = ["*"]
+
+[network]
+nameservers = ["127.0.0.1:{dns_port}"]
+connect_timeout_ms = 1000
+"#
+    ));
+    // First lookup: public, allowed; the connection goes there and nowhere else.
+    let first = env.call(
+        "http_fetch",
+        json!({"url": format!("http://flip.test:{p}/ok")}),
+    );
+    let first = first.json();
+    assert!(
+        matches!(first["status"].as_str(), Some("failed" | "timeout")),
+        "{first:#}"
+    );
+    let row = env.audit_rows().pop().unwrap();
+    assert_eq!(
+        row.metadata["network"]["hosts"],
+        json!(["flip.test"]),
+        "{:#}",
+        row.metadata
+    );
+    // Second lookup: the loopback, refused with the address that decided.
+    assert_eq!(
+        outcome(&env, &format!("http://flip.test:{p}/ok")),
+        (
+            "permission_denied".to_owned(),
+            "egress_refused".to_owned(),
+            json!({"rule": "address class", "address": "127.0.0.1"}),
+            json!(1),
+        )
+    );
+    // One answer holding both: only the allowed address is tried.
+    let both = env.call(
+        "http_fetch",
+        json!({"url": format!("http://both.test:{p}/ok")}),
+    );
+    assert!(
+        matches!(both.json()["status"].as_str(), Some("failed" | "timeout")),
+        "{}",
+        both.stdout
+    );
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        0,
+        "a rebound name reached the loopback"
+    );
+    // Each call asked once: nothing resolved the name again to connect.
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(
+        (asked.get("flip.test."), asked.get("both.test.")),
+        (Some(&2), Some(&1)),
+        "{asked:?}"
+    );
 }

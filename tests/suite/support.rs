@@ -5,8 +5,12 @@
 //! `$TOOLWARDEN_BIN`. `scripts/test` builds it before running the tests.
 #![allow(clippy::disallowed_methods)] // the harness spawns the binary under test
 
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
@@ -246,4 +250,56 @@ pub fn running_as_root() -> bool {
 pub fn skip(message: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "{message}");
+}
+
+/// A server on 127.0.0.1 answering `/ok` with a page, `/big` with 6 MiB, and each path `routes`
+/// makes (given the server's port) with a redirect to its location.
+pub struct Server {
+    /// Where it listens on 127.0.0.1.
+    pub port: u16,
+    /// Connections it accepted.
+    pub hits: Arc<AtomicUsize>,
+}
+
+pub fn serve(routes: impl FnOnce(u16) -> Vec<(String, String)>) -> Server {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let redirects = routes(port);
+    let hits = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let text = String::from_utf8_lossy(&head).into_owned();
+            let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
+            let (status, location, body) = match path.as_str() {
+                "/ok" => (200, None, b"<h1>fine</h1>".to_vec()),
+                "/big" => (200, None, vec![b'x'; 6 << 20]),
+                _ => match redirects.iter().find(|(p, _)| *p == path) {
+                    Some((_, to)) => (302, Some(to.clone()), Vec::new()),
+                    None => (404, None, b"no".to_vec()),
+                },
+            };
+            let mut out = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n",
+                body.len()
+            );
+            if let Some(to) = location {
+                out.push_str(&format!("location: {to}\r\n"));
+            }
+            out.push_str("\r\n");
+            let _ = stream.write_all(out.as_bytes());
+            let _ = stream.write_all(&body);
+        }
+    });
+    Server { port, hits }
 }

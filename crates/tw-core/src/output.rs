@@ -42,15 +42,32 @@ pub fn cap_output(output: Value, max: usize) -> (Value, usize, bool) {
             }
         }
         other => {
-            let text = serde_json::to_string(&other).unwrap_or_default();
-            if text.len() <= max {
-                (other, text.len(), false)
+            // Counted as it is written, without keeping the text: most outputs fit.
+            let mut counted = Count(0);
+            let _ = serde_json::to_writer(&mut counted, &other);
+            if counted.0 <= max {
+                (other, counted.0, false)
             } else {
+                let text = serde_json::to_string(&other).unwrap_or_default();
                 let cut = truncate_str(&text, max).to_owned();
                 let n = cut.len();
                 (Value::String(cut), n, true)
             }
         }
+    }
+}
+
+/// Counts the bytes written to it.
+struct Count(usize);
+
+impl std::io::Write for Count {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -25,7 +25,7 @@ pub(crate) mod test_server;
 mod tests;
 
 pub use limit::{HostRate, StoreLimiter};
-pub use resolve::{Lookup, Resolver, StaticResolver, SystemResolver, with_names};
+pub use resolve::{DnsResolver, Lookup, Resolver, StaticResolver, SystemResolver, with_names};
 
 /// How long and how much one fetch may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

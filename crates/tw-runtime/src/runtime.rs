@@ -471,16 +471,24 @@ fn sandbox_for(config: &Config, data_dir: &Path) -> Sandbox {
     })
 }
 
-/// The egress gatekeeper: names from the config first, then `resolver`; requests counted per
-/// host where the config limits them.
+/// The egress gatekeeper: names from the config first, then its DNS servers when it lists
+/// some, else `resolver`; requests counted per host where the config limits them.
 fn gatekeeper(
     config: &Config,
     resolver: Arc<dyn crate::net::Resolver>,
     store: &Store,
     clock: &Arc<dyn Clock>,
 ) -> crate::net::Gatekeeper {
-    let gate =
-        crate::net::Gatekeeper::new(crate::net::with_names(&config.network.resolve, resolver));
+    let network = &config.network;
+    let resolver: Arc<dyn crate::net::Resolver> = if network.nameservers.is_empty() {
+        resolver
+    } else {
+        Arc::new(crate::net::DnsResolver::new(
+            &network.nameservers,
+            network.limits.connect,
+        ))
+    };
+    let gate = crate::net::Gatekeeper::new(crate::net::with_names(&network.resolve, resolver));
     match crate::net::StoreLimiter::new(
         store.clone(),
         Arc::clone(clock),

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 use tw_core::target::Egress;
 use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition, ToolStatus};
 
-use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit, output};
+use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit};
 use crate::config::NetworkSettings;
 use crate::net::{Gatekeeper, Limits, NetError, NetFacts, Request};
 
@@ -78,16 +78,6 @@ struct FetchArgs {
     read_as: Option<String>,
     #[serde(default)]
     max_bytes: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct FetchOutput {
-    status: u16,
-    final_url: String,
-    headers: BTreeMap<String, String>,
-    content_type: Option<String>,
-    content: Value,
-    truncated: bool,
 }
 
 impl BuiltinTool for HttpFetch {
@@ -203,16 +193,16 @@ async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
         .iter()
         .find(|(k, _)| k == "content-type")
         .map(|(_, v)| v.clone());
-    let text = || String::from_utf8_lossy(&response.body).into_owned();
+    let body = std::mem::take(&mut response.body);
     let content = match a.read_as.as_deref().unwrap_or("text") {
-        "json" => serde_json::from_slice(&response.body).map_err(|e| {
+        "json" => serde_json::from_slice(&body).map_err(|e| {
             ToolFailure::failed(
                 ErrorCode::EXECUTION_FAILED,
                 format!("the response body is not JSON: {e}"),
             )
         })?,
         "markdown" => {
-            let page = text();
+            let page = text(body);
             let cancel = ctx.cancel.clone();
             let read = tokio::task::spawn_blocking(move || html::markdown(&page, &cancel))
                 .await
@@ -225,7 +215,7 @@ async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
                 )
             })?)
         }
-        _ => Value::String(text()),
+        _ => Value::String(text(body)),
     };
     let mut headers = BTreeMap::new();
     for (k, v) in response.headers {
@@ -237,14 +227,24 @@ async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
             })
             .or_insert(v);
     }
-    output(&FetchOutput {
-        status: response.status,
-        final_url: response.final_url,
-        headers,
-        content_type,
-        content,
-        truncated: response.truncated,
-    })
+    let headers = headers.into_iter().map(|(k, v)| (k, Value::String(v)));
+    // Built in place: the body (up to megabytes) is moved into the output, never copied.
+    Ok(Value::Object(Map::from_iter([
+        ("status".to_owned(), Value::from(response.status)),
+        ("final_url".to_owned(), Value::String(response.final_url)),
+        ("headers".to_owned(), Value::Object(headers.collect())),
+        (
+            "content_type".to_owned(),
+            content_type.map_or(Value::Null, Value::String),
+        ),
+        ("content".to_owned(), content),
+        ("truncated".to_owned(), Value::Bool(response.truncated)),
+    ])))
+}
+
+/// A body as text, taken over as it is when it is UTF-8 (no copy), read lossily otherwise.
+fn text(body: Vec<u8>) -> String {
+    String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn invalid(message: String) -> ToolFailure {

@@ -1,11 +1,11 @@
 //! The config's `[network]` section: the gatekeeper's limits, names it resolves from the config
-//! instead of DNS, secrets that header values may name, the web search provider, and request
-//! rates per host. Parsing is
-//! pure like the rest of the config: environment variables are named here and read when a call
-//! needs them, so a secret's value never passes through the config or its errors.
+//! instead of DNS and the DNS servers it asks, secrets that header values may name, the web
+//! search provider, and request rates per host. Parsing is pure like the rest of the config:
+//! environment variables are named here and read when a call needs them, so a secret's value
+//! never passes through the config or its errors.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -22,6 +22,8 @@ pub struct NetworkSettings {
     /// Names answered from the config instead of DNS (like `curl --resolve`); the answers are
     /// still checked like any other address.
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
+    /// The DNS servers names are asked of, in turn, instead of the system's resolver.
+    pub nameservers: Vec<SocketAddr>,
     /// Secrets header values may name as `${secret:NAME}`.
     pub secrets: BTreeMap<String, Secret>,
     /// The provider `web_search` asks.
@@ -94,6 +96,8 @@ pub(super) struct NetworkDoc {
     #[serde(default)]
     resolve: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
     #[serde(default)]
+    nameservers: Vec<Spanned<String>>,
+    #[serde(default)]
     secrets: BTreeMap<Spanned<String>, SecretDoc>,
     search: Option<SearchDoc>,
     #[serde(default)]
@@ -133,60 +137,58 @@ const MAX_BODY_BYTES: u64 = 64 << 20;
 
 type Failure = (usize, String);
 
+/// A `[network]` number, checked to lie between 1 and `max`.
+fn within(v: Option<Spanned<u64>>, key: &str, max: u64) -> Result<Option<u64>, Failure> {
+    let Some(v) = v else { return Ok(None) };
+    if !(1..=max).contains(v.get_ref()) {
+        return Err((
+            v.span().start,
+            format!(
+                "network.{key} must be between 1 and {max}; got {}",
+                v.get_ref()
+            ),
+        ));
+    }
+    Ok(Some(v.into_inner()))
+}
+
 /// Checks `[network]`.
 pub(super) fn settings(d: NetworkDoc) -> Result<NetworkSettings, Failure> {
     let mut s = NetworkSettings::default();
-    let ms = |v: Option<Spanned<u64>>, key: &str, into: &mut Duration| {
-        if let Some(v) = v {
-            if !(1..=MAX_TIMEOUT_MS).contains(v.get_ref()) {
-                return Err((
-                    v.span().start,
-                    format!(
-                        "network.{key} must be between 1 and {MAX_TIMEOUT_MS}; got {}",
-                        v.get_ref()
-                    ),
-                ));
-            }
-            *into = Duration::from_millis(v.into_inner());
+    let limits = &mut s.limits;
+    for (v, key, into) in [
+        (
+            d.connect_timeout_ms,
+            "connect_timeout_ms",
+            &mut limits.connect,
+        ),
+        (
+            d.first_byte_timeout_ms,
+            "first_byte_timeout_ms",
+            &mut limits.first_byte,
+        ),
+        (d.total_timeout_ms, "total_timeout_ms", &mut limits.total),
+    ] {
+        if let Some(ms) = within(v, key, MAX_TIMEOUT_MS)? {
+            *into = Duration::from_millis(ms);
         }
-        Ok(())
-    };
-    ms(
-        d.connect_timeout_ms,
-        "connect_timeout_ms",
-        &mut s.limits.connect,
-    )?;
-    ms(
-        d.first_byte_timeout_ms,
-        "first_byte_timeout_ms",
-        &mut s.limits.first_byte,
-    )?;
-    ms(d.total_timeout_ms, "total_timeout_ms", &mut s.limits.total)?;
-    let bytes = |v: Option<Spanned<u64>>, key: &str, into: &mut usize| {
-        if let Some(v) = v {
-            if !(1..=MAX_BODY_BYTES).contains(v.get_ref()) {
-                return Err((
-                    v.span().start,
-                    format!(
-                        "network.{key} must be between 1 and {MAX_BODY_BYTES}; got {}",
-                        v.get_ref()
-                    ),
-                ));
-            }
-            *into = usize::try_from(v.into_inner()).unwrap_or(usize::MAX);
+    }
+    for (v, key, into) in [
+        (
+            d.max_request_bytes,
+            "max_request_bytes",
+            &mut limits.max_request_bytes,
+        ),
+        (
+            d.max_response_bytes,
+            "max_response_bytes",
+            &mut limits.max_response_bytes,
+        ),
+    ] {
+        if let Some(n) = within(v, key, MAX_BODY_BYTES)? {
+            *into = usize::try_from(n).unwrap_or(usize::MAX);
         }
-        Ok(())
-    };
-    bytes(
-        d.max_request_bytes,
-        "max_request_bytes",
-        &mut s.limits.max_request_bytes,
-    )?;
-    bytes(
-        d.max_response_bytes,
-        "max_response_bytes",
-        &mut s.limits.max_response_bytes,
-    )?;
+    }
     if let Some(r) = d.max_redirects {
         if *r.get_ref() > 20 {
             return Err((
@@ -230,6 +232,22 @@ pub(super) fn settings(d: NetworkDoc) -> Result<NetworkSettings, Failure> {
             ips.push(ip);
         }
         s.resolve.insert(host.to_string(), ips);
+    }
+    for at in d.nameservers {
+        let text = at.get_ref();
+        let addr = text
+            .parse::<SocketAddr>()
+            .or_else(|_| text.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+            .map_err(|_| {
+                (
+                    at.span().start,
+                    format!(
+                        "network.nameservers: {text:?} is not an IP address with an optional \
+                         port, like \"192.0.2.53\", \"192.0.2.53:5353\" or \"[2001:db8::53]:53\""
+                    ),
+                )
+            })?;
+        s.nameservers.push(addr);
     }
     for (name, doc) in d.secrets {
         let n = name.get_ref();

@@ -339,6 +339,7 @@ fn the_network_section_sets_limits_names_secrets_and_the_search_provider() {
 connect_timeout_ms = 2500
 max_response_bytes = 65536
 max_redirects = 0
+nameservers = ["10.0.0.53", "10.0.0.54:5353", "[fd00::53]:53"]
 
 [network.resolve]
 "Wiki.LAN." = ["192.168.1.20", "fd00::20"]
@@ -373,6 +374,11 @@ api_key_env = "BRAVE_API_KEY"
             "fd00::20".parse().unwrap()
         ]
     );
+    assert_eq!(
+        n.nameservers,
+        ["10.0.0.53:53", "10.0.0.54:5353", "[fd00::53]:53"]
+            .map(|a| a.parse::<std::net::SocketAddr>().unwrap())
+    );
     assert_eq!(n.secrets["github"].env, "GITHUB_TOKEN");
     assert_eq!(
         n.search,
@@ -387,6 +393,13 @@ api_key_env = "BRAVE_API_KEY"
         (
             "[network]\ntotal_timeout_ms = 0\n",
             format!("{f}:2:20: network.total_timeout_ms must be between 1 and 600000; got 0"),
+        ),
+        (
+            "[network]\nnameservers = [\"10.0.0.53\", \"dns.lan\"]\n",
+            format!(
+                "{f}:2:29: network.nameservers: \"dns.lan\" is not an IP address with an \
+                 optional port, like \"192.0.2.53\", \"192.0.2.53:5353\" or \"[2001:db8::53]:53\""
+            ),
         ),
         (
             "[network.resolve]\n\"wiki.lan\" = [\"not-an-ip\"]\n",

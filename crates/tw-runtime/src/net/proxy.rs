@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tw_core::target::Egress;
+use tw_core::target::{Egress, EgressRefusal};
 
 use super::{Gatekeeper, NetError, NetFacts, Refused};
 
@@ -149,28 +149,12 @@ impl Proxy {
         });
         let addrs: Vec<IpAddr> = match self.gate.admit(&self.egress, &url).await {
             Ok(addrs) => addrs,
-            Err(NetError::Refused(r)) => {
-                let why = format!("{} (rule: {})", r.reason, r.rule);
-                self.record(|f| {
-                    f.refusal = Some(Refused {
-                        rule: r.rule,
-                        address: r.address,
-                    });
-                });
-                return Err(why);
-            }
+            Err(NetError::Refused(r)) => return Err(self.refused(r)),
             Err(e) => return Err(e.to_string()),
         };
         if let Ok(target) = tw_core::target::parse_url(&url) {
             if let Err(NetError::Refused(r)) = self.gate.limit(&target.host).await {
-                let why = format!("{} (rule: {})", r.reason, r.rule);
-                self.record(|f| {
-                    f.refusal = Some(Refused {
-                        rule: r.rule,
-                        address: None,
-                    });
-                });
-                return Err(why);
+                return Err(self.refused(r));
             }
             self.record(|f| f.host(&target.host));
         }
@@ -184,6 +168,18 @@ impl Proxy {
             }
         }
         Err(format!("could not connect: {last}"))
+    }
+
+    /// Writes a refusal down as the run's network facts keep it; what the client is told.
+    fn refused(&self, r: EgressRefusal) -> String {
+        let why = format!("{} (rule: {})", r.reason, r.rule);
+        self.record(|f| {
+            f.refusal = Some(Refused {
+                rule: r.rule,
+                address: r.address,
+            });
+        });
+        why
     }
 
     fn record(&self, f: impl FnOnce(&mut NetFacts)) {

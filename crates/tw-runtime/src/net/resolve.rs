@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 /// A lookup in progress.
 pub type Lookup<'a> = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
@@ -29,6 +30,79 @@ impl Resolver for SystemResolver {
             for a in addrs {
                 if !ips.contains(&a.ip()) {
                     ips.push(a.ip());
+                }
+            }
+            Ok(ips)
+        })
+    }
+}
+
+/// Names asked of the DNS servers the config lists (`[network] nameservers`), over UDP with
+/// TCP for long answers, instead of the system's resolver. Nothing is cached: every lookup asks
+/// again and its answer is judged afresh (the connection then goes to an address it judged).
+pub struct DnsResolver {
+    resolver: Result<hickory_resolver::TokioResolver, String>,
+}
+
+impl DnsResolver {
+    /// A resolver asking `servers` in turn, each try waiting at most `timeout`.
+    pub fn new(servers: &[SocketAddr], timeout: Duration) -> Self {
+        use hickory_resolver::config::{
+            ConnectionConfig, NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts,
+        };
+        let name_servers = servers
+            .iter()
+            .map(|at| {
+                let over = |mut c: ConnectionConfig| {
+                    c.port = at.port();
+                    c
+                };
+                NameServerConfig::new(
+                    at.ip(),
+                    true,
+                    vec![over(ConnectionConfig::udp()), over(ConnectionConfig::tcp())],
+                )
+            })
+            .collect();
+        let mut options = ResolverOpts::default();
+        options.cache_size = 0;
+        options.timeout = timeout;
+        options.attempts = 2;
+        // The hosts file is the system's answer; names the config wants answered locally are
+        // in `[network.resolve]`.
+        options.use_hosts_file = ResolveHosts::Never;
+        let resolver = hickory_resolver::Resolver::builder_with_config(
+            ResolverConfig::from_name_servers(name_servers),
+            hickory_resolver::net::runtime::TokioRuntimeProvider::default(),
+        )
+        .with_options(options)
+        .build()
+        .map_err(|e| format!("the configured DNS servers cannot be used: {e}"));
+        DnsResolver { resolver }
+    }
+}
+
+impl Resolver for DnsResolver {
+    fn lookup<'a>(&'a self, host: &'a str) -> Lookup<'a> {
+        Box::pin(async move {
+            let resolver = self
+                .resolver
+                .as_ref()
+                .map_err(|e| io::Error::other(e.clone()))?;
+            // An address is its own answer, as with the system's resolver.
+            if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse() {
+                return Ok(vec![ip]);
+            }
+            // Fully qualified, so no search domain is tried in its place.
+            let name = format!("{}.", host.trim_end_matches('.'));
+            let found = resolver
+                .lookup_ip(name.as_str())
+                .await
+                .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("{host}: {e}")))?;
+            let mut ips: Vec<IpAddr> = Vec::new();
+            for ip in found.iter() {
+                if !ips.contains(&ip) {
+                    ips.push(ip);
                 }
             }
             Ok(ips)

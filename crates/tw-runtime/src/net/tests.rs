@@ -356,3 +356,22 @@ async fn a_malformed_request_names_its_field() {
     .await;
     assert_eq!(refused_rule(&outcome).0, "credentials");
 }
+
+#[tokio::test]
+async fn configured_dns_servers_answer_addresses_themselves_and_fail_with_the_name() {
+    // Nothing listens on port 9 of the loopback: every question goes unanswered.
+    let dns = DnsResolver::new(
+        &["127.0.0.1:9".parse().unwrap()],
+        Duration::from_millis(100),
+    );
+    assert_eq!(
+        dns.lookup("[::1]").await.unwrap(),
+        vec!["::1".parse::<IpAddr>().unwrap()]
+    );
+    assert_eq!(
+        dns.lookup("10.0.0.7").await.unwrap(),
+        vec!["10.0.0.7".parse::<IpAddr>().unwrap()]
+    );
+    let err = dns.lookup("nowhere.test").await.unwrap_err();
+    assert!(err.to_string().starts_with("nowhere.test: "), "{err}");
+}

@@ -25,14 +25,18 @@ allow_domains = ["*", "site.test", "other.test"]
 "#;
 
 async fn open(install: &Install) -> Runtime {
+    open_with(install, POLICY, &["site.test", "other.test"]).await
+}
+
+/// A runtime under `config`, the test resolver mapping each of `local` to the loopback.
+pub(super) async fn open_with(install: &Install, config: &str, local: &[&str]) -> Runtime {
     let path = install.path("config.toml");
-    let config = Config::parse(POLICY, &path, None).unwrap();
+    let config = Config::parse(config, &path, None).unwrap();
     let mut options = RuntimeOptions::new(install.path("data"), vec![install.path("ws")], config);
-    let local = || vec![vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]];
-    options.resolver = Arc::new(StaticResolver::new([
-        ("site.test", local()),
-        ("other.test", local()),
-    ]));
+    options.resolver =
+        Arc::new(StaticResolver::new(local.iter().map(|name| {
+            (*name, vec![vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]])
+        })));
     Runtime::open(options).await.unwrap()
 }
 
@@ -45,14 +49,25 @@ async fn fetch_as(
     args: serde_json::Value,
     caller: Caller,
 ) -> (ToolResult, serde_json::Value) {
-    let result = rt.execute(rt.call("http_fetch", args, caller)).await;
+    let (result, row) = audited(rt, "http_fetch", args, caller).await;
+    (result, row.metadata)
+}
+
+/// Runs a call, with the audit record it left.
+pub(super) async fn audited(
+    rt: &Runtime,
+    tool: &str,
+    args: serde_json::Value,
+    caller: Caller,
+) -> (ToolResult, tw_store::AuditRow) {
+    let result = rt.execute(rt.call(tool, args, caller)).await;
     let row = rt
         .store()
         .get(result.execution_id.as_str())
         .await
         .unwrap()
         .expect("every call leaves its audit record");
-    (result, row.metadata)
+    (result, row)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

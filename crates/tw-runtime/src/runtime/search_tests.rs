@@ -4,15 +4,13 @@
 //! failure; a secret named in a header is sent only to its hosts and never stored or echoed; a
 //! GET is judged as reading and a POST as a side effect; a host past its rate limit is refused.
 
-use std::net::{IpAddr, Ipv4Addr};
-
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tw_core::{Caller, Decision, ToolStatus};
 
+use super::net_tests::{audited, open_with};
 use super::policy_tests::{Install, code};
 use super::*;
-use crate::net::StaticResolver;
 use crate::net::test_server::{Reply, serve};
 
 const POLICY: &str = r#"
@@ -30,29 +28,17 @@ hosts = ["site.test"]
 "#;
 
 async fn open(install: &Install, extra: &str) -> Runtime {
-    let path = install.path("config.toml");
-    let config = Config::parse(&format!("{extra}\n{POLICY}"), &path, None).unwrap();
-    let mut options = RuntimeOptions::new(install.path("data"), vec![install.path("ws")], config);
-    let local = || vec![vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]];
-    options.resolver = Arc::new(StaticResolver::new([
-        ("site.test", local()),
-        ("other.test", local()),
-        ("search.test", local()),
-    ]));
-    Runtime::open(options).await.unwrap()
+    let config = format!("{extra}\n{POLICY}");
+    open_with(
+        install,
+        &config,
+        &["site.test", "other.test", "search.test"],
+    )
+    .await
 }
 
 async fn call(rt: &Runtime, tool: &str, args: Value) -> (ToolResult, tw_store::AuditRow) {
-    let result = rt
-        .execute(rt.call(tool, args, Caller::agent("agent-7")))
-        .await;
-    let row = rt
-        .store()
-        .get(result.execution_id.as_str())
-        .await
-        .unwrap()
-        .expect("every call leaves its audit record");
-    (result, row)
+    audited(rt, tool, args, Caller::agent("agent-7")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

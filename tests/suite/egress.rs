@@ -105,3 +105,56 @@ network = ["example.test"]
     assert_eq!(hits.load(Ordering::SeqCst), 1);
     assert!(env.audit_rows()[0].metadata.get("network").is_none());
 }
+
+#[test]
+fn a_custom_tool_whose_definition_grants_a_host_reaches_it_through_the_proxy_only() {
+    let server = serve(|_| Vec::new());
+    let env = Env::new().with_config(
+        r#"
+[policy]
+allow = ["fetch_two"]
+[policy.exec]
+security = "full"
+
+[network.resolve]
+"example.test" = ["127.0.0.1"]
+"other.test" = ["127.0.0.1"]
+"#,
+    );
+    let definition = json!({
+        "name": "fetch_two",
+        "description": "Fetch two pages through the proxy and try the other ways out.",
+        "category": "network",
+        "parameters": [{"name": "port", "type": "string", "required": true}],
+        "constraints": {"isolation": "strict", "network": ["example.test"]},
+        // Braces in the script are literal in a command template.
+        "command": {"argv": ["python3", "-c", SCRIPT.replace('{', "{{").replace('}', "}}"), "{port}"]}
+    });
+    let path = env.root.path().join("fetch_two.json");
+    std::fs::write(&path, definition.to_string()).unwrap();
+    env.cmd(&["tools", "add", path.to_str().unwrap()])
+        .run()
+        .ok();
+    let r = env
+        .call("fetch_two", json!({"port": server.port.to_string()}))
+        .ok()
+        .json();
+    assert_eq!(
+        r["output"].as_str().unwrap_or_default(),
+        "<h1>fine</h1>\nrefused 403: other.test is not among the hosts tool network allows (rule: \
+         tool network allow_domains)\ndirect failed\nudp failed\ndns failed\n",
+        "{r:#}"
+    );
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        1,
+        "only the proxy connected"
+    );
+    let rows = env.audit_rows();
+    let network = &rows.last().unwrap().metadata["network"];
+    assert_eq!(
+        (&network["requests"], &network["hosts"]),
+        (&json!(2), &json!(["example.test"])),
+        "{network}"
+    );
+}

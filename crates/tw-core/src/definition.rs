@@ -189,6 +189,10 @@ pub struct ToolConstraints {
     pub side_effects: bool,
     /// The isolation the tool needs; the sandbox refuses to run it with less.
     pub isolation: IsolationLevel,
+    /// Hosts its processes may reach at strict isolation and above, through the egress proxy
+    /// and its gatekeeper, like a policy rule's `network` grant (domain patterns, checked).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<String>,
 }
 
 impl ToolConstraints {
@@ -205,6 +209,7 @@ impl Default for ToolConstraints {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             side_effects: false,
             isolation: IsolationLevel::Standard,
+            network: Vec::new(),
         }
     }
 }
@@ -220,6 +225,8 @@ struct ConstraintsDoc {
     side_effects: bool,
     #[serde(default)]
     isolation: Option<IsolationLevel>,
+    #[serde(default)]
+    network: Vec<String>,
 }
 
 impl<'de> Deserialize<'de> for ToolConstraints {
@@ -241,11 +248,15 @@ impl<'de> Deserialize<'de> for ToolConstraints {
                 "max_output_bytes must be between 1 and {MAX_OUTPUT_LIMIT}, got {bytes}"
             )));
         }
+        if let Err(e) = crate::target::DomainList::parse(&doc.network) {
+            return Err(D::Error::custom(format!("network: {e}")));
+        }
         Ok(Self {
             max_execution_time_ms: time,
             max_output_bytes: bytes,
             side_effects: doc.side_effects,
             isolation: doc.isolation.unwrap_or(defaults.isolation),
+            network: doc.network,
         })
     }
 }
@@ -552,7 +563,7 @@ mod tests {
             "description": "Count words",
             "category": "FileSystem",
             "parameters": [{"name": "path", "type": "string", "required": true}],
-            "constraints": {"max_execution_time_ms": 500},
+            "constraints": {"max_execution_time_ms": 500, "network": ["*.pypi.org"]},
             "rate_limit": {"per_minute": 10},
             "command": {"argv": ["wc", "-w", "{path}"]}
         }))
@@ -561,6 +572,7 @@ mod tests {
         let again: ToolSpec = serde_json::from_value(text.clone()).unwrap();
         assert_eq!(spec, again);
         assert_eq!(text["constraints"]["isolation"], "standard");
+        assert_eq!(text["constraints"]["network"], json!(["*.pypi.org"]));
         assert_eq!(text["group"], "custom");
         assert_eq!(
             text["parameters"],
@@ -594,6 +606,10 @@ mod tests {
         assert_eq!(
             with("command", json!({"argv": ["echo", "{missing}"]})),
             "command: argv[1]: placeholder {missing} is not a declared parameter"
+        );
+        assert!(
+            with("constraints", json!({"network": ["pypi.org", "a..b"]})).starts_with("network: "),
+            "a bad host pattern in the grant is refused"
         );
         assert_eq!(
             with("surprise", json!(1)),

@@ -122,8 +122,10 @@ pub enum UpstreamTransport {
         cwd: Option<PathBuf>,
         /// Isolation: standard (default), strict or restricted; never none.
         isolation: tw_core::IsolationLevel,
-        /// At strict and above: whether it keeps the network.
-        network: bool,
+        /// At strict and above: the hosts it may reach, through the egress proxy and its
+        /// gatekeeper (`network = true` is every host, `*`); `None` is no network at all. At
+        /// standard it keeps the host's network.
+        network: Option<tw_core::target::DomainList>,
         /// At strict and above: paths it may read besides the system's.
         read_only: Vec<PathBuf>,
         /// At strict and above: paths it may change.
@@ -314,6 +316,14 @@ struct Doc {
     network: Option<network::NetworkDoc>,
 }
 
+/// `network = true | false | ["host", "*.domain"]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum UpstreamNetworkDoc {
+    All(bool),
+    Hosts(Vec<String>),
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UpstreamDoc {
@@ -324,8 +334,7 @@ struct UpstreamDoc {
     env: BTreeMap<String, String>,
     cwd: Option<String>,
     isolation: Option<Spanned<tw_core::IsolationLevel>>,
-    #[serde(default)]
-    network: bool,
+    network: Option<Spanned<UpstreamNetworkDoc>>,
     #[serde(default)]
     read_only: Vec<String>,
     #[serde(default)]
@@ -607,13 +616,43 @@ fn upstream_server(
                 }
                 Some(i) => i.into_inner(),
             };
+            let network = match d.network {
+                None => None,
+                Some(n) => {
+                    let at = n.span().start;
+                    match n.into_inner() {
+                        // No host listed is no network, not an open list.
+                        UpstreamNetworkDoc::All(false) => None,
+                        UpstreamNetworkDoc::Hosts(hosts) if hosts.is_empty() => None,
+                        UpstreamNetworkDoc::All(true) => Some(vec!["*".to_owned()]),
+                        UpstreamNetworkDoc::Hosts(_)
+                            if isolation == tw_core::IsolationLevel::Standard =>
+                        {
+                            return Err((
+                                at,
+                                format!(
+                                    "upstream.{name}: network lists hosts for a server at \
+                                     strict or restricted isolation; at standard it keeps the \
+                                     host's network, so set isolation = \"strict\""
+                                ),
+                            ));
+                        }
+                        UpstreamNetworkDoc::Hosts(hosts) => Some(hosts),
+                    }
+                    .map(|hosts| {
+                        tw_core::target::DomainList::parse(&hosts)
+                            .map_err(|e| (at, format!("upstream.{name}.network: {e}")))
+                    })
+                    .transpose()?
+                }
+            };
             UpstreamTransport::Stdio {
                 command,
                 args: d.args,
                 env: d.env,
                 cwd: d.cwd.as_deref().map(|c| expand(c, base, home)),
                 isolation,
-                network: d.network,
+                network,
                 read_only: d.read_only.iter().map(|p| expand(p, base, home)).collect(),
                 read_write: d.read_write.iter().map(|p| expand(p, base, home)).collect(),
             }
@@ -632,7 +671,7 @@ fn upstream_server(
                 || !d.env.is_empty()
                 || d.cwd.is_some()
                 || d.isolation.is_some()
-                || d.network
+                || d.network.is_some()
                 || !d.read_only.is_empty()
                 || !d.read_write.is_empty();
             if stdio_only {

@@ -21,6 +21,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tw_core::IsolationLevel;
+use tw_core::target::{Egress, EgressLayer};
 use tw_store::{AdminEvent, SeenDefinition};
 pub use tw_store::{PinRow, PinState};
 
@@ -228,14 +231,14 @@ impl UpstreamService {
         };
         let target = tw_core::target::parse_url(url)
             .map_err(|e| RuntimeError::invalid("url", format!("upstream.{}: {e}", server.name)))?;
-        let layer = tw_core::target::EgressLayer {
+        let layer = EgressLayer {
             source: format!("config upstream {}", server.name),
             allow: tw_core::target::DomainList::parse([target.host.to_string()]).map_err(|e| {
                 RuntimeError::invalid("url", format!("upstream.{}: {e}", server.name))
             })?,
-            ..tw_core::target::EgressLayer::default()
+            ..EgressLayer::default()
         };
-        let egress = tw_core::target::Egress::new(vec![layer]);
+        let egress = Egress::new(vec![layer]);
         // Refused now, it would be refused inside the client, where its reason is lost.
         self.shared
             .gatekeeper
@@ -289,7 +292,29 @@ impl UpstreamService {
         spec.args = args.clone();
         spec.env = env.clone();
         spec.isolation = *isolation;
-        spec.network = *network;
+        // Hosts granted at strict and above: a network namespace whose only way out is the
+        // egress proxy, judged by the gatekeeper against the grant. The proxy serves for as long
+        // as the port does, which the sandbox keeps for as long as the server runs.
+        if let Some(hosts) = network
+            .clone()
+            .filter(|_| *isolation >= IsolationLevel::Strict)
+        {
+            let proxy = Arc::new(crate::net::proxy::Proxy {
+                gate: Arc::clone(&self.shared.gatekeeper),
+                egress: Egress::new(vec![EgressLayer {
+                    source: format!("config upstream {} network", server.name),
+                    allow: hosts,
+                    ..EgressLayer::default()
+                }]),
+                facts: Arc::default(),
+            });
+            let stop = CancellationToken::new();
+            let serving = stop.clone().drop_guard();
+            spec.egress = Some(tw_sandbox::EgressPort(Arc::new(move |listener| {
+                let _serving_while_held = &serving;
+                tokio::spawn(Arc::clone(&proxy).serve(listener, stop.clone()));
+            })));
+        }
         // The last 64 KiB of its stderr, to say why it died.
         spec.max_output_bytes = 64 * 1024;
         // A server lives as long as its host: no CPU-time limit over that life. No address-space

@@ -172,7 +172,7 @@ pub struct ProcessSpec {
     pub fs: FsView,
     /// Whether a strict or restricted tool keeps the host's network.
     pub network: bool,
-    /// Network through a proxy instead (strict and restricted, batch runs): the tool gets a
+    /// Network through a proxy instead (strict and restricted): the tool gets a
     /// network namespace of its own whose only way out is a listener on its `127.0.0.1:3128`,
     /// handed to this port's owner before the tool starts, and `HTTP_PROXY`/`HTTPS_PROXY`
     /// pointing at it. Whoever serves the listener decides where the tool can go.
@@ -554,10 +554,10 @@ impl Sandbox {
                 });
             }
         };
-        if spec.egress.is_some() && (level == Level::Standard || mode == Mode::Interactive) {
+        if spec.egress.is_some() && level == Level::Standard {
             return Err(SandboxError::InvalidSpec(
-                "an egress port needs a batch run at strict or restricted isolation (a network \
-                 namespace of its own)"
+                "an egress port needs strict or restricted isolation (a network namespace of \
+                 its own)"
                     .to_owned(),
             ));
         }

@@ -550,8 +550,9 @@ impl ArgLayer {
     }
 
     /// The hosts a tool's processes are granted, through the egress proxy: every applying
-    /// rule's `network` list together, as one layer (`policy network`); `None` when no rule
-    /// grants the tool any network.
+    /// rule's `network` list and the definition's own `constraints.network` together, as one
+    /// layer (`policy network`, `tool network`, or both); `None` when nothing grants the tool
+    /// any network.
     pub fn network_grant(&self, def: &ToolDefinition) -> Option<EgressLayer> {
         let mut patterns: Vec<String> = Vec::new();
         for r in self.rules.iter().filter(|r| r.applies_to(def)) {
@@ -559,10 +560,16 @@ impl ArgLayer {
                 patterns.extend(list.patterns().iter().map(|p| p.as_str().to_owned()));
             }
         }
-        if patterns.is_empty() {
-            return None;
-        }
-        EgressLayer::parse("policy network", &patterns, &[], &[]).ok()
+        let source = match (patterns.is_empty(), def.constraints.network.is_empty()) {
+            (true, true) => return None,
+            (false, true) => "policy network",
+            (true, false) => "tool network",
+            (false, false) => "policy and tool network",
+        };
+        patterns.extend(def.constraints.network.iter().cloned());
+        // The definition's patterns were checked when it was read; one that is not valid
+        // grants nothing (fail closed).
+        EgressLayer::parse(source, &patterns, &[], &[]).ok()
     }
 
     /// The argument layer: the strictest verdict of every rule that applies (the first-written

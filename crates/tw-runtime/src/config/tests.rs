@@ -119,7 +119,7 @@ fn upstream_servers_are_a_command_or_an_url() {
             env: BTreeMap::new(),
             cwd: None,
             isolation: tw_core::IsolationLevel::Strict,
-            network: false,
+            network: None,
             read_only: vec![PathBuf::from("/etc/tw/lib")],
             read_write: vec![],
         }
@@ -130,6 +130,36 @@ fn upstream_servers_are_a_command_or_an_url() {
             url: "https://mcp.example/mcp".into(),
             headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
         }
+    );
+    // Hosts granted to a strict server; true is every host, still through the gatekeeper; no
+    // host listed is no network.
+    let network = |value: &str| {
+        let text =
+            format!("[upstream.x]\ncommand = \"a\"\nisolation = \"strict\"\nnetwork = {value}\n");
+        match Config::parse(&text, Path::new("/etc/tw/config.toml"), None)
+            .unwrap()
+            .upstream["x"]
+            .transport
+            .clone()
+        {
+            UpstreamTransport::Stdio { network, .. } => network,
+            UpstreamTransport::Http { .. } => unreachable!(),
+        }
+    };
+    let hosts = |h: &[&str]| Some(tw_core::target::DomainList::parse(h).unwrap());
+    assert_eq!(
+        [
+            network("[\"pypi.org\", \"*.pythonhosted.org\"]"),
+            network("true"),
+            network("false"),
+            network("[]"),
+        ],
+        [
+            hosts(&["pypi.org", "*.pythonhosted.org"]),
+            hosts(&["*"]),
+            None,
+            None
+        ]
     );
     let cases = [
         (
@@ -167,6 +197,20 @@ fn upstream_servers_are_a_command_or_an_url() {
         (
             "[upstream.x]\ncommand = \"a\"\nport = 3\n",
             "/etc/tw/config.toml:3:1: unknown field `port`",
+        ),
+        (
+            "[upstream.x]\ncommand = \"a\"\nnetwork = [\"pypi.org\"]\n",
+            "/etc/tw/config.toml:3:11: upstream.x: network lists hosts for a server at strict or \
+             restricted isolation; at standard it keeps the host's network, so set isolation = \
+             \"strict\"",
+        ),
+        (
+            "[upstream.x]\ncommand = \"a\"\nisolation = \"strict\"\nnetwork = [\"a..b\"]\n",
+            "/etc/tw/config.toml:4:11: upstream.x.network: ",
+        ),
+        (
+            "[upstream.x]\ncommand = \"a\"\nnetwork = \"all\"\n",
+            "/etc/tw/config.toml:3:11: ",
         ),
     ];
     for (text, want) in cases {

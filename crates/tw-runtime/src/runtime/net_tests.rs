@@ -210,3 +210,71 @@ async fn a_page_nested_to_overflow_the_reader_fails_the_call_not_the_process() {
     let (text, _) = fetch(&rt, json!({"url": url, "max_bytes": 64})).await;
     assert_eq!(text.status, ToolStatus::Success, "{:?}", text.error);
 }
+
+/// Reads URLs, one a line, and answers each with what fetching it through the environment's
+/// proxy gave, then whether a direct connection to the test server got through.
+const FETCHER: &str = r#"
+import socket, sys, urllib.request, urllib.error
+port = int(sys.argv[1])
+for url in sys.stdin:
+    try:
+        got = urllib.request.urlopen(url.strip(), timeout=10).read().decode()
+    except urllib.error.HTTPError as e:
+        got = f"refused {e.code}"
+    except urllib.error.URLError as e:
+        got = f"unreachable {e.reason}"
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2)
+        direct = "reached"
+    except OSError:
+        direct = "failed"
+    print(got, "| direct", direct, flush=True)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_started_upstream_granted_hosts_reaches_them_only_through_the_gatekeeper() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let s = serve(vec![("/page", Reply::Body(b"hello".to_vec()))]).await;
+    let install = Install::new("");
+    let config = format!(
+        "{POLICY}\n[upstream.web]\ncommand = \"python3\"\nargs = [\"-c\", '''{FETCHER}''', \
+         \"{}\"]\nisolation = \"strict\"\nnetwork = [\"site.test\"]\n",
+        s.port
+    );
+    let rt = open_with(&install, &config, &["site.test", "other.test"]).await;
+    let server = Config::parse(&config, &install.path("config.toml"), None)
+        .unwrap()
+        .upstream["web"]
+        .clone();
+    let mut process = rt
+        .upstreams()
+        .start_upstream_process(&server)
+        .await
+        .unwrap();
+    let mut stdin = process.take_stdin().unwrap();
+    let mut stdout = tokio::io::BufReader::new(process.take_stdout().unwrap());
+    let mut answers = Vec::new();
+    for host in ["site.test", "other.test"] {
+        let url = format!("http://{host}:{}/page\n", s.port);
+        stdin.write_all(url.as_bytes()).await.unwrap();
+        let mut line = String::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            stdout.read_line(&mut line),
+        )
+        .await
+        .expect("an answer")
+        .unwrap();
+        answers.push(line);
+    }
+    assert_eq!(
+        answers,
+        ["hello | direct failed\n", "refused 403 | direct failed\n"]
+    );
+    assert_eq!(
+        s.connections.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "only the granted request reached the server, through the proxy"
+    );
+    process.stop().await.unwrap();
+}

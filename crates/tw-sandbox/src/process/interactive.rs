@@ -39,7 +39,7 @@ use tw_core::IsolationLevel;
 
 use super::{
     ExitInfo, HELPER_GRACE, Launched, Mode, ProcessSpec, READ_CHUNK, RunMetrics, Sandbox,
-    exit_info, failure, helper_exited, read_some, sleep_until, take_report,
+    exit_info, failure, helper_exited, read_report, read_some, sleep_until, take_report,
 };
 use crate::error::{Result, SandboxError};
 use crate::helper::wire::{self, Finished, Level, Message};
@@ -311,7 +311,17 @@ impl Supervisor {
                         stderr = None;
                     }
                 },
-                r = read_some(&mut report, &mut rbuf), if report.is_some() => {
+                r = read_report(&mut report, &mut rbuf), if report.is_some() => {
+                    let (r, fds) = match r {
+                        Ok((n, fds)) => (Ok(n), fds),
+                        Err(e) => (Err(e), Vec::new()),
+                    };
+                    // Only the egress port's listener is ever attached to a message.
+                    for fd in fds {
+                        if let Some(port) = &self.spec.egress {
+                            (port.0)(std::net::TcpListener::from(fd));
+                        }
+                    }
                     if !take_report(r, &rbuf, &mut messages) {
                         report = None;
                     }

@@ -42,6 +42,8 @@ pub(super) fn child_env(spec: &ProcessSpec) -> Result<BTreeMap<String, String>> 
         }
         env.remove("NO_PROXY");
         env.remove("no_proxy");
+        // Node reads the variables above only when told to (22.21 and 24 onwards).
+        env.insert("NODE_USE_ENV_PROXY".to_owned(), "1".to_owned());
     }
     Ok(env)
 }

@@ -9,6 +9,7 @@
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::Child;
+use std::sync::{Arc, Mutex};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -21,6 +22,9 @@ struct Served {
     child: Option<Child>,
     /// `http://127.0.0.1:PORT`
     base: String,
+    /// Its standard error so far, read as it comes, and the thread reading it.
+    stderr: Arc<Mutex<Vec<u8>>>,
+    reading: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Served {
@@ -42,10 +46,26 @@ impl Served {
                 String::from_utf8_lossy(&out.stderr)
             );
         };
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut from = child.stderr.take().unwrap();
+        let into = Arc::clone(&stderr);
+        let reading = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                into.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
         Self {
             base: base.to_owned(),
             child: Some(child),
+            stderr,
+            reading: Some(reading),
         }
+    }
+
+    /// What it has written to standard error so far.
+    fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
     fn addr(&self) -> &str {
@@ -60,14 +80,11 @@ impl Served {
     fn stop(mut self) -> (Option<i32>, String) {
         let mut child = self.child.take().unwrap();
         terminate(&child);
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (child.wait().unwrap().code(), err)
+        let code = child.wait().unwrap().code();
+        if let Some(reading) = self.reading.take() {
+            reading.join().unwrap();
+        }
+        (code, self.stderr_so_far())
     }
 }
 
@@ -115,7 +132,12 @@ fn request(
         .split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {out:?}"));
+        .unwrap_or_else(|| {
+            panic!(
+                "not an HTTP response: {out:?}; the endpoint's stderr so far:\n{}",
+                served.stderr_so_far()
+            )
+        });
     let body = out
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())

@@ -103,7 +103,7 @@ impl BuiltinTool for HttpFetch {
                                 "description": "Request headers by name."},
                     "body": {"type": "string", "description": "The request body, as text."},
                     "as": {"type": "string", "enum": ["text", "json", "markdown"],
-                           "description": "How to return the body: text (the default), parsed JSON, or Markdown read from an HTML page."},
+                           "description": "How to return the body: text (the default), parsed JSON, or Markdown: an HTML page's article (Readability), else the whole page."},
                     "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES,
                                   "description": "The most of the body to read (1 MiB unless given); the rest is cut and `truncated` is true."}
                 }

@@ -4,7 +4,8 @@
 //! scope checks quadratic, so a few hundred kilobytes cost minutes of CPU. So a page is fed to
 //! the parser in slices, with the deepest open path, the time spent and cancellation checked
 //! between them; a tree deeper than [`MAX_DEPTH`] is refused before anything walks it; and all
-//! of it runs on the blocking pool, never on the runtime's async workers.
+//! of it runs on the blocking pool, never on the runtime's async workers. Only a page that
+//! passes is searched for its article (Readability, by dom_smoothie) and turned into Markdown.
 
 use std::time::{Duration, Instant};
 
@@ -126,15 +127,61 @@ fn depth(node: &Handle) -> usize {
     deepest
 }
 
-/// A page as Markdown (scripts, styles and other non-content left out). Blocking.
+/// Pages with more elements than this are not searched for an article (Readability's scoring
+/// grows with the tree); they are read whole.
+const MAX_ARTICLE_ELEMENTS: usize = 50_000;
+
+/// A page as Markdown: its article when Readability finds one (navigation, sidebars, footers
+/// and the like left out, the title as a heading), else the whole page; scripts, styles and
+/// other non-content left out either way. Blocking.
 pub(super) fn markdown(html: &str, cancel: &CancellationToken) -> Result<String, Unreadable> {
+    // Parsed within the bounds first: a page that passes is no deeper than MAX_DEPTH and quick
+    // to parse, so the article search, which parses it again, is safe to run on it.
     let dom = parse(html, cancel)?;
-    let converter = htmd::HtmlToMarkdown::builder()
+    if let Some((title, content)) = article(html) {
+        let article = parse(&content, cancel)?;
+        let body = to_markdown(&article);
+        let body = body.trim();
+        return Ok(titled(title.trim(), body));
+    }
+    if cancel.is_cancelled() {
+        return Err(Unreadable::Cancelled);
+    }
+    Ok(to_markdown(&dom))
+}
+
+/// An article's Markdown under its title as the one top heading. Readability turns the page's
+/// own top heading into a second-level one; when that heading is the title, it is lifted back.
+fn titled(title: &str, body: &str) -> String {
+    let (first, rest) = body.split_once('\n').unwrap_or((body, ""));
+    let heading = first
+        .starts_with('#')
+        .then(|| first.trim_start_matches('#').trim());
+    match heading {
+        Some(h) if h == title || title.is_empty() => format!("# {h}\n{rest}").trim_end().to_owned(),
+        _ if title.is_empty() => body.to_owned(),
+        _ => format!("# {title}\n\n{body}"),
+    }
+}
+
+/// The page's article by Readability: its title and its content as HTML, when it has one.
+fn article(html: &str) -> Option<(String, String)> {
+    let config = dom_smoothie::Config {
+        max_elements_to_parse: MAX_ARTICLE_ELEMENTS,
+        ..Default::default()
+    };
+    let mut readability = dom_smoothie::Readability::new(html, None, Some(config)).ok()?;
+    let article = readability.parse().ok()?;
+    (!article.text_content.trim().is_empty()).then(|| (article.title, article.content.to_string()))
+}
+
+fn to_markdown(dom: &RcDom) -> String {
+    htmd::HtmlToMarkdown::builder()
         .skip_tags(vec![
             "script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "canvas",
         ])
-        .build();
-    Ok(converter.tree_to_markdown(&dom.document))
+        .build()
+        .tree_to_markdown(&dom.document)
 }
 
 #[cfg(test)]
@@ -157,6 +204,39 @@ mod tests {
                     <script>alert(1)</script><p>A <a href=\"/x\">link</a>.</p></body></html>";
         let md = markdown(page, &CancellationToken::new()).unwrap();
         assert_eq!(md, "# Title\n\nA [link](/x).");
+    }
+
+    /// A news page: navigation, a sidebar of links, a footer, and the article between them.
+    #[test]
+    fn an_article_page_reads_as_its_article_under_its_title() {
+        let paragraph = |n: usize| {
+            format!(
+                "<p>Paragraph {n} of the story, long enough to be read as prose by anyone \
+                 scoring a page for its content: it has sentences, commas, and a point to make \
+                 about the governed tools that agents call.</p>"
+            )
+        };
+        let story: String = (1..=6).map(paragraph).collect();
+        let page = format!(
+            "<html><head><title>Agents and their tools</title></head><body>\
+             <nav><a href=\"/\">Home</a> <a href=\"/news\">News</a> <a href=\"/about\">About</a></nav>\
+             <aside class=\"sidebar\"><ul><li><a href=\"/a\">Related one</a></li>\
+             <li><a href=\"/b\">Related two</a></li></ul></aside>\
+             <article><h1>Agents and their tools</h1>{story}</article>\
+             <footer>Copyright nobody, all rights reserved. <a href=\"/terms\">Terms</a></footer>\
+             </body></html>"
+        );
+        let md = markdown(&page, &CancellationToken::new()).unwrap();
+        assert!(
+            md.starts_with("# Agents and their tools\n\nParagraph 1 of the story"),
+            "{md}"
+        );
+        for n in 1..=6 {
+            assert_eq!(md.matches(&format!("Paragraph {n} of")).count(), 1, "{md}");
+        }
+        for chrome in ["Home", "Related one", "Copyright", "Terms"] {
+            assert!(!md.contains(chrome), "{chrome:?} in {md}");
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ from mcp.client.stdio import StdioServerParameters
 
 # Percentiles and environment as bench.py makes them, so the two figures read alike.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import open_session, percentile, server_env, text_of  # noqa: E402
+from bench import Server, open_session, percentile, server_env, text_of  # noqa: E402
 
 PAGE_BYTES = 16 * 1024  # as the criterion bench (crates/tw-runtime/benches/net.rs)
 PARAGRAPHS = 32
@@ -126,36 +126,6 @@ def serve(page):
     return httpd, hits
 
 
-class Server:
-    """One open session and how to fetch the page through it."""
-
-    def __init__(self, label, session, tool, arguments, content_of):
-        self.label = label
-        self.session = session
-        self.tool = tool
-        self.arguments = arguments
-        self.content_of = content_of
-        self.calls = 0
-        self.samples = []
-        self.first = None
-
-    async def fetch(self, timed):
-        start = time.perf_counter_ns()
-        result = await self.session.call_tool(self.tool, self.arguments)
-        elapsed = time.perf_counter_ns() - start
-        self.calls += 1
-        if result.is_error:
-            raise SystemExit(f"{self.label}: the call failed: {result.content}")
-        got = self.content_of(result)
-        # Every answer is the first one again: nothing in the page or the policy changes.
-        if self.first is None:
-            self.first = got
-        elif got != self.first:
-            raise SystemExit(f"{self.label}: answer {self.calls} differs from the first")
-        if timed:
-            self.samples.append(elapsed)
-
-
 def summary(samples):
     s = sorted(samples)
     return {p: percentile(s, p) / 1e3 for p in (50, 95, 99)} | {"mean": statistics.fmean(s) / 1e3}
@@ -233,7 +203,7 @@ async def run(args, ws, data, config, url, peer_log):
                 n = min(args.block, total - b)
                 for server in pair:
                     for _ in range(n):
-                        await server.fetch(timed)
+                        await server.call(timed)
 
         start = time.perf_counter()
         await blocks(args.warmup, timed=False)

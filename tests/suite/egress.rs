@@ -11,6 +11,13 @@ use serde_json::json;
 
 use super::support::{Env, serve};
 
+/// Both test hosts are the test server on the loopback (reachable only if a grant names them).
+const NAMES: &str = r#"
+[network.resolve]
+"example.test" = ["127.0.0.1"]
+"other.test" = ["127.0.0.1"]
+"#;
+
 const SCRIPT: &str = r#"
 import socket, sys, urllib.request, urllib.error
 port = int(sys.argv[1])
@@ -40,7 +47,7 @@ for what, attempt in tries:
 fn a_strict_exec_granted_a_host_reaches_it_through_the_proxy_and_nothing_else() {
     let server = serve(|_| Vec::new());
     let (port, hits) = (server.port, server.hits);
-    let env = Env::new().with_config(
+    let env = Env::new().with_config(&format!(
         r#"
 [policy]
 allow = ["group:exec"]
@@ -50,12 +57,8 @@ security = "full"
 name = "packages"
 tools = ["exec"]
 network = ["example.test"]
-
-[network.resolve]
-"example.test" = ["127.0.0.1"]
-"other.test" = ["127.0.0.1"]
-"#,
-    );
+{NAMES}"#
+    ));
     let port_arg = port.to_string();
     let r = env
         .call("exec", json!({"argv": ["python3", "-c", SCRIPT, port_arg]}))
@@ -109,18 +112,9 @@ network = ["example.test"]
 #[test]
 fn a_custom_tool_whose_definition_grants_a_host_reaches_it_through_the_proxy_only() {
     let server = serve(|_| Vec::new());
-    let env = Env::new().with_config(
-        r#"
-[policy]
-allow = ["fetch_two"]
-[policy.exec]
-security = "full"
-
-[network.resolve]
-"example.test" = ["127.0.0.1"]
-"other.test" = ["127.0.0.1"]
-"#,
-    );
+    let env = Env::new().with_config(&format!(
+        "[policy]\nallow = [\"fetch_two\"]\n[policy.exec]\nsecurity = \"full\"\n{NAMES}"
+    ));
     let definition = json!({
         "name": "fetch_two",
         "description": "Fetch two pages through the proxy and try the other ways out.",

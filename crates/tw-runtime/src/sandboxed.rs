@@ -195,10 +195,9 @@ pub(crate) async fn run(
     let def = l.definition;
     let limit = spec.timeout;
     // A grant means a network namespace of the run's own whose only way out is the proxy,
-    // served for as long as the run lasts. At standard isolation the process keeps the host's
-    // network as it always has; a grant adds nothing there.
-    let stop = CancellationToken::new();
-    let _stop_proxy = stop.clone().drop_guard();
+    // served for as long as the run lasts (the sandbox holds the port until then). At standard
+    // isolation the process keeps the host's network as it always has; a grant adds nothing
+    // there.
     let proxy = l
         .egress
         .clone()
@@ -210,12 +209,7 @@ pub(crate) async fn run(
                 facts: Arc::default(),
             })
         });
-    if let Some(proxy) = &proxy {
-        let (proxy, stop) = (Arc::clone(proxy), stop.clone());
-        spec.egress = Some(tw_sandbox::EgressPort(Arc::new(move |listener| {
-            tokio::spawn(Arc::clone(&proxy).serve(listener, stop.clone()));
-        })));
-    }
+    spec.egress = proxy.as_ref().map(|p| Arc::clone(p).port());
     let facts = |out: &ProcessOutput, raised_by: Option<&str>| {
         let mut m = facts(out, raised_by);
         if let Some(p) = &proxy {
@@ -297,7 +291,6 @@ pub(crate) async fn run(
             facts(&out, raised_by),
         )),
         RunOutcome::Exited(out) => {
-            stop.cancel();
             let execution = facts(&out, raised_by);
             Ok((out, execution))
         }

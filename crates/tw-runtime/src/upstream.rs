@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 use tw_core::IsolationLevel;
 use tw_core::target::{Egress, EgressLayer};
 use tw_store::{AdminEvent, SeenDefinition};
@@ -293,28 +292,23 @@ impl UpstreamService {
         spec.env = env.clone();
         spec.isolation = *isolation;
         // Hosts granted at strict and above: a network namespace whose only way out is the
-        // egress proxy, judged by the gatekeeper against the grant. The proxy serves for as long
-        // as the port does, which the sandbox keeps for as long as the server runs.
-        if let Some(hosts) = network
+        // egress proxy, judged by the gatekeeper against the grant, for as long as the server
+        // runs.
+        spec.egress = network
             .clone()
             .filter(|_| *isolation >= IsolationLevel::Strict)
-        {
-            let proxy = Arc::new(crate::net::proxy::Proxy {
-                gate: Arc::clone(&self.shared.gatekeeper),
-                egress: Egress::new(vec![EgressLayer {
-                    source: format!("config upstream {} network", server.name),
-                    allow: hosts,
-                    ..EgressLayer::default()
-                }]),
-                facts: Arc::default(),
+            .map(|hosts| {
+                Arc::new(crate::net::proxy::Proxy {
+                    gate: Arc::clone(&self.shared.gatekeeper),
+                    egress: Egress::new(vec![EgressLayer {
+                        source: format!("config upstream {} network", server.name),
+                        allow: hosts,
+                        ..EgressLayer::default()
+                    }]),
+                    facts: Arc::default(),
+                })
+                .port()
             });
-            let stop = CancellationToken::new();
-            let serving = stop.clone().drop_guard();
-            spec.egress = Some(tw_sandbox::EgressPort(Arc::new(move |listener| {
-                let _serving_while_held = &serving;
-                tokio::spawn(Arc::clone(&proxy).serve(listener, stop.clone()));
-            })));
-        }
         // The last 64 KiB of its stderr, to say why it died.
         spec.max_output_bytes = 64 * 1024;
         // A server lives as long as its host: no CPU-time limit over that life. No address-space

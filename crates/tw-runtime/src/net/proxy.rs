@@ -36,6 +36,17 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// A sandbox's egress port served by this proxy: every listener it is handed is served
+    /// until the port is dropped, which the sandbox does when the run (or the server) ends.
+    pub fn port(self: Arc<Self>) -> tw_sandbox::EgressPort {
+        let stop = CancellationToken::new();
+        let serving = stop.clone().drop_guard();
+        tw_sandbox::EgressPort(Arc::new(move |listener| {
+            let _served_while_held = &serving;
+            tokio::spawn(Arc::clone(&self).serve(listener, stop.clone()));
+        }))
+    }
+
     /// Serves `listener` until `stop` fires (the run is over); every connection ends with it.
     pub async fn serve(self: Arc<Self>, listener: std::net::TcpListener, stop: CancellationToken) {
         let listener = match listener

@@ -118,12 +118,20 @@ pub use tw_core::policy::Severity;
 
 /// The SHA-256 of an output as the log stores it.
 pub fn output_digest(output: &Value) -> String {
-    let mut h = Sha256::new();
     match output {
-        Value::String(s) => h.update(s.as_bytes()),
-        other => h.update(other.to_string().as_bytes()),
+        Value::String(s) => sha256_hex(s.as_bytes()),
+        other => sha256_hex(json_text(other).as_bytes()),
     }
-    let digest = h.finalize();
+}
+
+/// The compact JSON text of `value`, written through a byte buffer (`Display` goes through
+/// `fmt::Write` a piece at a time, several times slower on a long string).
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
     let mut hex = String::with_capacity(64);
     for b in digest.iter() {
         hex.push(char::from(HEX[usize::from(b >> 4)]));
@@ -146,12 +154,19 @@ pub(crate) struct Encoded {
 
 impl Encoded {
     pub(crate) fn new(record: AuditRecord) -> Self {
+        let output = record.output.as_ref().map(json_text);
+        // The digest of a non-text output is that of the text just written: serialized once.
+        let output_sha256 = match (&record.output, &output) {
+            (Some(Value::String(s)), _) => Some(sha256_hex(s.as_bytes())),
+            (Some(_), Some(text)) => Some(sha256_hex(text.as_bytes())),
+            _ => None,
+        };
         Self {
-            arguments: record.arguments.to_string(),
-            explanation: record.explanation.as_ref().map(Value::to_string),
-            output: record.output.as_ref().map(Value::to_string),
-            output_sha256: record.output.as_ref().map(output_digest),
-            metadata: record.metadata.to_string(),
+            arguments: json_text(&record.arguments),
+            explanation: record.explanation.as_ref().map(json_text),
+            output,
+            output_sha256,
+            metadata: json_text(&record.metadata),
             record,
         }
     }

@@ -93,6 +93,12 @@ fn url_target(input: &str) -> Result<UrlTarget, String> {
         host => host,
     };
     let host = match host {
+        // A special URL's host went through the WHATWG host parser already (IDNA, every IPv4
+        // spelling); an opaque one is still as written, so it goes through it here.
+        Some(url::Host::Domain(d)) if url.is_special() => {
+            check_chars(d)?;
+            domain(d)?
+        }
         Some(url::Host::Domain(d)) => parse_bare(d)?,
         Some(url::Host::Ipv4(a)) => Host::Ipv4(a),
         Some(url::Host::Ipv6(a)) => from_v6(a),
@@ -122,14 +128,17 @@ fn parse_bare(text: &str) -> Result<Host, String> {
     match url::Host::parse(text).map_err(|e| e.to_string().to_lowercase())? {
         url::Host::Ipv4(a) => Ok(Host::Ipv4(a)),
         url::Host::Ipv6(a) => Ok(from_v6(a)),
-        url::Host::Domain(d) => {
-            let d = d.strip_suffix('.').unwrap_or(&d);
-            if d.is_empty() || d.split('.').any(str::is_empty) {
-                return Err("empty label in domain".into());
-            }
-            Ok(Host::Domain(d.to_owned()))
-        }
+        url::Host::Domain(d) => domain(&d),
     }
+}
+
+/// A domain the host parser returned, without its trailing dot.
+fn domain(d: &str) -> Result<Host, String> {
+    let d = d.strip_suffix('.').unwrap_or(d);
+    if d.is_empty() || d.split('.').any(str::is_empty) {
+        return Err("empty label in domain".into());
+    }
+    Ok(Host::Domain(d.to_owned()))
 }
 
 /// An IPv4-mapped address reaches the IPv4 host, so it must meet IPv4 rules.

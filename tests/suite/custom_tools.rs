@@ -63,6 +63,10 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
     assert_eq!(
         names,
         [
+            "browser_close",
+            "browser_content",
+            "browser_links",
+            "browser_navigate",
             "delete_file",
             "echo",
             "exec",
@@ -208,7 +212,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 12);
+    assert_eq!(all.as_array().unwrap().len(), 16);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 mod architecture;
 mod audit;
 mod batch;
+mod browser;
 mod custom_tools;
 mod egress;
 mod escapes;

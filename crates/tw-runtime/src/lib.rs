@@ -12,6 +12,7 @@
 //! registry, workspace, sandbox), follow other processes' changes through `changes` and files
 //! through `watch`, and never import the facade. Every outbound connection goes through `net`.
 
+pub mod browser;
 pub mod builtins;
 pub mod capabilities;
 mod changes;

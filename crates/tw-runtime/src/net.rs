@@ -117,6 +117,24 @@ pub struct NetFacts {
     /// The rule that refused the fetch, and the address that decided it, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<Refused>,
+    /// Every request refused, in order (a page's many requests; at most [`MAX_BLOCKED`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Blocked>,
+}
+
+/// The most refused requests one call's facts list; the count goes on past it.
+pub const MAX_BLOCKED: usize = 100;
+
+/// One refused request: where it asked to go, and the rule (and address) that refused it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Blocked {
+    /// The destination as asked for (a URL, or `host:port` for a tunnel).
+    pub destination: String,
+    /// The rule that decided.
+    pub rule: String,
+    /// The address that decided, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<IpAddr>,
 }
 
 /// A refusal as the audit record keeps it.
@@ -145,6 +163,19 @@ impl NetFacts {
         self.redirects.extend(other.redirects);
         if other.refusal.is_some() {
             self.refusal = other.refusal;
+        }
+        let room = MAX_BLOCKED.saturating_sub(self.blocked.len());
+        self.blocked.extend(other.blocked.into_iter().take(room));
+    }
+
+    /// Writes down one refused request (up to [`MAX_BLOCKED`]).
+    pub fn block(&mut self, destination: &str, r: &EgressRefusal) {
+        if self.blocked.len() < MAX_BLOCKED {
+            self.blocked.push(Blocked {
+                destination: tw_core::output::truncate_str(destination, 1024).to_owned(),
+                rule: r.rule.clone(),
+                address: r.address,
+            });
         }
     }
 

@@ -127,6 +127,11 @@ impl Runtime {
             registry: builtin_registry()?,
             workspace,
             sandbox: sandbox_for(&config, &data_dir),
+            browsers: Arc::new(crate::browser::Browsers::new(
+                crate::browser::DEFAULT_EXECUTABLE.into(),
+                data_dir.join("browser"),
+                Arc::clone(&gatekeeper),
+            )),
             gatekeeper,
             network: Arc::new(config.network.clone()),
             data_dir,

@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub(crate) sandbox: Sandbox,
     /// Every outbound connection a tool makes goes through it.
     pub(crate) gatekeeper: Arc<crate::net::Gatekeeper>,
+    /// The browser the browser tools drive (started on first use).
+    pub(crate) browsers: Arc<crate::browser::Browsers>,
     /// The config's `[network]`, read once at start-up.
     pub(crate) network: Arc<crate::config::NetworkSettings>,
     /// Where the runtime keeps its data (the database, the live feed's socket, tokens).

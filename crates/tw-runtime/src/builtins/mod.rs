@@ -3,6 +3,7 @@
 //! A built-in only sees validated arguments and a context carrying the workspace and a cancellation
 //! token; policy, limits, auditing and events are the pipeline's job, never the tool's.
 
+mod browser;
 pub mod exec;
 mod fs;
 pub mod net;
@@ -75,6 +76,7 @@ pub fn all() -> Vec<Arc<dyn BuiltinTool>> {
     let mut tools: Vec<Arc<dyn BuiltinTool>> = Vec::new();
     tools.extend(fs::tools());
     tools.extend(net::tools());
+    tools.extend(browser::tools());
     tools.extend(system::tools());
     tools
 }

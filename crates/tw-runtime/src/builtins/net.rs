@@ -15,7 +15,7 @@ use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit};
 use crate::config::NetworkSettings;
 use crate::net::{Gatekeeper, Limits, NetError, NetFacts, Request};
 
-mod html;
+pub(super) mod html;
 mod search;
 mod secrets;
 
@@ -29,6 +29,10 @@ pub struct NetContext {
     pub settings: Arc<NetworkSettings>,
     /// What the call did on the network, read by the pipeline for the audit record.
     pub facts: Mutex<NetFacts>,
+    /// The runtime's browser, for the browser tools.
+    pub browsers: Arc<crate::browser::Browsers>,
+    /// Whose browser session the call uses: its agent and skill.
+    pub owner: String,
 }
 
 impl NetContext {
@@ -148,7 +152,7 @@ impl BuiltinTool for HttpFetch {
 }
 
 /// The network context of a call, which every network tool has.
-fn net_context(ctx: &ToolContext) -> Result<&NetContext, ToolFailure> {
+pub(super) fn net_context(ctx: &ToolContext) -> Result<&NetContext, ToolFailure> {
     ctx.net.as_deref().ok_or_else(|| {
         ToolFailure::failed(
             ErrorCode::EXECUTION_FAILED,
@@ -257,7 +261,7 @@ fn invalid(message: String) -> ToolFailure {
 
 /// A gatekeeper's answer as the call's result: a refusal is a denial with the rule that made
 /// it, a malformed request is invalid at its field, a limit is a timeout.
-fn failure(e: NetError) -> ToolFailure {
+pub(super) fn failure(e: NetError) -> ToolFailure {
     match e {
         NetError::Refused(r) => ToolFailure {
             status: ToolStatus::PermissionDenied,

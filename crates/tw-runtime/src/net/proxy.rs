@@ -18,6 +18,53 @@ use tw_core::target::{Egress, EgressRefusal};
 
 use super::{Gatekeeper, NetError, NetFacts, Refused};
 
+/// Serves `listener` until `stop` fires, each connection by the proxy `current` names when it
+/// arrives: a long-lived client (a browser session) is held to the rules of the call it serves
+/// now. `None` refuses the connection (no call is running).
+pub async fn serve_with(
+    listener: std::net::TcpListener,
+    stop: CancellationToken,
+    current: impl Fn() -> Option<Arc<Proxy>> + Send + 'static,
+) {
+    let listener = match listener
+        .set_nonblocking(true)
+        .and_then(|()| TcpListener::from_std(listener))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "the egress port could not be served");
+            return;
+        }
+    };
+    loop {
+        let mut conn = tokio::select! {
+            () = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((conn, _)) => conn,
+                Err(e) => {
+                    tracing::debug!(error = %e, "accepting on the egress port failed");
+                    continue;
+                }
+            },
+        };
+        let Some(proxy) = current() else {
+            tokio::spawn(async move {
+                let _ = conn
+                    .write_all(&answer(403, "no call is running: nothing may connect now"))
+                    .await;
+            });
+            continue;
+        };
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = proxy.handle(conn) => {}
+            }
+        });
+    }
+}
+
 /// The longest request head read.
 const MAX_HEAD: usize = 16 << 10;
 /// How long a client may take to say where it goes.
@@ -49,36 +96,7 @@ impl Proxy {
 
     /// Serves `listener` until `stop` fires (the run is over); every connection ends with it.
     pub async fn serve(self: Arc<Self>, listener: std::net::TcpListener, stop: CancellationToken) {
-        let listener = match listener
-            .set_nonblocking(true)
-            .and_then(|()| TcpListener::from_std(listener))
-        {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "the egress port could not be served");
-                return;
-            }
-        };
-        loop {
-            let conn = tokio::select! {
-                () = stop.cancelled() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok((conn, _)) => conn,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "accepting on the egress port failed");
-                        continue;
-                    }
-                },
-            };
-            let proxy = Arc::clone(&self);
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = proxy.handle(conn) => {}
-                }
-            });
-        }
+        serve_with(listener, stop, move || Some(Arc::clone(&self))).await;
     }
 
     async fn handle(&self, mut client: TcpStream) {
@@ -160,12 +178,12 @@ impl Proxy {
         });
         let addrs: Vec<IpAddr> = match self.gate.admit(&self.egress, &url).await {
             Ok(addrs) => addrs,
-            Err(NetError::Refused(r)) => return Err(self.refused(r)),
+            Err(NetError::Refused(r)) => return Err(self.refused(&url, r)),
             Err(e) => return Err(e.to_string()),
         };
         if let Ok(target) = tw_core::target::parse_url(&url) {
             if let Err(NetError::Refused(r)) = self.gate.limit(&target.host).await {
-                return Err(self.refused(r));
+                return Err(self.refused(&url, r));
             }
             self.record(|f| f.host(&target.host));
         }
@@ -182,9 +200,10 @@ impl Proxy {
     }
 
     /// Writes a refusal down as the run's network facts keep it; what the client is told.
-    fn refused(&self, r: EgressRefusal) -> String {
+    fn refused(&self, destination: &str, r: EgressRefusal) -> String {
         let why = format!("{} (rule: {})", r.reason, r.rule);
         self.record(|f| {
+            f.block(destination, &r);
             f.refusal = Some(Refused {
                 rule: r.rule,
                 address: r.address,

@@ -92,6 +92,7 @@ async fn an_allowed_fetch_reaches_the_server_and_says_what_it_did() {
             bytes_received: 14,
             redirects: Vec::new(),
             refusal: None,
+            blocked: Vec::new(),
         }
     );
 }

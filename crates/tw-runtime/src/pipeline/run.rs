@@ -231,6 +231,12 @@ impl Pipeline {
                 egress: Egress::new(self.egress_layers(&policy, def, call)),
                 settings: Arc::clone(&self.shared.network),
                 facts: Mutex::new(NetFacts::default()),
+                browsers: Arc::clone(&self.shared.browsers),
+                owner: format!(
+                    "{}\u{0}{}",
+                    call.caller.agent_id,
+                    call.caller.skill.as_deref().unwrap_or_default()
+                ),
             })
         });
         let ctx = ToolContext {

@@ -22,7 +22,7 @@ const SLICE: usize = 16 << 10;
 
 /// Why a page could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Unreadable {
+pub(crate) enum Unreadable {
     /// Elements nest deeper than [`MAX_DEPTH`].
     TooDeep,
     /// Parsing ran past its time budget.
@@ -134,7 +134,7 @@ const MAX_ARTICLE_ELEMENTS: usize = 50_000;
 /// A page as Markdown: its article when Readability finds one (navigation, sidebars, footers
 /// and the like left out, the title as a heading), else the whole page; scripts, styles and
 /// other non-content left out either way. Blocking.
-pub(super) fn markdown(html: &str, cancel: &CancellationToken) -> Result<String, Unreadable> {
+pub(crate) fn markdown(html: &str, cancel: &CancellationToken) -> Result<String, Unreadable> {
     // Parsed within the bounds first: a page that passes is no deeper than MAX_DEPTH and quick
     // to parse, so the article search, which parses it again, is safe to run on it.
     let dom = parse(html, cancel)?;

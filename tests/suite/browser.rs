@@ -223,3 +223,49 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
         assert_eq!(seen.get(never), None, "{never} was reached: {seen:?}");
     }
 }
+
+#[test]
+fn over_mcp_a_screenshot_arrives_as_an_image_with_its_digest_in_the_audit_record() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, _) = fixture();
+    let env = Env::new().with_config(CONFIG);
+    let report = super::mcp::run(
+        &env,
+        &[],
+        json!([
+            {"op": "call", "tool": "browser_navigate",
+             "arguments": {"url": format!("http://site.test:{port}/next")}},
+            {"op": "call", "tool": "browser_screenshot", "arguments": {}},
+        ]),
+    );
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["result"]["isError"], false, "{report:#}");
+    let shot = &steps[1]["result"];
+    assert_eq!(shot["isError"], false, "{shot:#}");
+    let image = &shot["content"][0];
+    assert_eq!(image["type"], "image", "{shot:#}");
+    assert_eq!(image["mimeType"], "image/png");
+    // Base64 of the PNG signature.
+    assert!(
+        image["data"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("iVBORw0KGgo"),
+        "{image}"
+    );
+    let facts = &shot["structuredContent"];
+    assert_eq!(facts["url"], format!("http://site.test:{port}/next"));
+    assert_eq!(facts.get("data"), None, "the picture is sent once: {facts}");
+    let sha = facts["sha256"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(sha.len(), 64, "{facts}");
+    let rows = env.audit_rows();
+    let row = rows.last().unwrap();
+    assert_eq!(row.tool, "browser_screenshot");
+    assert_eq!(
+        row.output.as_ref().map(|o| o["sha256"].clone()),
+        Some(json!(sha))
+    );
+}

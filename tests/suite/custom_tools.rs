@@ -67,6 +67,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "browser_content",
             "browser_links",
             "browser_navigate",
+            "browser_screenshot",
             "delete_file",
             "echo",
             "exec",
@@ -212,7 +213,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 16);
+    assert_eq!(all.as_array().unwrap().len(), 17);
 }
 
 #[test]

@@ -144,7 +144,7 @@ impl Drop for Client {
 }
 
 /// Runs a whole plan and returns the client's report.
-fn run(env: &Env, extra: &[&str], steps: Value) -> Value {
+pub(super) fn run(env: &Env, extra: &[&str], steps: Value) -> Value {
     Client::start(env, extra, steps).finish()
 }
 

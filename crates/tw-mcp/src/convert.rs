@@ -68,6 +68,16 @@ pub(crate) fn call_result(
         && let Some(blocks) = blocks
     {
         CallToolResult::success(blocks)
+    } else if result.status == ToolStatus::Success
+        && let Some((image, rest)) = result.output.as_ref().and_then(image)
+    {
+        // An image (a screenshot): the picture as an image block, the rest as text and
+        // structured content, without the picture's base64 a second and third time.
+        let mut r = CallToolResult::success(vec![image, ContentBlock::text(rest.to_string())]);
+        if structured {
+            r.structured_content = Some(rest);
+        }
+        r
     } else if result.status == ToolStatus::Success {
         let text = match &result.output {
             Some(Value::String(s)) => s.clone(),
@@ -94,6 +104,20 @@ pub(crate) fn call_result(
     meta.insert(META_STATUS.into(), json!(result.status.as_str()));
     out.meta = Some(MetaObject(meta));
     out
+}
+
+/// An output that is an image (`{"mime_type": "image/...", "data": BASE64, ...}`): its image
+/// block, and the output without `data`.
+fn image(output: &Value) -> Option<(ContentBlock, Value)> {
+    let o = output.as_object()?;
+    let mime = o.get("mime_type")?.as_str()?;
+    let data = o.get("data")?.as_str()?;
+    if !mime.starts_with("image/") {
+        return None;
+    }
+    let mut rest = o.clone();
+    rest.remove("data");
+    Some((ContentBlock::image(data, mime), Value::Object(rest)))
 }
 
 #[cfg(test)]
@@ -249,6 +273,38 @@ mod tests {
                 .unwrap()
                 .starts_with("{\"content\"")
         );
+    }
+
+    #[test]
+    fn an_image_output_is_an_image_block_and_its_facts_without_the_picture() {
+        let out = json!({"url": "http://x.test/", "mime_type": "image/png", "bytes": 8,
+                         "sha256": "ab", "data": "iVBORw0KGgo="});
+        let r = wire(call_result(
+            &result(ToolStatus::Success, Some(out), None),
+            true,
+            false,
+        ));
+        let facts = json!({"url": "http://x.test/", "mime_type": "image/png", "bytes": 8,
+                           "sha256": "ab"});
+        assert_eq!(
+            r["content"],
+            json!([
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+                {"type": "text", "text": facts.to_string()}
+            ])
+        );
+        assert_eq!(r["structuredContent"], facts);
+        // Data that is not an image stays JSON text.
+        let r = wire(call_result(
+            &result(
+                ToolStatus::Success,
+                Some(json!({"mime_type": "text/plain", "data": "x"})),
+                None,
+            ),
+            false,
+            false,
+        ));
+        assert_eq!(r["content"][0]["type"], "text");
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub use query::{
     AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, TEXT_SCAN_WINDOW, UsageReport, UsageRow,
 };
 pub use rate::{RateCheck, RateOutcome, RateWindow};
-pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest};
+pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest, sha256_hex};
 pub use settings::Setting;
 pub use switches::{SwitchChange, SwitchOutcome, ToolSwitchRow};
 pub use timeline::{MAX_BUCKETS, TimelineCell};

@@ -349,6 +349,85 @@ async fn links(ctx: &ToolContext, _raw: &Value) -> Result<Value, ToolFailure> {
     }))
 }
 
+struct Screenshot;
+
+/// The largest screenshot returned (as PNG bytes; base64 in the output is a third more).
+const MAX_SCREENSHOT: usize = 6 << 20;
+
+#[derive(Deserialize)]
+struct ScreenshotArgs {
+    #[serde(default)]
+    full_page: bool,
+}
+
+impl BuiltinTool for Screenshot {
+    fn definition(&self) -> Result<ToolDefinition, tw_core::CoreError> {
+        let mut d = definition(
+            "browser_screenshot",
+            "A PNG screenshot of your browser session's current page (the viewport, or the \
+             whole page). Over MCP it is an image content block.",
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "full_page": {"type": "boolean",
+                                  "description": "The whole page rather than the viewport."}
+                }
+            }),
+            json!({
+                "type": "object",
+                // `data` is left out over MCP, where the picture is an image block.
+                "required": ["url", "mime_type", "bytes", "sha256"],
+                "properties": {
+                    "url": {"type": "string"},
+                    "mime_type": {"const": "image/png"},
+                    "bytes": {"type": "integer", "description": "The PNG's size."},
+                    "sha256": {"type": "string", "description": "The PNG's SHA-256, as the audit record keeps it."},
+                    "data": {"type": "string", "description": "The PNG, base64."}
+                }
+            }),
+        )?;
+        d.constraints.max_output_bytes = (MAX_SCREENSHOT as u64) / 3 * 4 + (64 << 10);
+        Ok(d)
+    }
+
+    fn call<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> ToolFuture<'a> {
+        Box::pin(screenshot(ctx, args))
+    }
+}
+
+async fn screenshot(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
+    let a: ScreenshotArgs = args(raw)?;
+    let held = hold(ctx).await?;
+    let page = &held.lease.page;
+    let (url, _) = url_and_title(page).await?;
+    let png = page
+        .screenshot(
+            chromiumoxide::page::ScreenshotParams::builder()
+                .full_page(a.full_page)
+                .build(),
+        )
+        .await
+        .map_err(cdp_failure)?;
+    if png.len() > MAX_SCREENSHOT {
+        return Err(ToolFailure::failed(
+            ErrorCode::EXECUTION_FAILED,
+            format!(
+                "the screenshot is {} bytes, more than the {MAX_SCREENSHOT} returned: take the \
+                 viewport rather than the whole page",
+                png.len()
+            ),
+        ));
+    }
+    Ok(json!({
+        "url": url,
+        "mime_type": "image/png",
+        "bytes": png.len(),
+        "sha256": tw_store::sha256_hex(&png),
+        "data": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &png),
+    }))
+}
+
 struct Close;
 
 impl BuiltinTool for Close {
@@ -382,6 +461,7 @@ pub(super) fn tools() -> Vec<Arc<dyn BuiltinTool>> {
         Arc::new(Navigate),
         Arc::new(Content),
         Arc::new(Links),
+        Arc::new(Screenshot),
         Arc::new(Close),
     ]
 }

@@ -93,18 +93,21 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// What the session's pages did on the network during this call so far.
-    pub fn facts(&self) -> NetFacts {
-        self.facts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// Ends the call's hold on the session's network (nothing connects from here on) and
+    /// returns what its pages did on it.
+    pub fn finish(&self) -> NetFacts {
+        self.close();
+        std::mem::take(&mut *self.facts.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn close(&self) {
+        *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.close();
     }
 }
 

@@ -168,8 +168,9 @@ impl NetFacts {
         self.blocked.extend(other.blocked.into_iter().take(room));
     }
 
-    /// Writes down one refused request (up to [`MAX_BLOCKED`]).
-    pub fn block(&mut self, destination: &str, r: &EgressRefusal) {
+    /// Writes down one refused request: the latest refusal, and the list of them (up to
+    /// [`MAX_BLOCKED`]).
+    pub fn refuse(&mut self, destination: &str, r: &EgressRefusal) {
         if self.blocked.len() < MAX_BLOCKED {
             self.blocked.push(Blocked {
                 destination: tw_core::output::truncate_str(destination, 1024).to_owned(),
@@ -177,6 +178,10 @@ impl NetFacts {
                 address: r.address,
             });
         }
+        self.refusal = Some(Refused {
+            rule: r.rule.clone(),
+            address: r.address,
+        });
     }
 
     fn host(&mut self, host: &Host) {

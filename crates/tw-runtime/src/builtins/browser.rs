@@ -34,7 +34,7 @@ struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let facts = self.lease.facts();
+        let facts = self.lease.finish();
         self.net
             .facts
             .lock()
@@ -52,15 +52,8 @@ async fn hold(ctx: &ToolContext) -> Result<Held, ToolFailure> {
         .map_err(browser_failure)?;
     Ok(Held {
         lease,
-        net: ctx.net.clone().ok_or_else(no_network)?,
+        net: Arc::clone(net),
     })
-}
-
-fn no_network() -> ToolFailure {
-    ToolFailure::failed(
-        ErrorCode::EXECUTION_FAILED,
-        "this call has no network context",
-    )
 }
 
 fn browser_failure(e: BrowserError) -> ToolFailure {
@@ -80,11 +73,7 @@ fn cdp_failure(e: impl std::fmt::Display) -> ToolFailure {
 fn refused(net: &NetContext, url: &str, r: &EgressRefusal) {
     let mut facts = net.facts.lock().unwrap_or_else(PoisonError::into_inner);
     facts.requests += 1;
-    facts.block(url, r);
-    facts.refusal = Some(crate::net::Refused {
-        rule: r.rule.clone(),
-        address: r.address,
-    });
+    facts.refuse(url, r);
 }
 
 fn definition(

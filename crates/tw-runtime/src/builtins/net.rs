@@ -152,8 +152,8 @@ impl BuiltinTool for HttpFetch {
 }
 
 /// The network context of a call, which every network tool has.
-pub(super) fn net_context(ctx: &ToolContext) -> Result<&NetContext, ToolFailure> {
-    ctx.net.as_deref().ok_or_else(|| {
+pub(super) fn net_context(ctx: &ToolContext) -> Result<&Arc<NetContext>, ToolFailure> {
+    ctx.net.as_ref().ok_or_else(|| {
         ToolFailure::failed(
             ErrorCode::EXECUTION_FAILED,
             "this call has no network context",

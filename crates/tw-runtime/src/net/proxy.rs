@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tw_core::target::{Egress, EgressRefusal};
 
-use super::{Gatekeeper, NetError, NetFacts, Refused};
+use super::{Gatekeeper, NetError, NetFacts};
 
 /// Serves `listener` until `stop` fires, each connection by the proxy `current` names when it
 /// arrives: a long-lived client (a browser session) is held to the rules of the call it serves
@@ -202,13 +202,7 @@ impl Proxy {
     /// Writes a refusal down as the run's network facts keep it; what the client is told.
     fn refused(&self, destination: &str, r: EgressRefusal) -> String {
         let why = format!("{} (rule: {})", r.reason, r.rule);
-        self.record(|f| {
-            f.block(destination, &r);
-            f.refusal = Some(Refused {
-                rule: r.rule,
-                address: r.address,
-            });
-        });
+        self.record(|f| f.refuse(destination, &r));
         why
     }
 

@@ -156,6 +156,7 @@ pub(crate) fn confirmation(row: &ConfirmationRow, risk: Option<String>) -> Confi
         arguments: row.arguments.clone(),
         risk: risk.unwrap_or_else(|| "unknown".to_owned()),
         reason: row.reason.clone(),
+        context: row.context.clone(),
         explanation: stored_trace(Some(&row.explanation)),
         created_at: row.created_at,
         expires_at: row.expires_at,

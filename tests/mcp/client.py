@@ -22,6 +22,9 @@
 #                                             call again (every 0.2 s, at most WAIT_LIMIT s) until
 #                                             the result is not an error -> {"result": ...,
 #                                             "errors": [the error texts before it]}
+#   An argument value {"$from_last": REGEX} is replaced by REGEX's first group in the latest
+#   earlier result it matches (its strings, structured content included): a reference a
+#   snapshot handed out.
 #   {"op": "signal", "path": PATH}            write PATH (the Rust side waits for it)
 #   {"op": "wait_list_changed"}               wait for notifications/tools/list_changed
 #                                             -> {"list_changed": true}
@@ -36,6 +39,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 
 import anyio
@@ -65,7 +69,35 @@ async def wait_for_file(path):
             await anyio.sleep(POLL)
 
 
-async def call(session, step):
+def strings(value):
+    """Every string in a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+
+
+def substitute(value, earlier):
+    """`value` with each {"$from_last": REGEX} replaced by its first group in the latest of the
+    `earlier` results it matches."""
+    if isinstance(value, dict):
+        if list(value) == ["$from_last"]:
+            for result in reversed(earlier):
+                found = re.search(value["$from_last"], "\n".join(strings(result)))
+                if found:
+                    return found.group(1)
+            raise ValueError(f"{value['$from_last']!r} is in no earlier result")
+        return {k: substitute(v, earlier) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, earlier) for v in value]
+    return value
+
+
+async def call(session, step, earlier=()):
     progress = []
     signal = step.get("signal_on_progress")
 
@@ -82,8 +114,9 @@ async def call(session, step):
 
         async def run():
             with scope:
+                arguments = substitute(step.get("arguments", {}), earlier)
                 result = await session.call_tool(
-                    step["tool"], step.get("arguments", {}), progress_callback=callback
+                    step["tool"], arguments, progress_callback=callback
                 )
                 out["result"] = dump(result)
             if scope.cancelled_caught:
@@ -170,7 +203,8 @@ async def main(plan):
                     listed = await session.list_tools()
                     report["steps"].append({"tools": [dump(t) for t in listed.tools]})
                 elif op == "call":
-                    report["steps"].append(await call(session, step))
+                    earlier = [s["result"] for s in report["steps"] if "result" in s]
+                    report["steps"].append(await call(session, step, earlier))
                 elif op == "call_until_success":
                     errors = []
                     with anyio.fail_after(WAIT_LIMIT):

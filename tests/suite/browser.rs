@@ -59,6 +59,11 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
                          </article></body></html>"
                     ),
                     "/next" => "<title>Next</title><p>second page</p>".to_owned(),
+                    "/form" => FORM.to_owned(),
+                    p if p.starts_with("/submitted?") => format!(
+                        "<title>Submitted</title><p>got {}</p>",
+                        &p["/submitted?".len()..]
+                    ),
                     _ => "<p>should not be reached</p>".to_owned(),
                 };
                 let _ = stream.write_all(
@@ -75,12 +80,25 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
     (port, seen)
 }
 
+/// A form, a button a transparent layer covers, and a link that opens a new tab.
+const FORM: &str = "<!doctype html><html><head><title>Form</title></head><body>\
+<h1>Sign up</h1>\
+<form action=\"/submitted\" method=\"get\">\
+<label>Name <input name=\"name\" value=\"old\"></label>\
+<label><input type=\"checkbox\" name=\"subscribe\"> Subscribe</label>\
+<label>Color <select name=\"color\"><option value=\"r\">Red</option><option value=\"g\">Green</option></select></label>\
+<button type=\"submit\">Send</button></form>\
+<div style=\"position:relative\"><button id=\"covered\" onclick=\"document.title='paid'\">Pay</button>\
+<div style=\"position:absolute;inset:0\"></div></div>\
+<a href=\"/next\" target=\"_blank\">Open next</a>\
+</body></html>";
+
 const CONFIG: &str = r#"
 [policy]
 default = "allow"
 [[policy.rules]]
 name = "fixture site only"
-tools = ["browser_navigate", "browser_content", "browser_links", "browser_close"]
+tools = ["browser_*"]
 allow_domains = ["site.test"]
 
 [network.resolve]
@@ -268,4 +286,201 @@ fn over_mcp_a_screenshot_arrives_as_an_image_with_its_digest_in_the_audit_record
         row.output.as_ref().map(|o| o["sha256"].clone()),
         Some(json!(sha))
     );
+}
+
+/// The steps of a form filled over MCP by references from a snapshot, its submission, going
+/// back, a new tab its link opened, and a click refused because another element covers it.
+#[test]
+fn over_mcp_a_form_is_filled_by_reference_and_submitted_and_a_covered_button_is_not_clicked() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, seen) = fixture();
+    let env = Env::new().with_config(CONFIG);
+    let form = format!("http://site.test:{port}/form");
+    let by_ref = |role_and_name: &str| json!({"$from_last": format!("{} \\[ref=(e[0-9]+)\\]", regex_escape(role_and_name))});
+    let call =
+        |tool: &str, arguments: Value| json!({"op": "call", "tool": tool, "arguments": arguments});
+    let report = super::mcp::run(
+        &env,
+        &[],
+        json!([
+            call("browser_navigate", json!({"url": form})),
+            call("browser_snapshot", json!({})),
+            call(
+                "browser_type",
+                json!({"ref": by_ref("textbox \"Name\""), "text": "Ada Lovelace"})
+            ),
+            call(
+                "browser_fill_form",
+                json!({"fields": [
+                    {"ref": by_ref("checkbox \"Subscribe\""), "value": true},
+                    {"ref": by_ref("combobox \"Color\""), "value": "Green"},
+                ]})
+            ),
+            call("browser_click", json!({"selector": "#covered"})),
+            call("browser_click", json!({"ref": by_ref("button \"Send\"")})),
+            call("browser_content", json!({"as": "text"})),
+            call("browser_back", json!({})),
+            call("browser_extract", json!({})),
+            call("browser_click", json!({"selector": "a[target=_blank]"})),
+            call("browser_tabs", json!({"action": "list"})),
+            call("browser_click", json!({"ref": "e999999"})),
+            call("browser_wait_for", json!({"text": "Sign up", "time": 5})),
+        ]),
+    );
+    let steps = report["steps"].as_array().unwrap();
+    let result = |i: usize| &steps[i]["result"];
+    let error = |i: usize| {
+        assert_eq!(result(i)["isError"], true, "step {i}: {report:#}");
+        result(i)["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for i in [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 12] {
+        assert_eq!(result(i)["isError"], false, "step {i}: {:#}", result(i));
+    }
+
+    // The snapshot names the controls, fenced as page text, each with a reference.
+    let snapshot = result(1)["structuredContent"]["snapshot"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(snapshot.starts_with("<<<page-content "), "{snapshot}");
+    for line in [
+        "heading \"Sign up\" [level=1]",
+        "textbox \"Name\"",
+        "button \"Send\"",
+    ] {
+        assert!(snapshot.contains(line), "{line} not in {snapshot}");
+    }
+
+    // The covered button was not clicked (its click would have renamed the page).
+    assert!(
+        error(4).contains("covered by another element"),
+        "{}",
+        error(4)
+    );
+    // The form went out with what was typed, checked and chosen.
+    assert_eq!(
+        result(5)["structuredContent"]["url"],
+        format!("http://site.test:{port}/submitted?name=Ada+Lovelace&subscribe=on&color=g")
+    );
+    let text = result(6)["structuredContent"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("got name=Ada+Lovelace&subscribe=on&color=g"),
+        "{text}"
+    );
+    assert_eq!(result(7)["structuredContent"]["url"], form);
+    assert_eq!(
+        result(7)["structuredContent"]["title"],
+        "Form",
+        "not clicked: the title is the page's"
+    );
+    let extracted = &result(8)["structuredContent"];
+    assert_eq!(
+        extracted["headings"],
+        json!([{"level": 1, "text": "Sign up"}]),
+        "{extracted:#}"
+    );
+    assert_eq!(extracted["origin"], format!("http://site.test:{port}"));
+
+    // The link opened a second tab in the same session.
+    let tabs = result(10)["structuredContent"]["tabs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let urls: Vec<&str> = tabs
+        .iter()
+        .map(|t| t["url"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        urls.contains(&format!("http://site.test:{port}/next").as_str()),
+        "{tabs:#?}"
+    );
+    assert!(urls.contains(&form.as_str()), "{tabs:#?}");
+    // A reference no snapshot gave is refused.
+    assert!(
+        error(11).contains("not in the last snapshot"),
+        "{}",
+        error(11)
+    );
+
+    // One audit record a call, the clicks and typing recorded as the side effects they are.
+    let rows = env.audit_rows();
+    assert_eq!(rows.len(), steps.len());
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.keys().any(|p| p.starts_with("/submitted?")),
+        "{seen:?}"
+    );
+}
+
+/// With clicks asked about, the person asked sees the page and the element by its accessible
+/// name (from the page, not from the agent's arguments), and the click waits for the answer.
+#[test]
+fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, seen) = fixture();
+    let env = Env::new().with_config(&format!(
+        "{CONFIG}\n[policy.modes.normal]\nask = [\"side_effects\"]\n"
+    ));
+    let form = format!("http://site.test:{port}/form");
+    let waiting = env.root.path().join("waiting");
+    let client = super::mcp::Client::start(
+        &env,
+        &[],
+        json!([
+            {"op": "call", "tool": "browser_navigate", "arguments": {"url": form}},
+            {"op": "call", "tool": "browser_snapshot", "arguments": {}},
+            {"op": "call", "tool": "browser_click",
+             "arguments": {"ref": {"$from_last": "button \"Send\" \\[ref=(e[0-9]+)\\]"}},
+             "progress": true, "signal_on_progress": waiting},
+        ]),
+    );
+    super::mcp::wait_for_file(&waiting);
+    let rows = super::mcp::poll_rows(&env, &["confirm", "list", "--json"], 1);
+    let context = &rows[0]["context"];
+    assert_eq!(context["page"], form, "{:#}", rows[0]);
+    assert_eq!(context["title"], "Form");
+    let element = context["elements"][0].as_str().unwrap_or_default();
+    assert!(element.starts_with("the button \"Send\" (e"), "{element}");
+    assert!(
+        !seen
+            .lock()
+            .unwrap()
+            .keys()
+            .any(|p| p.starts_with("/submitted")),
+        "clicked before the answer"
+    );
+    let id = rows[0]["id"].as_str().unwrap_or_default().to_owned();
+    env.cmd(&["confirm", "approve", &id]).run().ok();
+    let report = client.finish();
+    let clicked = &report["steps"][2]["result"];
+    assert_eq!(clicked["isError"], false, "{report:#}");
+    assert!(
+        clicked["structuredContent"]["url"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/submitted?name=old"),
+        "{clicked:#}"
+    );
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if "\\.^$|?*+()[]{}".contains(c) {
+                vec!['\\', c]
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }

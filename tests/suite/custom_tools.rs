@@ -63,11 +63,21 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
     assert_eq!(
         names,
         [
+            "browser_back",
+            "browser_click",
             "browser_close",
             "browser_content",
+            "browser_extract",
+            "browser_fill_form",
             "browser_links",
             "browser_navigate",
+            "browser_press_key",
             "browser_screenshot",
+            "browser_select",
+            "browser_snapshot",
+            "browser_tabs",
+            "browser_type",
+            "browser_wait_for",
             "delete_file",
             "echo",
             "exec",
@@ -213,7 +223,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 17);
+    assert_eq!(all.as_array().unwrap().len(), 27);
 }
 
 #[test]

@@ -77,10 +77,10 @@ fn plan(env: &Env, extra: &[&str], steps: Value) -> Value {
 
 /// A running client. Killed if the test fails before it ends, so no test leaves a process behind
 /// (the SDK stops the server when its client goes).
-struct Client(Option<Child>);
+pub(super) struct Client(Option<Child>);
 
 impl Client {
-    fn start(env: &Env, extra: &[&str], steps: Value) -> Self {
+    pub(super) fn start(env: &Env, extra: &[&str], steps: Value) -> Self {
         Self::start_plan(env, &plan(env, extra, steps))
     }
 
@@ -104,7 +104,7 @@ impl Client {
     }
 
     /// Waits for the client to end and returns its report; fails on a non-zero exit.
-    fn finish(mut self) -> Value {
+    pub(super) fn finish(mut self) -> Value {
         let mut child = self.0.take().expect("finished once");
         let deadline = Instant::now() + LIMIT;
         while child.try_wait().expect("wait for the client").is_none() {
@@ -149,7 +149,7 @@ pub(super) fn run(env: &Env, extra: &[&str], steps: Value) -> Value {
 }
 
 /// Waits until `path` exists (a step of the client wrote it).
-fn wait_for_file(path: &Path) {
+pub(super) fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + LIMIT;
     while !path.exists() {
         assert!(
@@ -162,7 +162,7 @@ fn wait_for_file(path: &Path) {
 }
 
 /// Polls `toolwarden COMMAND --json` until its array has `n` rows.
-fn poll_rows(env: &Env, command: &[&str], n: usize) -> Vec<Value> {
+pub(super) fn poll_rows(env: &Env, command: &[&str], n: usize) -> Vec<Value> {
     let deadline = Instant::now() + LIMIT;
     loop {
         let rows = env.cmd(command).run().ok().json();

@@ -139,11 +139,28 @@ fn confirmations_table(rows: Vec<ConfirmationRow>) -> Table {
             r.tool,
             r.agent_id,
             r.arguments.to_string(),
-            r.reason,
+            match &r.context {
+                Some(c) => format!("{} (on {})", r.reason, touches(c)),
+                None => r.reason,
+            },
             expires,
         ]);
     }
     table
+}
+
+/// What a held call would touch, as its tool saw it: the page and the elements.
+fn touches(context: &serde_json::Value) -> String {
+    let page = context["page"].as_str().unwrap_or("?");
+    let elements: Vec<&str> = context["elements"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e.as_str()).collect())
+        .unwrap_or_default();
+    if elements.is_empty() {
+        page.to_owned()
+    } else {
+        format!("{page}: {}", elements.join(", "))
+    }
 }
 
 /// Approves or denies the requests named (or every pending one); exits 1 if any could not be

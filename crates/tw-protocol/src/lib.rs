@@ -395,6 +395,10 @@ pub struct Confirmation {
     pub risk: String,
     /// Why policy asked.
     pub reason: String,
+    /// What the call would touch, as the tool saw it (a browser action: `page`, `title` and
+    /// `elements`, each element's role and accessible name).
+    #[serde(default)]
+    pub context: Option<Value>,
     /// The decision trace that led to asking.
     pub explanation: Vec<LayerLine>,
     /// When it was asked.

@@ -15,8 +15,11 @@ use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
+use chromiumoxide::cdp::browser_protocol::page::{
+    DialogType, EventJavascriptDialogOpening, HandleJavaScriptDialogParams,
+};
 use chromiumoxide::cdp::browser_protocol::target::{
-    CreateBrowserContextParams, CreateTargetParams,
+    CreateBrowserContextParams, CreateTargetParams, GetTargetsParams, TargetId,
 };
 use chromiumoxide::page::Page;
 use futures_util::StreamExt;
@@ -33,6 +36,8 @@ pub const DEFAULT_EXECUTABLE: &str = "/usr/bin/chromium";
 pub const IDLE: Duration = Duration::from_secs(600);
 /// The most sessions (browser contexts) open at once.
 pub const MAX_SESSIONS: usize = 16;
+/// The most pages (tabs) one session may have open.
+pub const MAX_TABS: usize = 8;
 /// How long Chromium may take to start, and one DevTools command to answer.
 const LAUNCH_TIME: Duration = Duration::from_secs(30);
 
@@ -70,10 +75,10 @@ struct Chromium {
     _profile: tempfile::TempDir,
 }
 
-/// One caller's browser context, its page, and the proxy its requests go through.
+/// One caller's browser context, its pages, and the proxy its requests go through.
 struct Session {
     context: BrowserContextId,
-    page: Page,
+    tabs: Arc<Mutex<Tabs>>,
     /// The proxy of the call running in this session; `None` between calls.
     slot: Arc<Mutex<Option<Arc<Proxy>>>>,
     /// One call at a time per session.
@@ -82,11 +87,42 @@ struct Session {
     _serving: DropGuard,
 }
 
-/// A call's hold on its session: the page, with requests judged under the call's rules and
+/// A session's pages, the one the tools act on, and the element references of the last
+/// snapshot taken of it.
+pub struct Tabs {
+    /// Its pages, oldest first.
+    pub pages: Vec<Page>,
+    /// The index in `pages` of the page the tools act on.
+    pub current: usize,
+    /// The references the last snapshot handed out, and the page it was taken of.
+    pub refs: Refs,
+}
+
+/// What the last snapshot of a page named: each reference (a DOM node's backend id) with the
+/// element's role and accessible name, as a confirmation shows them.
+#[derive(Debug, Clone, Default)]
+pub struct Refs {
+    /// The page the snapshot was taken of.
+    pub target: Option<TargetId>,
+    /// Backend node id -> (role, accessible name).
+    pub named: HashMap<i64, (String, String)>,
+}
+
+impl Tabs {
+    /// The page the tools act on.
+    pub fn page(&self) -> Option<&Page> {
+        self.pages.get(self.current)
+    }
+}
+
+/// A call's hold on its session: its pages, with requests judged under the call's rules and
 /// counted in its facts until it is dropped.
 pub struct Lease {
-    /// The session's page.
+    /// The page the tools act on, when the call began.
     pub page: Page,
+    /// The session's pages and references (this call holds the session's turn).
+    pub tabs: Arc<Mutex<Tabs>>,
+    context: BrowserContextId,
     slot: Arc<Mutex<Option<Arc<Proxy>>>>,
     facts: Arc<Mutex<NetFacts>>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
@@ -124,7 +160,7 @@ impl Browsers {
 
     /// The session of `owner` (made when it has none), held for one call under `egress`.
     pub async fn lease(&self, owner: &str, egress: Egress) -> Result<Lease, BrowserError> {
-        let (page, slot, turn) = {
+        let (tabs, context, slot, turn) = {
             let mut running = self.running.lock().await;
             if running.as_ref().is_some_and(|c| c.handler.is_finished()) {
                 // It died: its sessions are gone with it; the next start is a fresh one.
@@ -153,12 +189,17 @@ impl Browsers {
             };
             session.used = Instant::now();
             (
-                session.page.clone(),
+                Arc::clone(&session.tabs),
+                session.context.clone(),
                 Arc::clone(&session.slot),
                 Arc::clone(&session.turn),
             )
         };
         let turn = turn.lock_owned().await;
+        let page = match lock(&tabs).page() {
+            Some(p) => p.clone(),
+            None => return Err(failed("the session has no page open")),
+        };
         let facts = Arc::new(Mutex::new(NetFacts::default()));
         *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(Proxy {
             gate: Arc::clone(&self.gate),
@@ -167,10 +208,124 @@ impl Browsers {
         }));
         Ok(Lease {
             page,
+            tabs,
+            context,
             slot,
             facts,
             _turn: turn,
         })
+    }
+
+    /// The page `owner`'s tools act on and the references of its last snapshot, to look at
+    /// without taking a turn (a confirmation describes the element a held call would touch);
+    /// `None` when `owner` has no session.
+    pub async fn peek(&self, owner: &str) -> Option<(Page, Refs)> {
+        let running = self.running.lock().await;
+        let session = running.as_ref()?.sessions.get(owner)?;
+        let tabs = lock(&session.tabs);
+        Some((tabs.page()?.clone(), tabs.refs.clone()))
+    }
+
+    /// Opens a page in the lease's session and makes it the one the tools act on.
+    pub async fn open_tab(&self, lease: &mut Lease) -> Result<(), BrowserError> {
+        if lock(&lease.tabs).pages.len() >= MAX_TABS {
+            return Err(BrowserError::Busy(format!(
+                "{MAX_TABS} pages are open in this session, the most at once: close one first"
+            )));
+        }
+        let page = {
+            let running = self.running.lock().await;
+            let Some(chromium) = running.as_ref() else {
+                return Err(failed("the browser stopped"));
+            };
+            chromium.page_in(&lease.context).await?
+        };
+        let mut tabs = lock(&lease.tabs);
+        tabs.pages.push(page.clone());
+        tabs.current = tabs.pages.len() - 1;
+        lease.page = page;
+        Ok(())
+    }
+
+    /// Brings the session's list of pages up to date: pages its pages opened (popups, links
+    /// with a target) are added, closed ones dropped; pages past [`MAX_TABS`] are closed.
+    pub async fn sync_tabs(&self, lease: &mut Lease) -> Result<(), BrowserError> {
+        let (all, infos) = {
+            let running = self.running.lock().await;
+            let Some(chromium) = running.as_ref() else {
+                return Err(failed("the browser stopped"));
+            };
+            let infos = chromium
+                .browser
+                .execute(GetTargetsParams::default())
+                .await
+                .map_err(failed)?
+                .result
+                .target_infos;
+            (chromium.browser.pages().await.map_err(failed)?, infos)
+        };
+        let ours: Vec<&TargetId> = infos
+            .iter()
+            .filter(|t| t.r#type == "page" && t.browser_context_id.as_ref() == Some(&lease.context))
+            .map(|t| &t.target_id)
+            .collect();
+        let mut extra = Vec::new();
+        let mut added = Vec::new();
+        {
+            let mut tabs = lock(&lease.tabs);
+            let current = tabs.page().map(|p| p.target_id().clone());
+            tabs.pages.retain(|p| ours.contains(&p.target_id()));
+            for page in all {
+                let known = tabs.pages.iter().any(|p| p.target_id() == page.target_id());
+                if !known && ours.contains(&page.target_id()) {
+                    if tabs.pages.len() < MAX_TABS {
+                        added.push(page.clone());
+                        tabs.pages.push(page);
+                    } else {
+                        extra.push(page);
+                    }
+                }
+            }
+            tabs.current = current
+                .and_then(|c| tabs.pages.iter().position(|p| *p.target_id() == c))
+                .unwrap_or(0);
+            if let Some(p) = tabs.page() {
+                lease.page = p.clone();
+            }
+        }
+        for page in &added {
+            dismiss_dialogs(page).await;
+        }
+        for page in extra {
+            if let Err(e) = page.close().await {
+                tracing::debug!(error = %e, "a page past the session's cap could not be closed");
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the page at `index` in the lease's session; the one before it becomes current.
+    /// The last page is replaced by a blank one, so a session always has a page.
+    pub async fn close_tab(&self, lease: &mut Lease, index: usize) -> Result<(), BrowserError> {
+        let page = {
+            let mut tabs = lock(&lease.tabs);
+            if index >= tabs.pages.len() {
+                return Err(failed(format!("there is no page {index}")));
+            }
+            let page = tabs.pages.remove(index);
+            if tabs.current >= index && tabs.current > 0 {
+                tabs.current -= 1;
+            }
+            page
+        };
+        page.close().await.map_err(failed)?;
+        if lock(&lease.tabs).pages.is_empty() {
+            return self.open_tab(lease).await;
+        }
+        if let Some(p) = lock(&lease.tabs).page() {
+            lease.page = p.clone();
+        }
+        Ok(())
     }
 
     /// Closes `owner`'s session; whether it had one.
@@ -262,6 +417,23 @@ impl Chromium {
             )
             .await
             .map_err(failed)?;
+        let page = self.page_in(&context).await?;
+        Ok(Session {
+            context,
+            tabs: Arc::new(Mutex::new(Tabs {
+                pages: vec![page],
+                current: 0,
+                refs: Refs::default(),
+            })),
+            slot,
+            turn: Arc::default(),
+            used: Instant::now(),
+            _serving: stop.drop_guard(),
+        })
+    }
+
+    /// A blank page in `context`.
+    async fn page_in(&self, context: &BrowserContextId) -> Result<Page, BrowserError> {
         let page = self
             .browser
             .new_page(
@@ -273,14 +445,8 @@ impl Chromium {
             )
             .await
             .map_err(failed)?;
-        Ok(Session {
-            context,
-            page,
-            slot,
-            turn: Arc::default(),
-            used: Instant::now(),
-            _serving: stop.drop_guard(),
-        })
+        dismiss_dialogs(&page).await;
+        Ok(page)
     }
 
     async fn close_idle(&mut self) {
@@ -318,8 +484,41 @@ const ARGS: [&str; 9] = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--disable-features=DnsOverHttps,Prefetch,NoStatePrefetch,OptimizationHints,MediaRouter",
+    // A page left stays gone: going back loads it again through the proxy, and no script of
+    // the tools reads a page kept frozen in the back-forward cache.
+    "--disable-features=DnsOverHttps,Prefetch,NoStatePrefetch,OptimizationHints,MediaRouter,\
+     BackForwardCache",
 ];
+
+/// Dismisses the page's dialogs (alert, confirm, prompt; a page being left is let go) as they
+/// open: nobody is there to answer them, and an open dialog stops the page's scripts, and the
+/// tools' with them.
+async fn dismiss_dialogs(page: &Page) {
+    let mut opened = match page.event_listener::<EventJavascriptDialogOpening>().await {
+        Ok(events) => events,
+        Err(e) => {
+            tracing::warn!(error = %e, "a page's dialogs cannot be watched");
+            return;
+        }
+    };
+    let page = page.clone();
+    tokio::spawn(async move {
+        while let Some(dialog) = opened.next().await {
+            let accept = dialog.r#type == DialogType::Beforeunload;
+            if let Err(e) = page
+                .execute(HandleJavaScriptDialogParams::new(accept))
+                .await
+            {
+                tracing::debug!(error = %e, "a dialog could not be dismissed");
+            }
+        }
+    });
+}
+
+/// The session's pages, whoever panicked while holding them.
+pub fn lock(tabs: &Mutex<Tabs>) -> std::sync::MutexGuard<'_, Tabs> {
+    tabs.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 fn is_root() -> bool {
     rustix::process::geteuid().is_root()

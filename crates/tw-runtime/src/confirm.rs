@@ -204,6 +204,7 @@ impl ConfirmationService {
         &self,
         call: &ToolCall,
         arguments: &Value,
+        context: Option<Value>,
         decision: &PolicyDecision,
         timeout: (u64, String),
         cancel: &CancellationToken,
@@ -230,6 +231,7 @@ impl ConfirmationService {
                 user_id: caller.user.clone(),
                 reason: reason.clone(),
                 explanation: serde_json::to_value(&decision.trace).unwrap_or(Value::Null),
+                context,
                 created_at: now,
                 expires_at,
             })

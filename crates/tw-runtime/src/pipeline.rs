@@ -302,7 +302,7 @@ impl Pipeline {
         self.stage_rate_limits(&call.tool, &evaluation.rate_checks, decision)
             .await?;
         let timeout = state.policy.confirmation_timeout.clone();
-        self.stage_confirmation(call, redacted, decision, timeout, cancel)
+        self.stage_confirmation(&entry, call, redacted, decision, timeout, cancel)
             .await?;
         if cancel.is_cancelled() {
             return Err(Outcome::stop(
@@ -373,6 +373,7 @@ impl Pipeline {
     /// Stage 5: an Ask is answered by a standing grant or by a person; the call waits.
     async fn stage_confirmation(
         &self,
+        entry: &Entry,
         call: &ToolCall,
         arguments: &Value,
         decision: &mut PolicyDecision,
@@ -408,9 +409,10 @@ impl Pipeline {
                 reason,
             ));
         }
+        let context = self.preview(entry, call, cancel).await;
         match self
             .confirmations
-            .hold(call, arguments, decision, timeout, cancel)
+            .hold(call, arguments, context, decision, timeout, cancel)
             .await
             .map_err(unavailable)?
         {

@@ -82,6 +82,9 @@ pub struct NewConfirmation {
     pub reason: String,
     /// The decision trace that led to asking.
     pub explanation: Value,
+    /// What the call would touch, as the tool saw it (a browser action: the page and element).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
     /// When it was asked (µs since the epoch).
     pub created_at: i64,
     /// When an unanswered request lapses (µs since the epoch).
@@ -109,6 +112,9 @@ pub struct ConfirmationRow {
     pub reason: String,
     /// The decision trace that led to asking.
     pub explanation: Value,
+    /// What the call would touch, as the tool saw it when it asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
     /// When it was asked (µs since the epoch).
     pub created_at: i64,
     /// When an unanswered request lapses.
@@ -184,12 +190,13 @@ pub enum ResolveOutcome {
 }
 
 const COLUMNS: &str = "id, execution_id, tool, arguments, agent_id, skill, user_id, reason, \
-     explanation, created_at, expires_at, state, resolved_at, resolved_by, note, grant_id";
+     explanation, context, created_at, expires_at, state, resolved_at, resolved_by, note, grant_id";
 
 pub(crate) async fn create(conn: &mut SqliteConnection, c: &NewConfirmation) -> Result<()> {
     sqlx::query(
         "INSERT INTO confirmations (id, execution_id, tool, arguments, agent_id, skill, user_id, \
-         reason, explanation, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         reason, explanation, context, created_at, expires_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(c.id.clone())
     .bind(c.execution_id.clone())
@@ -200,6 +207,7 @@ pub(crate) async fn create(conn: &mut SqliteConnection, c: &NewConfirmation) -> 
     .bind(c.user_id.clone())
     .bind(c.reason.clone())
     .bind(c.explanation.to_string())
+    .bind(c.context.as_ref().map(Value::to_string))
     .bind(c.created_at)
     .bind(c.expires_at)
     .execute(&mut *conn)
@@ -370,6 +378,7 @@ fn decode(row: &SqliteRow) -> Result<ConfirmationRow> {
     };
     let arguments: String = row.try_get("arguments")?;
     let explanation: String = row.try_get("explanation")?;
+    let context: Option<String> = row.try_get("context")?;
     let state: String = row.try_get("state")?;
     Ok(ConfirmationRow {
         execution_id: row.try_get("execution_id")?,
@@ -380,6 +389,9 @@ fn decode(row: &SqliteRow) -> Result<ConfirmationRow> {
         user_id: row.try_get("user_id")?,
         reason: row.try_get("reason")?,
         explanation: codec::json(what("explanation"), &explanation)?,
+        context: context
+            .map(|c| codec::json(what("context"), &c))
+            .transpose()?,
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
         state: codec::word(what("state"), &state)?,

@@ -218,6 +218,7 @@ fn confirmation(id: &str, created_at: i64, expires_at: i64) -> NewConfirmation {
         user_id: Some("u-1".to_owned()),
         reason: "write_file asks before writing".to_owned(),
         explanation: json!([{"layer": "tool_policy", "decision": "ask"}]),
+        context: Some(json!({"page": "http://site.test/form", "element": "the button \"Send\""})),
         created_at,
         expires_at,
     }
@@ -235,6 +236,7 @@ fn pending(c: &NewConfirmation) -> ConfirmationRow {
         user_id: c.user_id.clone(),
         reason: c.reason.clone(),
         explanation: c.explanation.clone(),
+        context: c.context.clone(),
         created_at: c.created_at,
         expires_at: c.expires_at,
         state: ConfirmationState::Pending,

@@ -77,6 +77,34 @@ async fn answer(
 }
 
 /// The modal dialog for the oldest pending confirmation; absent while none is pending.
+/// What a held call would touch, as its tool saw it: for a browser action the page and each
+/// element's role and accessible name (page text, shown as text).
+#[allow(unreachable_pub, reason = "#[component] expands to `pub` items")]
+#[component]
+fn Touches(context: serde_json::Value) -> impl IntoView {
+    let text = |key: &str| context[key].as_str().unwrap_or_default().to_owned();
+    let page = text("page");
+    let title = text("title");
+    let elements: Vec<String> = context["elements"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    view! {
+        <dl class="facts confirm-context">
+            <dt>"Page"</dt>
+            <dd class="confirm-page">{page} " " <span class="muted">{title}</span></dd>
+            <dt>"Element"</dt>
+            <dd class="confirm-elements">
+                {elements.into_iter().map(|e| view! { <div>{e}</div> }).collect::<Vec<_>>()}
+            </dd>
+        </dl>
+    }
+}
+
 #[allow(unreachable_pub, reason = "#[component] expands to `pub` items")]
 #[component]
 pub(crate) fn ConfirmDialog(state: AppState) -> impl IntoView {
@@ -186,6 +214,7 @@ fn DialogBody(state: AppState, c: Confirmation) -> impl IntoView {
                     <dd>{browser::local_time(c.created_at)}</dd>
                 </dl>
                 <p class="confirm-reason">{c.reason.clone()}</p>
+                {c.context.clone().map(|context| view! { <Touches context/> })}
                 <h3>"Arguments"</h3>
                 <JsonBlock value=c.arguments.clone() risky=risky.clone()/>
                 {(!risky.is_empty())

@@ -5,19 +5,24 @@
 //! the page in an isolated world: page scripts cannot change what these scripts see of the
 //! JavaScript globals, and no tool runs JavaScript the caller supplies.
 
+mod act;
+mod snapshot;
+mod view;
+
+use std::borrow::Cow;
 use std::sync::{Arc, PoisonError};
 
 use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
-use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::page::Page;
-use serde::Deserialize;
+use chromiumoxide::types::{Command, Method, MethodId};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tw_core::target::EgressRefusal;
 use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition};
 
 use super::net::{NetContext, failure, html, net_context};
 use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit};
-use crate::browser::{BrowserError, Lease};
+use crate::browser::{BrowserError, Lease, Refs, lock};
 use crate::net::NetError;
 
 /// The most of a page's text or Markdown returned.
@@ -141,26 +146,32 @@ impl BuiltinTool for Navigate {
 
 async fn navigate(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
     let a: NavigateArgs = args(raw)?;
-    let net = net_context(ctx)?;
-    // Judged before the browser sees it, so a refusal names its rule (and other schemes,
-    // file: or chrome:, never reach the browser).
-    if let Err(e) = net.gate.admit(&net.egress, &a.url).await {
+    let held = hold(ctx).await?;
+    go(&held, &a.url).await
+}
+
+/// Opens `url` in the held session's current page: judged by the gatekeeper before the browser
+/// sees it, so a refusal names its rule (and other schemes, file: or chrome:, never reach the
+/// browser); every request the page then makes is judged by the session's proxy.
+async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
+    let net = &held.net;
+    if let Err(e) = net.gate.admit(&net.egress, url).await {
         if let NetError::Refused(r) = &e {
-            refused(net, &a.url, r);
+            refused(net, url, r);
         }
         return Err(failure(e));
     }
-    let held = hold(ctx).await?;
     let page = &held.lease.page;
+    lock(&held.lease.tabs).refs = Refs::default();
     let request = page
-        .http_future(NavigateParams::new(a.url.clone()))
+        .http_future(NavigateParams::new(url.to_owned()))
         .map_err(cdp_failure)?
         .await
         .map_err(cdp_failure)?;
     if let Some(text) = request.as_ref().and_then(|r| r.failure_text.clone()) {
         return Err(ToolFailure::failed(
             ErrorCode::EXECUTION_FAILED,
-            format!("{} could not be opened: {text}", a.url),
+            format!("{url} could not be opened: {text}"),
         ));
     }
     // The main document's status as the page's own timing entry has it (the request chromiumoxide
@@ -174,6 +185,74 @@ async fn navigate(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> 
     Ok(json!({"url": v["url"], "status": v["status"], "title": v["title"]}))
 }
 
+/// One DevTools command, its parameters and answer as JSON: the typed ones fail to read an
+/// answer that holds a value newer than chromiumoxide's protocol revision.
+#[derive(Debug)]
+struct Raw {
+    method: &'static str,
+    params: Value,
+}
+
+impl Serialize for Raw {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.params.serialize(s)
+    }
+}
+
+impl Method for Raw {
+    fn identifier(&self) -> MethodId {
+        Cow::Borrowed(self.method)
+    }
+}
+
+impl Command for Raw {
+    type Response = Value;
+}
+
+/// Sends `method` with `params` to the page and returns its answer.
+async fn cdp(page: &Page, method: &'static str, params: Value) -> Result<Value, ToolFailure> {
+    page.execute(Raw { method, params })
+        .await
+        .map(|r| r.result)
+        .map_err(|e| cdp_failure(format!("{method}: {e}")))
+}
+
+/// Sends `method` to the page with the context id of the tools' isolated world (where their
+/// scripts run apart from the page's own) in `params[key]`. The world chromiumoxide tracks can
+/// be a moment behind a navigation; when it is gone, the command goes once more to a world made
+/// for it in the page's current document.
+async fn in_world(
+    page: &Page,
+    method: &'static str,
+    mut params: Value,
+    key: &str,
+) -> Result<Value, ToolFailure> {
+    if let Some(context) = page
+        .secondary_execution_context()
+        .await
+        .map_err(cdp_failure)?
+    {
+        params[key] = serde_json::to_value(context).map_err(cdp_failure)?;
+        match cdp(page, method, params.clone()).await {
+            Err(e) if e.message.contains("Cannot find context") => {}
+            done => return done,
+        }
+    }
+    let frame = page
+        .mainframe()
+        .await
+        .map_err(cdp_failure)?
+        .ok_or_else(|| cdp_failure("the page has no document to read yet"))?;
+    let world = cdp(
+        page,
+        "Page.createIsolatedWorld",
+        json!({"frameId": frame, "worldName": "toolwarden"}),
+    )
+    .await?;
+    params[key] = world["executionContextId"].clone();
+    cdp(page, method, params).await
+}
+
 /// The page's address and title, read in the isolated world.
 async fn url_and_title(page: &Page) -> Result<(String, String), ToolFailure> {
     let v = isolated(page, "({url: location.href, title: document.title})").await?;
@@ -185,22 +264,22 @@ async fn url_and_title(page: &Page) -> Result<(String, String), ToolFailure> {
 
 /// Evaluates one of this module's scripts in the page's isolated world and returns its value.
 async fn isolated(page: &Page, script: &str) -> Result<Value, ToolFailure> {
-    let context = page
-        .secondary_execution_context()
-        .await
-        .map_err(cdp_failure)?
-        .ok_or_else(|| cdp_failure("the page has no document to read yet"))?;
-    let params = EvaluateParams::builder()
-        .expression(script)
-        .context_id(context)
-        .return_by_value(true)
-        .build()
-        .map_err(cdp_failure)?;
-    let result = page
-        .evaluate_expression(params)
-        .await
-        .map_err(cdp_failure)?;
-    Ok(result.value().cloned().unwrap_or(Value::Null))
+    let v = in_world(
+        page,
+        "Runtime.evaluate",
+        json!({"expression": script, "returnByValue": true}),
+        "contextId",
+    )
+    .await?;
+    if let Some(e) = v.get("exceptionDetails") {
+        return Err(cdp_failure(format!(
+            "a script reading the page failed: {}",
+            e["exception"]["description"]
+                .as_str()
+                .unwrap_or("no reason given")
+        )));
+    }
+    Ok(v["result"]["value"].clone())
 }
 
 /// Page text wrapped in markers that name its origin; the nonce in them is fresh for every
@@ -446,13 +525,16 @@ impl BuiltinTool for Close {
 }
 
 pub(super) fn tools() -> Vec<Arc<dyn BuiltinTool>> {
-    vec![
+    let mut all: Vec<Arc<dyn BuiltinTool>> = vec![
         Arc::new(Navigate),
         Arc::new(Content),
         Arc::new(Links),
         Arc::new(Screenshot),
         Arc::new(Close),
-    ]
+    ];
+    all.extend(view::tools());
+    all.extend(act::tools());
+    all
 }
 
 #[cfg(test)]

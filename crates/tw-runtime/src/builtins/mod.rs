@@ -69,7 +69,16 @@ pub trait BuiltinTool: Send + Sync + 'static {
     fn side_effects(&self, _args: &Value) -> Option<bool> {
         None
     }
+    /// What a call with these arguments would touch, shown to the person asked to approve it
+    /// (a browser action: the page and the element, by its accessible name); `None` when the
+    /// arguments say it all. Only looks: it runs before the call is approved.
+    fn preview<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a Value) -> Option<PreviewFuture<'a>> {
+        None
+    }
 }
+
+/// What [`BuiltinTool::preview`] returns.
+pub type PreviewFuture<'a> = Pin<Box<dyn Future<Output = Option<Value>> + Send + 'a>>;
 
 /// Every built-in tool this build ships.
 pub fn all() -> Vec<Arc<dyn BuiltinTool>> {

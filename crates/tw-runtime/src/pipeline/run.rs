@@ -21,6 +21,9 @@ use crate::kind::{Entry, ToolKind};
 use crate::net::NetFacts;
 use crate::sandboxed::{self, ExecFailure, Produced};
 
+/// How long a tool may take to say what a held call would touch.
+const PREVIEW_TIME: Duration = Duration::from_secs(3);
+
 /// What a call will run, worked out once from its arguments: the exec layer judges this argv in
 /// this directory, and the process is started from the same plan.
 pub(crate) struct RunPlan {
@@ -214,16 +217,14 @@ impl Pipeline {
         }
     }
 
-    async fn run_builtin(
+    /// What a built-in runs with. Network tools reach out only through the gatekeeper, under
+    /// the policy's domain rules for this tool and those of the skill it is called under.
+    fn tool_context(
         &self,
-        tool: &dyn BuiltinTool,
         def: &ToolDefinition,
         call: &ToolCall,
-        limit: Duration,
         cancel: &CancellationToken,
-    ) -> std::result::Result<Produced, ExecFailure> {
-        // Network tools reach out only through the gatekeeper, under the policy's domain rules
-        // for this tool and those of the skill it is called under.
+    ) -> ToolContext {
         let net = (def.category == ToolCategory::Network).then(|| {
             let policy = self.settings.policy();
             Arc::new(NetContext {
@@ -239,12 +240,43 @@ impl Pipeline {
                 ),
             })
         });
-        let ctx = ToolContext {
+        ToolContext {
             workspace: Arc::clone(&self.shared.workspace),
             cancel: cancel.child_token(),
             max_output_bytes: def.constraints.max_output_bytes,
-            net: net.clone(),
+            net,
+        }
+    }
+
+    /// What the call would touch, as its tool sees it now, for the person asked to approve it;
+    /// `None` when the tool has nothing to add or cannot tell within [`PREVIEW_TIME`].
+    pub(super) async fn preview(
+        &self,
+        entry: &Entry,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> Option<Value> {
+        let ToolKind::Builtin(tool) = &entry.kind else {
+            return None;
         };
+        let ctx = self.tool_context(&entry.definition, call, cancel);
+        let future = tool.preview(&ctx, &call.arguments)?;
+        tokio::time::timeout(PREVIEW_TIME, future)
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn run_builtin(
+        &self,
+        tool: &dyn BuiltinTool,
+        def: &ToolDefinition,
+        call: &ToolCall,
+        limit: Duration,
+        cancel: &CancellationToken,
+    ) -> std::result::Result<Produced, ExecFailure> {
+        let ctx = self.tool_context(def, call, cancel);
+        let net = ctx.net.clone();
         // What the call did on the network goes into its audit record, however it ended.
         let execution = || {
             let mut execution = Map::new();

@@ -496,6 +496,22 @@ fn Network(facts: Value) -> impl IntoView {
         let address = r["address"].as_str().map(|a| format!(" (address {a})"));
         format!("{rule}{}", address.unwrap_or_default())
     });
+    // Requests a browser page made that the gatekeeper refused, each with its rule.
+    let blocked: Vec<(String, String)> = facts["blocked"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|b| {
+                    let rule = b["rule"].as_str().unwrap_or("—");
+                    let rule = match b["address"].as_str() {
+                        Some(address) => format!("{rule} (address {address})"),
+                        None => rule.to_owned(),
+                    };
+                    (b["destination"].as_str().unwrap_or("?").to_owned(), rule)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     view! {
         <dl class="facts" id="audit-network">
             <dt>"Requests"</dt>
@@ -513,6 +529,17 @@ fn Network(facts: Value) -> impl IntoView {
             {refusal.map(|r| view! {
                 <dt>"Refused by"</dt>
                 <dd class="refused">{r}</dd>
+            })}
+            {(!blocked.is_empty()).then(|| view! {
+                <dt>"Blocked"</dt>
+                <dd class="blocked">
+                    {blocked
+                        .into_iter()
+                        .map(|(destination, rule)| view! {
+                            <div><code>{destination}</code> " — " {rule}</div>
+                        })
+                        .collect::<Vec<_>>()}
+                </dd>
             })}
         </dl>
     }

@@ -56,19 +56,33 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
                          <p><a href=\"/next\">Next page</a> and <a href=\"http://site.test:{port}/other\">other</a></p>\
                          <img src=\"http://127.0.0.1:{port}/admin\">\
                          <iframe src=\"http://blocked.test:{port}/frame\"></iframe>\
+                         <script>fetch('http://127.0.0.1:{port}/xhr').catch(() => {{}}); \
+                         try {{ new WebSocket('ws://ws.test:{port}/ws'); }} catch (e) {{}}</script>\
+                         <img src=\"/slow\">\
                          </article></body></html>"
                     ),
+                    // Holds the page's load back while its script's requests are judged.
+                    "/slow" => {
+                        std::thread::sleep(std::time::Duration::from_millis(500));
+                        String::new()
+                    }
                     "/next" => "<title>Next</title><p>second page</p>".to_owned(),
                     "/form" => FORM.to_owned(),
+                    "/download" => "secret report".to_owned(),
                     p if p.starts_with("/submitted?") => format!(
                         "<title>Submitted</title><p>got {}</p>",
                         &p["/submitted?".len()..]
                     ),
                     _ => "<p>should not be reached</p>".to_owned(),
                 };
+                let kind = if path == "/download" {
+                    "application/octet-stream\r\ncontent-disposition: attachment; filename=\"report.bin\""
+                } else {
+                    "text/html"
+                };
                 let _ = stream.write_all(
                     format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\
+                        "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\
                          connection: close\r\n\r\n{body}",
                         body.len()
                     )
@@ -104,6 +118,7 @@ allow_domains = ["site.test"]
 [network.resolve]
 "site.test" = ["127.0.0.1"]
 "blocked.test" = ["127.0.0.1"]
+"ws.test" = ["127.0.0.1"]
 "#;
 
 fn batch(env: &Env, calls: &[Value]) -> Vec<Value> {
@@ -135,6 +150,7 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
             json!({"tool": "browser_navigate", "arguments": {"url": "http://169.254.169.254/latest/meta-data/"}}),
             json!({"tool": "browser_navigate", "arguments": {"url": "file:///etc/passwd"}}),
             json!({"tool": "browser_navigate", "arguments": {"url": format!("http://127.0.0.1:{port}/admin")}}),
+            json!({"tool": "browser_navigate", "arguments": {"url": format!("http://site.test:{port}/download")}}),
             json!({"tool": "browser_close", "arguments": {}}),
         ],
     );
@@ -148,6 +164,7 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
             "success",
             "success",
             "success",
+            "permission_denied",
             "permission_denied",
             "permission_denied",
             "permission_denied",
@@ -202,6 +219,18 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
         );
     }
 
+    // A download is refused (downloads are off), not saved anywhere.
+    assert_eq!(
+        results[6]["error"]["code"], "download_refused",
+        "{}",
+        results[6]
+    );
+    let saved = walk_files(env.root.path());
+    assert!(
+        !saved.iter().any(|p| p.ends_with("report.bin")),
+        "the download was saved: {saved:?}"
+    );
+
     // Every call has its record; the navigation's lists each request the page was refused.
     let rows = env.audit_rows();
     assert_eq!(rows.len(), results.len());
@@ -220,6 +249,9 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
         "http://169.254.169.254/latest/meta-data.js".to_owned(),
         format!("http://127.0.0.1:{port}/admin"),
         format!("http://blocked.test:{port}/frame"),
+        // From the page's script: a fetch to the host's loopback, a WebSocket to another host.
+        format!("http://127.0.0.1:{port}/xhr"),
+        format!("https://ws.test:{port}/"),
     ] {
         assert!(
             blocked
@@ -237,7 +269,7 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
     // The server saw the page, and nothing the rules refused.
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.get("/"), Some(&1), "{seen:?}");
-    for never in ["/admin", "/frame"] {
+    for never in ["/admin", "/frame", "/xhr", "/ws"] {
         assert_eq!(seen.get(never), None, "{never} was reached: {seen:?}");
     }
 }
@@ -471,6 +503,23 @@ fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer()
             .contains("/submitted?name=old"),
         "{clicked:#}"
     );
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() && !path.is_symlink() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
 }
 
 fn regex_escape(s: &str) -> String {

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::browser::{
-    BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
+    BrowserContextId, EventDownloadWillBegin, SetDownloadBehaviorBehavior,
+    SetDownloadBehaviorParams,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
     DialogType, EventJavascriptDialogOpening, HandleJavaScriptDialogParams,
@@ -21,6 +22,7 @@ use chromiumoxide::cdp::browser_protocol::page::{
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams, GetTargetsParams, TargetId,
 };
+use chromiumoxide::listeners::EventStream;
 use chromiumoxide::page::Page;
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
@@ -38,6 +40,8 @@ pub const IDLE: Duration = Duration::from_secs(600);
 pub const MAX_SESSIONS: usize = 16;
 /// The most pages (tabs) one session may have open.
 pub const MAX_TABS: usize = 8;
+/// Where downloads are put: under a file, so no directory, and no download, can be made there.
+const NO_DOWNLOADS: &str = "/dev/null/toolwarden-downloads-are-off";
 /// How long Chromium may take to start, and one DevTools command to answer.
 const LAUNCH_TIME: Duration = Duration::from_secs(30);
 
@@ -226,6 +230,20 @@ impl Browsers {
         Some((tabs.page()?.clone(), tabs.refs.clone()))
     }
 
+    /// The downloads the browser's pages begin from here on (none is saved: see
+    /// [`NO_DOWNLOADS`]), so a navigation that turned into one can say so at once.
+    pub async fn downloads(&self) -> Result<EventStream<EventDownloadWillBegin>, BrowserError> {
+        let running = self.running.lock().await;
+        let Some(chromium) = running.as_ref() else {
+            return Err(failed("the browser stopped"));
+        };
+        chromium
+            .browser
+            .event_listener::<EventDownloadWillBegin>()
+            .await
+            .map_err(failed)
+    }
+
     /// Opens a page in the lease's session and makes it the one the tools act on.
     pub async fn open_tab(&self, lease: &mut Lease) -> Result<(), BrowserError> {
         if lock(&lease.tabs).pages.len() >= MAX_TABS {
@@ -409,8 +427,13 @@ impl Chromium {
             .map_err(failed)?;
         self.browser
             .execute(
+                // Downloads go nowhere: "deny" leaves the navigation that asked for one
+                // unanswered, so a download is let begin (the navigation says it was one) into a
+                // directory that cannot exist, under a file, where writing it fails.
                 SetDownloadBehaviorParams::builder()
-                    .behavior(SetDownloadBehaviorBehavior::Deny)
+                    .behavior(SetDownloadBehaviorBehavior::AllowAndName)
+                    .download_path(NO_DOWNLOADS)
+                    .events_enabled(true)
                     .browser_context_id(context.clone())
                     .build()
                     .map_err(failed)?,

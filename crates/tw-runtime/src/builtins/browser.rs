@@ -12,13 +12,14 @@ mod view;
 use std::borrow::Cow;
 use std::sync::{Arc, PoisonError};
 
-use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+use chromiumoxide::cdp::browser_protocol::page::EventFrameStoppedLoading;
 use chromiumoxide::page::Page;
 use chromiumoxide::types::{Command, Method, MethodId};
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tw_core::target::EgressRefusal;
-use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition};
+use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition, ToolStatus};
 
 use super::net::{NetContext, failure, html, net_context};
 use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit};
@@ -163,16 +164,54 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     }
     let page = &held.lease.page;
     lock(&held.lease.tabs).refs = Refs::default();
-    let request = page
-        .http_future(NavigateParams::new(url.to_owned()))
-        .map_err(cdp_failure)?
+    let mut stopped = page
+        .event_listener::<EventFrameStoppedLoading>()
         .await
         .map_err(cdp_failure)?;
-    if let Some(text) = request.as_ref().and_then(|r| r.failure_text.clone()) {
+    let mut downloads = net.browsers.downloads().await.map_err(browser_failure)?;
+    let frame = page.mainframe().await.map_err(cdp_failure)?;
+    let download = async {
+        while let Some(d) = downloads.next().await {
+            if Some(&d.frame_id) == frame.as_ref() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    // A navigation that becomes a download never finishes as a navigation: the download's
+    // beginning answers the call instead (and nothing is saved).
+    let nav = tokio::select! {
+        nav = cdp(page, "Page.navigate", json!({"url": url})) => nav?,
+        () = download => {
+            return Err(ToolFailure {
+                status: ToolStatus::PermissionDenied,
+                code: "download_refused".to_owned(),
+                message: format!("{url} is a download, and downloads are off"),
+            });
+        }
+    };
+    if let Some(text) = nav["errorText"].as_str().filter(|t| !t.is_empty()) {
         return Err(ToolFailure::failed(
             ErrorCode::EXECUTION_FAILED,
             format!("{url} could not be opened: {text}"),
         ));
+    }
+    // A new document (not a move within this one) is loaded when its frame stops loading.
+    if nav.get("loaderId").is_some() {
+        let frame = nav["frameId"].as_str().unwrap_or_default().to_owned();
+        let loaded = async {
+            while let Some(stop) = stopped.next().await {
+                if stop.frame_id.as_ref() == frame {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(act::NAVIGATION, loaded).await.is_err() {
+            return Err(ToolFailure::failed(
+                ErrorCode::TIMEOUT,
+                format!("{url} did not load within {} s", act::NAVIGATION.as_secs()),
+            ));
+        }
     }
     // The main document's status as the page's own timing entry has it (the request chromiumoxide
     // reports can be a frame's).

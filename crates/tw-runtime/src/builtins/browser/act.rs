@@ -23,7 +23,7 @@ use crate::browser::{Refs, lock};
 use crate::builtins::{BuiltinTool, PreviewFuture, ToolContext, ToolFailure, ToolFuture, args};
 
 /// How long a navigation an action started may take to load.
-const NAVIGATION: Duration = Duration::from_secs(30);
+pub(super) const NAVIGATION: Duration = Duration::from_secs(30);
 /// How long after an action a navigation it caused is looked for.
 const NAVIGATION_START: Duration = Duration::from_millis(200);
 /// The most fields one `browser_fill_form` fills.

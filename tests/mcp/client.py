@@ -26,6 +26,7 @@
 #   earlier result it matches (its strings, structured content included): a reference a
 #   snapshot handed out.
 #   {"op": "signal", "path": PATH}            write PATH (the Rust side waits for it)
+#   {"op": "wait", "path": PATH}              wait until PATH exists (the Rust side writes it)
 #   {"op": "wait_list_changed"}               wait for notifications/tools/list_changed
 #                                             -> {"list_changed": true}
 # Every wait gives up after WAIT_LIMIT seconds with an error, so a broken server fails the test
@@ -217,6 +218,9 @@ async def main(plan):
                     report["steps"].append({"result": dump(result), "errors": errors})
                 elif op == "signal":
                     touch(step["path"])
+                    report["steps"].append({})
+                elif op == "wait":
+                    await wait_for_file(step["path"])
                     report["steps"].append({})
                 elif op == "wait_list_changed":
                     with anyio.fail_after(WAIT_LIMIT):

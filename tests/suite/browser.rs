@@ -505,6 +505,77 @@ fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer()
     );
 }
 
+/// Chromium dying between calls costs its sessions, not the next call: it is started again.
+#[test]
+fn a_browser_that_died_is_started_again_for_the_next_call() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, _) = fixture();
+    let env = Env::new().with_config(CONFIG);
+    let next = format!("http://site.test:{port}/next");
+    let (navigated, killed) = (
+        env.root.path().join("navigated"),
+        env.root.path().join("killed"),
+    );
+    let client = super::mcp::Client::start(
+        &env,
+        &[],
+        json!([
+            {"op": "call", "tool": "browser_navigate", "arguments": {"url": next}},
+            {"op": "signal", "path": navigated},
+            {"op": "wait", "path": killed},
+            {"op": "call", "tool": "browser_navigate", "arguments": {"url": next}},
+            {"op": "call", "tool": "browser_content", "arguments": {"as": "text"}},
+        ]),
+    );
+    super::mcp::wait_for_file(&navigated);
+    // Every process of this runtime's Chromium: its profile is under the data directory.
+    let profile = env.data.join("browser").display().to_string();
+    let browsers = processes_mentioning(&profile);
+    assert!(
+        !browsers.is_empty(),
+        "no Chromium runs with a profile under {profile}"
+    );
+    for pid in &browsers {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    std::fs::write(&killed, "").unwrap();
+    let report = client.finish();
+    let steps = report["steps"].as_array().unwrap();
+    for i in [0, 3, 4] {
+        assert_eq!(steps[i]["result"]["isError"], false, "step {i}: {report:#}");
+    }
+    let text = steps[4]["result"]["structuredContent"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("second page"), "{text}");
+    let again = processes_mentioning(&profile);
+    assert!(
+        again.iter().all(|p| !browsers.contains(p)),
+        "the killed browser is still there"
+    );
+    assert_eq!(env.audit_rows().len(), 3);
+}
+
+/// The processes whose command line holds `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 /// Every file under `dir`.
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();

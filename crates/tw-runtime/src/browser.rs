@@ -166,7 +166,7 @@ impl Browsers {
     pub async fn lease(&self, owner: &str, egress: Egress) -> Result<Lease, BrowserError> {
         let (tabs, context, slot, turn) = {
             let mut running = self.running.lock().await;
-            if running.as_ref().is_some_and(|c| c.handler.is_finished()) {
+            if running.as_mut().is_some_and(Chromium::died) {
                 // It died: its sessions are gone with it; the next start is a fresh one.
                 tracing::warn!("the browser stopped; starting it again");
                 *running = None;
@@ -388,8 +388,16 @@ impl Browsers {
         let (browser, mut events) = Browser::launch(config)
             .await
             .map_err(|e| BrowserError::Unavailable(e.to_string()))?;
-        // The connection's messages are handled as they come; the task ends with the browser.
-        let handler = tokio::spawn(async move { while events.next().await.is_some() {} });
+        // The connection's messages are handled as they come; the task ends with the browser
+        // (its connection failing is the end: the handler goes on trying otherwise).
+        let handler = tokio::spawn(async move {
+            while let Some(event) = events.next().await {
+                if let Err(chromiumoxide::error::CdpError::Ws(e)) = event {
+                    tracing::warn!(error = %e, "the connection to the browser failed");
+                    break;
+                }
+            }
+        });
         Ok(Chromium {
             browser,
             handler,
@@ -400,6 +408,11 @@ impl Browsers {
 }
 
 impl Chromium {
+    /// Whether the browser is gone: its process exited or its connection failed.
+    fn died(&mut self) -> bool {
+        self.handler.is_finished() || !matches!(self.browser.try_wait(), Ok(None))
+    }
+
     /// A new context whose requests all go through a proxy of its own, with downloads off.
     async fn open(&self) -> Result<Session, BrowserError> {
         let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))

@@ -75,6 +75,13 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
                     ),
                     _ => "<p>should not be reached</p>".to_owned(),
                 };
+                if path == "/redirect" {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/latest/user-data\r\n\
+                          content-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                    return;
+                }
                 let kind = if path == "/download" {
                     "application/octet-stream\r\ncontent-disposition: attachment; filename=\"report.bin\""
                 } else {
@@ -151,6 +158,7 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
             json!({"tool": "browser_navigate", "arguments": {"url": "file:///etc/passwd"}}),
             json!({"tool": "browser_navigate", "arguments": {"url": format!("http://127.0.0.1:{port}/admin")}}),
             json!({"tool": "browser_navigate", "arguments": {"url": format!("http://site.test:{port}/download")}}),
+            json!({"tool": "browser_navigate", "arguments": {"url": format!("http://site.test:{port}/redirect")}}),
             json!({"tool": "browser_close", "arguments": {}}),
         ],
     );
@@ -164,6 +172,7 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
             "success",
             "success",
             "success",
+            "permission_denied",
             "permission_denied",
             "permission_denied",
             "permission_denied",
@@ -219,6 +228,18 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
         );
     }
 
+    // A redirect to a host outside the rules is refused, and its rule recorded.
+    assert_eq!(
+        results[7]["error"]["code"], "egress_refused",
+        "{}",
+        results[7]
+    );
+    let redirect = &env.audit_rows()[7].metadata["network"]["blocked"];
+    assert_eq!(
+        redirect[0]["destination"], "http://169.254.169.254/latest/user-data",
+        "{redirect}"
+    );
+
     // A download is refused (downloads are off), not saved anywhere.
     assert_eq!(
         results[6]["error"]["code"], "download_refused",
@@ -266,9 +287,10 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
         assert_eq!(row.error_code.as_deref(), r["error"]["code"].as_str());
     }
 
-    // The server saw the page, and nothing the rules refused.
+    // The server saw the page (twice: it is loaded again after the refused download), and
+    // nothing the rules refused.
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.get("/"), Some(&1), "{seen:?}");
+    assert_eq!(seen.get("/"), Some(&2), "{seen:?}");
     for never in ["/admin", "/frame", "/xhr", "/ws"] {
         assert_eq!(seen.get(never), None, "{never} was reached: {seen:?}");
     }

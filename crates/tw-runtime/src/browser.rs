@@ -30,7 +30,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tw_core::target::Egress;
 
 use crate::net::proxy::{Proxy, serve_with};
-use crate::net::{Gatekeeper, NetFacts};
+use crate::net::{Blocked, Gatekeeper, NetFacts};
 
 /// Where Debian's `chromium` package puts the browser.
 pub const DEFAULT_EXECUTABLE: &str = "/usr/bin/chromium";
@@ -142,6 +142,12 @@ impl Lease {
 
     fn close(&self) {
         *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// The last request the session's pages were refused during this call.
+    pub fn last_blocked(&self) -> Option<Blocked> {
+        let facts = self.facts.lock().unwrap_or_else(PoisonError::into_inner);
+        facts.blocked.last().cloned()
     }
 }
 

@@ -11,6 +11,7 @@ mod view;
 
 use std::borrow::Cow;
 use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::page::EventFrameStoppedLoading;
 use chromiumoxide::page::Page;
@@ -169,49 +170,102 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
         .await
         .map_err(cdp_failure)?;
     let mut downloads = net.browsers.downloads().await.map_err(browser_failure)?;
-    let frame = page.mainframe().await.map_err(cdp_failure)?;
+    // The page's main frame, as the browser has it now.
+    let tree = cdp(page, "Page.getFrameTree", json!({})).await?;
+    let frame = tree["frameTree"]["frame"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let frame = frame.as_str();
     let download = async {
         while let Some(d) = downloads.next().await {
-            if Some(&d.frame_id) == frame.as_ref() {
+            if d.frame_id.as_ref() == frame {
                 return;
             }
         }
         std::future::pending::<()>().await;
     };
-    // A navigation that becomes a download never finishes as a navigation: the download's
-    // beginning answers the call instead (and nothing is saved).
-    let nav = tokio::select! {
-        nav = cdp(page, "Page.navigate", json!({"url": url})) => nav?,
-        () = download => {
-            return Err(ToolFailure {
-                status: ToolStatus::PermissionDenied,
-                code: "download_refused".to_owned(),
-                message: format!("{url} is a download, and downloads are off"),
-            });
-        }
-    };
-    if let Some(text) = nav["errorText"].as_str().filter(|t| !t.is_empty()) {
-        return Err(ToolFailure::failed(
-            ErrorCode::EXECUTION_FAILED,
-            format!("{url} could not be opened: {text}"),
-        ));
-    }
-    // A new document (not a move within this one) is loaded when its frame stops loading.
-    if nav.get("loaderId").is_some() {
-        let frame = nav["frameId"].as_str().unwrap_or_default().to_owned();
-        let loaded = async {
-            while let Some(stop) = stopped.next().await {
-                if stop.frame_id.as_ref() == frame {
-                    return;
-                }
+    // The main frame stopped loading: the page, or the error page shown for it, is there.
+    let loaded = async {
+        while let Some(s) = stopped.next().await {
+            if s.frame_id.as_ref() == frame {
+                return;
             }
-        };
-        if tokio::time::timeout(act::NAVIGATION, loaded).await.is_err() {
+        }
+        std::future::pending::<()>().await;
+    };
+    // chromiumoxide answers a navigation only once it has loaded: one that becomes a download,
+    // or ends on an error page (a redirect the proxy refused), it never answers. The download's
+    // beginning, or the frame's loading stopping, answers the call instead.
+    tokio::pin!(download);
+    tokio::pin!(loaded);
+    let navigate = cdp(page, "Page.navigate", json!({"url": url}));
+    tokio::pin!(navigate);
+    let mut answered = false;
+    let waited = tokio::time::timeout(act::NAVIGATION, async {
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut download => return Err(refuse_download(page, url).await),
+                nav = &mut navigate, if !answered => match nav {
+                    Ok(nav) => match nav["errorText"].as_str().filter(|t| !t.is_empty()) {
+                        Some(text) => {
+                            return Err(ToolFailure::failed(
+                                ErrorCode::EXECUTION_FAILED,
+                                format!("{url} could not be opened: {text}"),
+                            ));
+                        }
+                        None => return Ok(true),
+                    },
+                    // chromiumoxide gives up on navigations it tracks for reasons of its own
+                    // (another began on the frame): the frame's own events still tell.
+                    Err(e) => {
+                        tracing::debug!(error = %e.message, "no answer to the navigation");
+                        answered = true;
+                    }
+                },
+                () = &mut loaded => return Ok(false),
+            }
+        }
+    })
+    .await;
+    let answered = match waited {
+        Ok(result) => result?,
+        Err(_) => {
             return Err(ToolFailure::failed(
                 ErrorCode::TIMEOUT,
                 format!("{url} did not load within {} s", act::NAVIGATION.as_secs()),
             ));
         }
+    };
+    // The download's news comes on the browser's connection, the frame's on the page's: a
+    // moment for it when the frame's came first.
+    if !answered
+        && tokio::time::timeout(Duration::from_millis(100), &mut download)
+            .await
+            .is_ok()
+    {
+        return Err(refuse_download(page, url).await);
+    }
+    // The document itself refused (a redirect to a host outside the rules): what shows is the
+    // proxy's refusal, or the browser's error page.
+    let now = page.url().await.map_err(cdp_failure)?.unwrap_or_default();
+    let last = held.lease.last_blocked();
+    if now.starts_with("chrome-error:") || last.as_ref().is_some_and(|b| b.destination == now) {
+        return Err(match last {
+            Some(b) => ToolFailure {
+                status: ToolStatus::PermissionDenied,
+                code: "egress_refused".to_owned(),
+                message: format!(
+                    "{url} could not be opened: the network rules refused {} ({})",
+                    b.destination, b.rule
+                ),
+            },
+            None => ToolFailure::failed(
+                ErrorCode::EXECUTION_FAILED,
+                format!("{url} could not be opened: the browser shows an error page"),
+            ),
+        });
     }
     // The main document's status as the page's own timing entry has it (the request chromiumoxide
     // reports can be a frame's).
@@ -222,6 +276,32 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     )
     .await?;
     Ok(json!({"url": v["url"], "status": v["status"], "title": v["title"]}))
+}
+
+/// Refuses a navigation that became a download. chromiumoxide waits for every navigation to
+/// load and sends the next only then; a download never loads, so the page is loaded again
+/// (it stays where it was) and that ends the wait.
+async fn refuse_download(page: &Page, url: &str) -> ToolFailure {
+    let reloaded = async {
+        let mut stopped = page.event_listener::<EventFrameStoppedLoading>().await?;
+        page.execute(Raw {
+            method: "Page.reload",
+            params: json!({}),
+        })
+        .await?;
+        stopped.next().await;
+        Ok::<_, chromiumoxide::error::CdpError>(())
+    };
+    match tokio::time::timeout(act::NAVIGATION, reloaded).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(error = %e, "the page could not be loaded again"),
+        Err(_) => tracing::debug!("the page did not load again in time"),
+    }
+    ToolFailure {
+        status: ToolStatus::PermissionDenied,
+        code: "download_refused".to_owned(),
+        message: format!("{url} is a download, and downloads are off"),
+    }
 }
 
 /// One DevTools command, its parameters and answer as JSON: the typed ones fail to read an

@@ -173,18 +173,20 @@ def summary(samples):
     return {p: ms(percentile(s, p)) for p in (50, 95, 99)} | {"mean": ms(statistics.fmean(s))}
 
 
-async def run(args, ws, data, config, url, other):
+async def run(args, ws, data, config, url, other, scratch):
     ours_params = StdioServerParameters(
         command=args.toolwarden,
         args=["--config", config, "--workspace", ws, "--data-dir", data, "mcp"],
         env=server_env(),
     )
+    # Its snapshots and console logs go to files it names: kept out of the working tree.
     peer_args = [args.playwright, "--headless", "--isolated",
-                 "--executable-path", args.chromium]
+                 "--executable-path", args.chromium, "--output-dir", scratch]
     if os.geteuid() == 0:
         # As root Chromium's sandbox cannot start; toolwarden turns it off as root too.
         peer_args.append("--no-sandbox")
-    peer_params = StdioServerParameters(command=args.node, args=peer_args, env=server_env())
+    peer_params = StdioServerParameters(command=args.node, args=peer_args, env=server_env(),
+                                        cwd=scratch)
     memory = {}
     async with AsyncExitStack() as stack:
         session, tools = await open_session(stack, "toolwarden", ours_params)
@@ -253,11 +255,12 @@ def main():
         ws, data = os.path.join(tmp, "ws"), os.path.join(tmp, "data")
         os.makedirs(ws)
         os.makedirs(data)
+        os.makedirs(os.path.join(tmp, "peer"))
         config = os.path.join(tmp, "config.toml")
         with open(config, "w", encoding="utf-8") as f:
             f.write(CONFIG)
         ours, peer, first, memory, soak, elapsed = anyio.run(
-            run, args, ws, data, config, url, f"{base}/other.html")
+            run, args, ws, data, config, url, f"{base}/other.html", os.path.join(tmp, "peer"))
         audited = subprocess.run(
             [args.toolwarden, "--config", config, "--data-dir", data, "audit", "report", "--json"],
             check=True, capture_output=True, text=True).stdout

@@ -565,6 +565,23 @@ fn a_browser_that_died_is_started_again_for_the_next_call() {
             .args(["-9", &pid.to_string()])
             .status();
     }
+    // Dead before the next call: gone, or a zombie its parent has not reaped yet.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while browsers.iter().any(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(") ")
+                .next()
+                .unwrap_or_default()
+                .starts_with('Z')
+        })
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the browser did not die"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     std::fs::write(&killed, "").unwrap();
     let report = client.finish();
     let steps = report["steps"].as_array().unwrap();

@@ -333,7 +333,13 @@ async fn cdp(page: &Page, method: &'static str, params: Value) -> Result<Value, 
     page.execute(Raw { method, params })
         .await
         .map(|r| r.result)
-        .map_err(|e| cdp_failure(format!("{method}: {e}")))
+        .map_err(|e| match e {
+            // The connection to the browser went with it.
+            chromiumoxide::error::CdpError::ChannelSendError(_) => cdp_failure(format!(
+                "{method}: the browser stopped while the call ran (the next call starts it again)"
+            )),
+            e => cdp_failure(format!("{method}: {e}")),
+        })
 }
 
 /// Sends `method` to the page with the context id of the tools' isolated world (where their

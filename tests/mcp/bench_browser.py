@@ -24,17 +24,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from contextlib import AsyncExitStack
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 from mcp.client.stdio import StdioServerParameters
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import open_session, percentile, server_env, text_of  # noqa: E402
-from bench_fetch import page_html  # noqa: E402
+from bench_fetch import page_html, serve  # noqa: E402
 
 CONFIG = """\
 [policy]
@@ -47,34 +45,6 @@ tools = ["browser_*"]
 allow_domains = ["127.0.0.1"]
 """
 HEADING = "Field notes on running tools for agents"
-
-
-def serve(pages):
-    hits = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-
-        def do_GET(self):
-            body = pages.get(self.path)
-            hits[self.path] = hits.get(self.path, 0) + 1
-            if body is None:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, hits
 
 
 def tree(pid):
@@ -248,7 +218,8 @@ def main():
 
     page = page_html()
     other = page.replace(b"<h1>", b"<h1>Other: ", 1)
-    httpd, hits = serve({"/article.html": page, "/other.html": other})
+    html = "text/html; charset=utf-8"
+    httpd, hits = serve({"/article.html": (page, html), "/other.html": (other, html)})
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     url = f"{base}/article.html"
     with tempfile.TemporaryDirectory(prefix="tw-browser-bench-") as tmp:

@@ -94,8 +94,9 @@ def page_html():
     return page
 
 
-def serve(page):
-    """Starts the page server in a thread; returns it, with its request counts by path."""
+def serve(routes):
+    """Starts a page server in a thread for `routes` (path -> (body, content type)); returns it,
+    with its request counts by path."""
     hits = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -105,8 +106,7 @@ def serve(page):
         disable_nagle_algorithm = True
 
         def do_GET(self):
-            body, kind = {"/article.html": (page, "text/html; charset=utf-8"),
-                          "/robots.txt": (ROBOTS, "text/plain")}.get(self.path, (None, None))
+            body, kind = routes.get(self.path, (None, None))
             hits[self.path] = hits.get(self.path, 0) + 1
             if body is None:
                 self.send_error(404)
@@ -225,7 +225,8 @@ def main():
     args.toolwarden = os.path.abspath(args.toolwarden)
 
     page = page_html()
-    httpd, hits = serve(page)
+    httpd, hits = serve({"/article.html": (page, "text/html; charset=utf-8"),
+                         "/robots.txt": (ROBOTS, "text/plain")})
     url = f"http://127.0.0.1:{httpd.server_address[1]}/article.html"
     with tempfile.TemporaryDirectory(prefix="tw-fetch-bench-") as tmp:
         ws, data = os.path.join(tmp, "ws"), os.path.join(tmp, "data")

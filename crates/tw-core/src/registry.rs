@@ -7,7 +7,7 @@
 //! generic over `X`, the runtime's "how to run it" payload, so this crate stays free of executors.
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use crate::definition::{LicenseTier, OperationalMode, ToolCategory, ToolDefinition};
 use crate::error::CoreError;
@@ -21,6 +21,9 @@ pub struct RegisteredTool<X> {
     /// The runtime's execution payload.
     pub kind: X,
     search_text: String,
+    /// The definition with its side effects the other way round, made the first time a call
+    /// is judged that way (an `http_fetch` GET only reads), then kept for every later one.
+    flipped: OnceLock<ToolDefinition>,
 }
 
 impl<X> RegisteredTool<X> {
@@ -30,7 +33,21 @@ impl<X> RegisteredTool<X> {
             definition,
             kind,
             search_text,
+            flipped: OnceLock::new(),
         }
+    }
+
+    /// The contract as a call with these side effects is judged: the definition itself, or the
+    /// same contract with that one constraint changed.
+    pub fn with_side_effects(&self, side_effects: bool) -> &ToolDefinition {
+        if side_effects == self.definition.constraints.side_effects {
+            return &self.definition;
+        }
+        self.flipped.get_or_init(|| {
+            let mut d = self.definition.clone();
+            d.constraints.side_effects = side_effects;
+            d
+        })
     }
 
     /// The tool's name.
@@ -188,6 +205,21 @@ mod tests {
             ToolGroup::new(group).unwrap(),
             ParameterSchema::no_parameters(),
         )
+    }
+
+    #[test]
+    fn a_call_judged_the_other_way_gets_the_same_contract_with_only_side_effects_changed() {
+        let mut d = def("http_fetch", "net", ToolCategory::Network, "Fetch");
+        d.constraints.side_effects = true;
+        let entry = RegisteredTool::new(d.clone(), ());
+        assert!(std::ptr::eq(entry.with_side_effects(true), &entry.definition));
+        let read_only = entry.with_side_effects(false);
+        assert!(!read_only.constraints.side_effects);
+        let mut expected = d;
+        expected.constraints.side_effects = false;
+        assert_eq!(read_only, &expected);
+        // Made once, then the same for every later call.
+        assert!(std::ptr::eq(read_only, entry.with_side_effects(false)));
     }
 
     fn registry() -> ToolRegistry<()> {

@@ -380,10 +380,11 @@ fn parse_cidr(text: &str) -> Result<Cidr, String> {
     Ok(Cidr { bits, len })
 }
 
-/// An ordered domain allow or block list.
+/// An ordered domain allow or block list. Shared, not copied: every network call's rules are
+/// put together from the policy's and the skill's lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct DomainList {
-    patterns: Vec<DomainPattern>,
+    patterns: std::sync::Arc<[DomainPattern]>,
 }
 
 impl DomainList {

@@ -27,14 +27,7 @@ impl Pipeline {
         count: bool,
     ) -> policy::Evaluation {
         let argv = run.argv.as_deref();
-        let judged_as;
-        let def = match Self::judged_as(entry, arguments) {
-            Some(d) => {
-                judged_as = d;
-                &judged_as
-            }
-            None => &entry.definition,
-        };
+        let def = Self::judged_as(entry, arguments);
         let name = def.name.as_str();
         let overrides = state.overrides.get(name);
         let disabled = overrides
@@ -89,16 +82,14 @@ impl Pipeline {
 
     /// The definition a call is judged as when its arguments decide whether it has side effects
     /// (`http_fetch` with GET only reads): the same contract with that one constraint changed.
-    fn judged_as(entry: &Entry, arguments: &Value) -> Option<ToolDefinition> {
-        let ToolKind::Builtin(tool) = &entry.kind else {
-            return None;
-        };
-        let side_effects = tool.side_effects(arguments)?;
-        (side_effects != entry.definition.constraints.side_effects).then(|| {
-            let mut d = entry.definition.clone();
-            d.constraints.side_effects = side_effects;
-            d
-        })
+    fn judged_as<'a>(entry: &'a Entry, arguments: &Value) -> &'a ToolDefinition {
+        match &entry.kind {
+            ToolKind::Builtin(tool) => match tool.side_effects(arguments) {
+                Some(side_effects) => entry.with_side_effects(side_effects),
+                None => &entry.definition,
+            },
+            _ => &entry.definition,
+        }
     }
 
     /// Explains how policy would judge a call now, without running or counting anything. Rate

@@ -69,6 +69,16 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
                     "/next" => "<title>Next</title><p>second page</p>".to_owned(),
                     "/form" => FORM.to_owned(),
                     "/download" => "secret report".to_owned(),
+                    // Asks a STUN server on the host's loopback for the page's address: UDP,
+                    // which no HTTP proxy carries.
+                    p if p.starts_with("/webrtc?") => format!(
+                        "<title>WebRTC</title><script>\
+                         const pc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:127.0.0.1:{}'}}]}});\
+                         pc.createDataChannel('x');\
+                         pc.createOffer().then(o => pc.setLocalDescription(o));\
+                         </script><p>gathering</p>",
+                        &p["/webrtc?".len()..]
+                    ),
                     p if p.starts_with("/submitted?") => format!(
                         "<title>Submitted</title><p>got {}</p>",
                         &p["/submitted?".len()..]
@@ -598,6 +608,169 @@ fn a_browser_that_died_is_started_again_for_the_next_call() {
         "the killed browser is still there"
     );
     assert_eq!(env.audit_rows().len(), 3);
+}
+
+/// A local process cannot drive the browser, and a page cannot reach around the egress proxy:
+/// Chromium takes its DevTools commands over a pipe and listens on no TCP port (over a port,
+/// any local user could read every session's cookies, or open a context without the proxy),
+/// and a page's WebRTC sends no UDP (the proxy carries only HTTP, so UDP would go unjudged).
+#[test]
+fn no_local_process_can_drive_the_browser_and_no_page_sends_udp_around_the_proxy() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, _) = fixture();
+    let stun = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let stun_port = stun.local_addr().unwrap().port();
+    let env = Env::new().with_config(CONFIG);
+    let (navigated, checked) = (
+        env.root.path().join("navigated"),
+        env.root.path().join("checked"),
+    );
+    let client = super::mcp::Client::start(
+        &env,
+        &[],
+        json!([
+            {"op": "call", "tool": "browser_navigate",
+             "arguments": {"url": format!("http://site.test:{port}/webrtc?{stun_port}")}},
+            {"op": "call", "tool": "browser_wait_for",
+             "arguments": {"time": 2}},
+            {"op": "signal", "path": navigated},
+            {"op": "wait", "path": checked},
+        ]),
+    );
+    super::mcp::wait_for_file(&navigated);
+    let profile = env.data.join("browser").display().to_string();
+    let browsers = processes_mentioning(&profile);
+    assert!(
+        !browsers.is_empty(),
+        "no Chromium runs with a profile under {profile}"
+    );
+    let listening = listening_inodes();
+    for pid in &browsers {
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let target = std::fs::read_link(entry.path()).unwrap_or_default();
+            let target = target.to_string_lossy();
+            if let Some(inode) = target
+                .strip_prefix("socket:[")
+                .and_then(|t| t.strip_suffix(']'))
+            {
+                assert!(
+                    !listening.contains(inode),
+                    "Chromium (pid {pid}) listens on a TCP port (socket {inode})"
+                );
+            }
+        }
+    }
+    // ICE gathering started with the offer, during the two seconds waited; whatever it sent
+    // is queued on the socket.
+    stun.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
+    let mut buf = [0u8; 1500];
+    let got = stun.recv_from(&mut buf);
+    assert!(got.is_err(), "a page sent UDP around the proxy: {got:?}");
+    std::fs::write(&checked, "").unwrap();
+    let report = client.finish();
+    let steps = report["steps"].as_array().unwrap();
+    for i in [0, 1] {
+        assert_eq!(steps[i]["result"]["isError"], false, "step {i}: {report:#}");
+    }
+}
+
+/// A page whose certificate the browser cannot trust is not shown: the egress proxy tunnels
+/// TLS without looking into it, so the browser's own check is the only one (chromiumoxide's
+/// default is to ignore certificate errors).
+#[test]
+fn a_page_with_an_untrusted_certificate_is_refused() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let env = Env::new().with_config(
+        "[policy]\ndefault = \"allow\"\n[[policy.rules]]\nname = \"tls\"\ntools = [\"browser_*\"]\n\
+         allow_domains = [\"tls.test\"]\n[network.resolve]\n\"tls.test\" = [\"127.0.0.1\"]\n",
+    );
+    let dir = env.root.path();
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=tls.test",
+            "-addext",
+            "subjectAltName=DNS:tls.test",
+        ])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .output()
+        .expect("openssl (scripts/setup installs it)");
+    assert!(made.status.success(), "{made:?}");
+    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = std::process::Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-cert")
+        .arg(dir.join("cert.pem"))
+        .arg("-key")
+        .arg(dir.join("key.pem"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _server = Kill(server);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "openssl s_server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = batch(
+        &env,
+        &[json!({"tool": "browser_navigate",
+                 "arguments": {"url": format!("https://tls.test:{port}/")}})],
+    );
+    assert_eq!(out[0]["status"], "failed", "{:#}", out[0]);
+    let message = out[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("ERR_CERT_"), "{message}");
+}
+
+/// The inodes of every TCP socket listening on the host (IPv4 and IPv6).
+fn listening_inodes() -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // st 0A is LISTEN; the inode is the tenth field.
+            if fields.get(3) == Some(&"0A")
+                && let Some(inode) = fields.get(9)
+            {
+                out.insert((*inode).to_owned());
+            }
+        }
+    }
+    out
 }
 
 /// The processes whose command line holds `needle`.

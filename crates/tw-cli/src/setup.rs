@@ -20,7 +20,8 @@ pub(crate) fn init_tracing(verbose: bool) {
     use tracing_subscriber::prelude::*;
     use tracing_subscriber::{EnvFilter, filter::dynamic_filter_fn};
     let default = if verbose { "info" } else { "warn" };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(tw_runtime::log_filter(default)));
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -212,7 +212,10 @@ mod tests {
         let mut d = def("http_fetch", "net", ToolCategory::Network, "Fetch");
         d.constraints.side_effects = true;
         let entry = RegisteredTool::new(d.clone(), ());
-        assert!(std::ptr::eq(entry.with_side_effects(true), &entry.definition));
+        assert!(std::ptr::eq(
+            entry.with_side_effects(true),
+            &entry.definition
+        ));
         let read_only = entry.with_side_effects(false);
         assert!(!read_only.constraints.side_effects);
         let mut expected = d;

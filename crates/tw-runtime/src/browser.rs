@@ -5,13 +5,16 @@
 //! request its pages make (documents, subresources, XHR and fetch, WebSockets, workers,
 //! redirects) is judged by the egress gatekeeper under the rules of the call running in that
 //! session, and written into that call's network facts. Between calls nothing may connect.
+//! The DevTools connection is a pipe ([`devtools`]): Chromium listens on no port.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use chromiumoxide::browser::{Browser, BrowserConfig};
+mod devtools;
+
+use chromiumoxide::browser::Browser;
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, EventDownloadWillBegin, SetDownloadBehaviorBehavior,
     SetDownloadBehaviorParams,
@@ -22,6 +25,8 @@ use chromiumoxide::cdp::browser_protocol::page::{
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams, GetTargetsParams, TargetId,
 };
+use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::handler::viewport::Viewport;
 use chromiumoxide::listeners::EventStream;
 use chromiumoxide::page::Page;
 use futures_util::StreamExt;
@@ -68,6 +73,7 @@ pub struct Browsers {
     executable: PathBuf,
     profiles: PathBuf,
     gate: Arc<Gatekeeper>,
+    sandbox: tw_sandbox::Sandbox,
     running: tokio::sync::Mutex<Option<Chromium>>,
 }
 
@@ -76,6 +82,9 @@ struct Chromium {
     browser: Browser,
     handler: JoinHandle<()>,
     sessions: HashMap<String, Session>,
+    /// The browser's process tree, started by the sandbox's helper, which stops all of it when
+    /// this is dropped, or when the runtime itself dies.
+    _process: tw_sandbox::Interactive,
     _profile: tempfile::TempDir,
 }
 
@@ -149,6 +158,18 @@ impl Lease {
         let facts = self.facts.lock().unwrap_or_else(PoisonError::into_inner);
         facts.blocked.last().cloned()
     }
+
+    /// The refused request for `destination` during this call, if it was refused (later ones
+    /// may have been refused since: the page's icon, its scripts' requests).
+    pub fn blocked(&self, destination: &str) -> Option<Blocked> {
+        let facts = self.facts.lock().unwrap_or_else(PoisonError::into_inner);
+        facts
+            .blocked
+            .iter()
+            .rev()
+            .find(|b| b.destination == destination)
+            .cloned()
+    }
 }
 
 impl Drop for Lease {
@@ -158,12 +179,18 @@ impl Drop for Lease {
 }
 
 impl Browsers {
-    /// The service; Chromium starts on the first call that needs it.
-    pub fn new(executable: PathBuf, profiles: PathBuf, gate: Arc<Gatekeeper>) -> Self {
+    /// The service; Chromium starts on the first call that needs it, through `sandbox`.
+    pub fn new(
+        executable: PathBuf,
+        profiles: PathBuf,
+        gate: Arc<Gatekeeper>,
+        sandbox: tw_sandbox::Sandbox,
+    ) -> Self {
         Self {
             executable,
             profiles,
             gate,
+            sandbox,
             running: tokio::sync::Mutex::new(None),
         }
     }
@@ -172,7 +199,11 @@ impl Browsers {
     pub async fn lease(&self, owner: &str, egress: Egress) -> Result<Lease, BrowserError> {
         let (tabs, context, slot, turn) = {
             let mut running = self.running.lock().await;
-            if running.as_mut().is_some_and(Chromium::died) {
+            let dead = match running.as_mut() {
+                Some(chromium) => chromium.died() || !chromium.answers().await,
+                None => false,
+            };
+            if dead {
                 // It died: its sessions are gone with it; the next start is a fresh one.
                 tracing::warn!("the browser stopped; starting it again");
                 *running = None;
@@ -380,20 +411,53 @@ impl Browsers {
             .prefix("chromium-")
             .tempdir_in(&self.profiles)
             .map_err(|e| BrowserError::Unavailable(format!("{}: {e}", self.profiles.display())))?;
-        let mut config = BrowserConfig::builder()
-            .chrome_executable(&self.executable)
-            .user_data_dir(profile.path())
-            .launch_timeout(LAUNCH_TIME)
-            .request_timeout(LAUNCH_TIME)
-            .args(ARGS);
+        // Chromium reads DevTools commands from fd 3 and writes to fd 4: the shell hands it
+        // the pipes it was given as standard input and output, then becomes it.
+        let mut spec = tw_sandbox::ProcessSpec::new("/bin/sh", profile.path());
+        spec.args = vec![
+            "-c".into(),
+            "exec \"$0\" \"$@\" 3<&0 4>&1 </dev/null >&2".into(),
+            self.executable.display().to_string(),
+        ];
+        spec.args.extend(ARGS.iter().map(|a| (*a).to_owned()));
+        spec.args
+            .push(format!("--user-data-dir={}", profile.path().display()));
         // Chromium's own sandbox needs user namespaces it cannot have as root.
         if is_root() {
-            config = config.no_sandbox();
+            spec.args
+                .extend(["--no-sandbox".into(), "--disable-setuid-sandbox".into()]);
         }
-        let config = config.build().map_err(BrowserError::Unavailable)?;
-        let (browser, mut events) = Browser::launch(config)
+        // Its own session and process group, every process of it stopped with it; the limits
+        // of a long-lived program (V8 reserves far more address space than it uses).
+        spec.isolation = tw_core::IsolationLevel::Standard;
+        spec.limits.cpu_seconds = None;
+        spec.limits.memory_bytes = None;
+        spec.limits.max_open_files = Some(4096);
+        spec.max_output_bytes = STDERR_TAIL;
+        let mut process = self
+            .sandbox
+            .spawn_interactive(spec)
             .await
             .map_err(|e| BrowserError::Unavailable(e.to_string()))?;
+        let (Some(to_browser), Some(from_browser)) = (process.take_stdin(), process.take_stdout())
+        else {
+            return Err(BrowserError::Unavailable("the browser's pipes".into()));
+        };
+        let bridge = devtools::bridge(to_browser, from_browser, LAUNCH_TIME)
+            .await
+            .map_err(|e| BrowserError::Unavailable(format!("no DevTools bridge: {e}")))?;
+        let config = HandlerConfig {
+            // A certificate the browser cannot trust fails the page: the egress proxy tunnels
+            // TLS without looking into it, so the browser is the one that checks.
+            ignore_https_errors: false,
+            viewport: Some(Viewport::default()),
+            request_timeout: LAUNCH_TIME,
+            ..HandlerConfig::default()
+        };
+        let (browser, mut events) = match Browser::connect_with_config(bridge.url, config).await {
+            Ok(c) => c,
+            Err(e) => return Err(not_started(process, e.to_string()).await),
+        };
         // The connection's messages are handled as they come; the task ends with the browser
         // (its connection failing is the end: the handler goes on trying otherwise).
         let handler = tokio::spawn(async move {
@@ -404,19 +468,44 @@ impl Browsers {
                 }
             }
         });
+        // Started means answering: a browser that cannot start says why here, not on the
+        // first page.
+        let answered = match tokio::time::timeout(LAUNCH_TIME, browser.version()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {} s", LAUNCH_TIME.as_secs())),
+        };
+        if let Err(e) = answered {
+            handler.abort();
+            return Err(not_started(process, e).await);
+        }
         Ok(Chromium {
             browser,
             handler,
             sessions: HashMap::new(),
+            _process: process,
             _profile: profile,
         })
     }
 }
 
 impl Chromium {
-    /// Whether the browser is gone: its process exited or its connection failed.
+    /// Whether the browser still takes commands. A browser that has just died may not have
+    /// closed the connection yet (the sandbox's helper, which shares its end of the pipe, is
+    /// still winding up); a command sent to it fails at once, as its pipe has no reader. One
+    /// that is merely slow is alive.
+    async fn answers(&self) -> bool {
+        !matches!(
+            tokio::time::timeout(Duration::from_secs(5), self.browser.version()).await,
+            Ok(Err(_))
+        )
+    }
+
+    /// Whether the browser is gone: its connection failed.
     fn died(&mut self) -> bool {
-        self.handler.is_finished() || !matches!(self.browser.try_wait(), Ok(None))
+        // The relay closes the connection when the browser's end of the pipe closes, and the
+        // handler ends with the connection.
+        self.handler.is_finished()
     }
 
     /// A new context whose requests all go through a proxy of its own, with downloads off.
@@ -512,14 +601,64 @@ impl Chromium {
     }
 }
 
-/// Chromium's switches beyond chromiumoxide's defaults: nothing reaches out by itself, and
-/// nothing leaves except through a context's proxy.
-const ARGS: [&str; 9] = [
+/// How much of what Chromium writes to standard error is kept, to say why it would not start.
+const STDERR_TAIL: usize = 4096;
+
+/// Why the browser did not start (`e`), with the end of what it wrote to standard error; the
+/// process is stopped.
+async fn not_started(process: tw_sandbox::Interactive, e: String) -> BrowserError {
+    let said = match process.stop().await {
+        Ok(exit) => {
+            let text = String::from_utf8_lossy(&exit.stderr_tail);
+            let text = text.trim();
+            if text.is_empty() {
+                String::new()
+            } else {
+                format!("; it said: {text}")
+            }
+        }
+        Err(_) => String::new(),
+    };
+    BrowserError::Unavailable(format!("{e}{said}"))
+}
+
+/// Chromium's switches: headless, nothing reaches out by itself, nothing leaves except through
+/// a context's proxy, and DevTools over the pipe.
+const ARGS: [&str; 34] = [
+    "--headless",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--remote-debugging-pipe",
+    "--disable-extensions",
+    // The network service in the browser process, where each context's proxy applies.
+    "--enable-features=NetworkService,NetworkServiceInProcess",
+    "--disable-background-networking",
+    "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows",
+    "--disable-renderer-backgrounding",
+    "--disable-breakpad",
+    "--disable-client-side-phishing-detection",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-default-apps",
+    // Shared memory in the profile's temporary directory, not a small /dev/shm.
+    "--disable-dev-shm-usage",
+    "--disable-hang-monitor",
+    "--disable-ipc-flooding-protection",
+    // A page's popups open as pages of its session (browser_tabs lists them).
+    "--disable-popup-blocking",
+    "--disable-prompt-on-repost",
+    "--force-color-profile=srgb",
+    "--metrics-recording-only",
+    "--enable-automation",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--lang=en_US",
     // The default context (which no session uses) gets a proxy that answers nothing.
     "--proxy-server=http://127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
-    // No name is resolved by the browser: the gatekeeper behind the proxy resolves them.
-    "--host-resolver-rules=MAP * ~NOTFOUND",
+    // No name is resolved by the browser: the gatekeeper behind the proxy resolves them. The
+    // rules cover addresses too, so the proxies' own address is let through.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
     // WebRTC would send UDP around the proxy.
     "--force-webrtc-ip-handling-policy",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
@@ -529,7 +668,7 @@ const ARGS: [&str; 9] = [
     // A page left stays gone: going back loads it again through the proxy, and no script of
     // the tools reads a page kept frozen in the back-forward cache.
     "--disable-features=DnsOverHttps,Prefetch,NoStatePrefetch,OptimizationHints,MediaRouter,\
-     BackForwardCache",
+     BackForwardCache,TranslateUI",
 ];
 
 /// Dismisses the page's dialogs (alert, confirm, prompt; a page being left is let go) as they

@@ -43,6 +43,13 @@ pub mod upstream;
 mod watch;
 
 pub use changes::SETTINGS_REFRESH;
+
+/// The log filter a front end starts from when `RUST_LOG` is not set: `level` for everything,
+/// except chromiumoxide's handler, which warns of every DevTools event newer than its protocol
+/// tables (harmless: such events are skipped) and would fill the log while a browser runs.
+pub fn log_filter(level: &str) -> String {
+    format!("{level},chromiumoxide::handler=error")
+}
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::{
     Commands, Config, ConfigError, SandboxSettings, ServeSettings, SessionLimits, ToolOverride,

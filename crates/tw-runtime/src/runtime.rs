@@ -120,18 +120,20 @@ impl Runtime {
         // Read before any service reads its state, so a change made in between is followed.
         let seen = store.change_counters().await?;
         let gatekeeper = Arc::new(gatekeeper(&config, resolver, &store, &clock));
+        let sandbox = sandbox_for(&config, &data_dir);
         let shared = Arc::new(Shared {
             store,
             clock,
             events: EventBus::new(),
             registry: builtin_registry()?,
             workspace,
-            sandbox: sandbox_for(&config, &data_dir),
             browsers: Arc::new(crate::browser::Browsers::new(
                 crate::browser::DEFAULT_EXECUTABLE.into(),
                 data_dir.join("browser"),
                 Arc::clone(&gatekeeper),
+                sandbox.clone(),
             )),
+            sandbox,
             gatekeeper,
             network: Arc::new(config.network.clone()),
             data_dir,

@@ -250,9 +250,9 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     // The document itself refused (a redirect to a host outside the rules): what shows is the
     // proxy's refusal, or the browser's error page.
     let now = page.url().await.map_err(cdp_failure)?.unwrap_or_default();
-    let last = held.lease.last_blocked();
-    if now.starts_with("chrome-error:") || last.as_ref().is_some_and(|b| b.destination == now) {
-        return Err(match last {
+    let hit = held.lease.blocked(&now);
+    if now.starts_with("chrome-error:") || hit.is_some() {
+        return Err(match hit.or_else(|| held.lease.last_blocked()) {
             Some(b) => ToolFailure {
                 status: ToolStatus::PermissionDenied,
                 code: "egress_refused".to_owned(),

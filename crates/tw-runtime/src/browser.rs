@@ -443,6 +443,11 @@ impl Browsers {
         else {
             return Err(BrowserError::Unavailable("the browser's pipes".into()));
         };
+        // A snapshot is one message of hundreds of kilobytes: a pipe of 1 MiB (the most a
+        // normal user may ask for) takes it in a few writes rather than sixteen per megabyte.
+        if let Err(e) = rustix::pipe::fcntl_setpipe_size(&from_browser, 1 << 20) {
+            tracing::debug!(error = %e, "the browser's pipe keeps its default size");
+        }
         let bridge = devtools::bridge(to_browser, from_browser, LAUNCH_TIME)
             .await
             .map_err(|e| BrowserError::Unavailable(format!("no DevTools bridge: {e}")))?;
@@ -517,7 +522,7 @@ impl Chromium {
         let stop = CancellationToken::new();
         {
             let slot = Arc::clone(&slot);
-            tokio::spawn(serve_with(listener, stop.clone(), move || {
+            tokio::spawn(serve_with(listener, stop.clone(), move |_| {
                 slot.lock().unwrap_or_else(PoisonError::into_inner).clone()
             }));
         }

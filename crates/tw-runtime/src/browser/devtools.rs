@@ -77,6 +77,12 @@ async fn accept(listener: &TcpListener, path: &str) -> Option<Socket> {
                 return None;
             }
         };
+        // Each message goes out as it comes (as Chromium's own DevTools server sends them):
+        // held back for the peer's acknowledgement of the last one, an answer waits up to the
+        // 40 ms of a delayed ACK.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY on the DevTools bridge");
+        }
         // The signature is tungstenite's handshake callback's.
         #[allow(clippy::result_large_err)]
         let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
@@ -127,7 +133,7 @@ where
         }
     };
     let answers = async {
-        let mut from_browser = BufReader::with_capacity(64 * 1024, from_browser);
+        let mut from_browser = BufReader::with_capacity(1 << 20, from_browser);
         let mut buf = Vec::new();
         loop {
             buf.clear();

@@ -19,12 +19,13 @@ use tw_core::target::{Egress, EgressRefusal};
 use super::{Gatekeeper, NetError, NetFacts};
 
 /// Serves `listener` until `stop` fires, each connection by the proxy `current` names when it
-/// arrives: a long-lived client (a browser session) is held to the rules of the call it serves
-/// now. `None` refuses the connection (no call is running).
+/// arrives, given the address the connection was made to: a long-lived client (a browser
+/// session, told apart by the loopback address it was given) is held to the rules of the call
+/// it serves now. `None` refuses the connection (no call is running).
 pub async fn serve_with(
     listener: std::net::TcpListener,
     stop: CancellationToken,
-    current: impl Fn() -> Option<Arc<Proxy>> + Send + 'static,
+    current: impl Fn(IpAddr) -> Option<Arc<Proxy>> + Send + 'static,
 ) {
     let listener = match listener
         .set_nonblocking(true)
@@ -47,7 +48,10 @@ pub async fn serve_with(
                 }
             },
         };
-        let Some(proxy) = current() else {
+        let to = conn
+            .local_addr()
+            .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+        let Some(proxy) = current(to) else {
             tokio::spawn(async move {
                 let _ = conn
                     .write_all(&answer(403, "no call is running: nothing may connect now"))
@@ -96,7 +100,7 @@ impl Proxy {
 
     /// Serves `listener` until `stop` fires (the run is over); every connection ends with it.
     pub async fn serve(self: Arc<Self>, listener: std::net::TcpListener, stop: CancellationToken) {
-        serve_with(listener, stop, move || Some(Arc::clone(&self))).await;
+        serve_with(listener, stop, move |_| Some(Arc::clone(&self))).await;
     }
 
     async fn handle(&self, mut client: TcpStream) {

@@ -610,12 +610,15 @@ fn a_browser_that_died_is_started_again_for_the_next_call() {
     assert_eq!(env.audit_rows().len(), 3);
 }
 
-/// A local process cannot drive the browser, and a page cannot reach around the egress proxy:
-/// Chromium takes its DevTools commands over a pipe and listens on no TCP port (over a port,
-/// any local user could read every session's cookies, or open a context without the proxy),
-/// and a page's WebRTC sends no UDP (the proxy carries only HTTP, so UDP would go unjudged).
+/// The browser runs confined, a local process cannot drive it, and a page cannot reach around
+/// the egress proxy: every Chromium process is in a network namespace of its own under the
+/// sandbox's seccomp filter; Chromium takes its DevTools commands over a pipe and listens on no
+/// TCP port (over a port, any local user could read every session's cookies, or open a context
+/// without the proxy); and a page's WebRTC sends no UDP (the proxy carries only HTTP, so UDP
+/// would go unjudged).
 #[test]
-fn no_local_process_can_drive_the_browser_and_no_page_sends_udp_around_the_proxy() {
+fn the_browser_runs_confined_no_local_process_can_drive_it_and_no_page_sends_udp_around_the_proxy()
+{
     assert!(
         Path::new(CHROMIUM).is_file(),
         "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
@@ -647,13 +650,25 @@ fn no_local_process_can_drive_the_browser_and_no_page_sends_udp_around_the_proxy
         !browsers.is_empty(),
         "no Chromium runs with a profile under {profile}"
     );
-    let listening = listening_inodes();
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
     for pid in &browsers {
-        for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .into_iter()
+        // Confined: a network namespace of its own, under the sandbox's seccomp filter.
+        let net = std::fs::read_link(format!("/proc/{pid}/ns/net"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/ns/net: {e}"));
+        assert_ne!(net, ours, "Chromium (pid {pid}) shares the host's network");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        assert!(
+            status.contains("\nSeccomp:\t2\n") && status.contains("\nNoNewPrivs:\t1\n"),
+            "Chromium (pid {pid}) runs without the sandbox's seccomp filter:\n{status}"
+        );
+        // And no listening socket, in its own namespace either: its DevTools are a pipe.
+        let listening = listening_inodes(*pid);
+        let fds: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/fd: {e}"))
             .flatten()
-            .flatten()
-        {
+            .collect();
+        assert!(!fds.is_empty(), "Chromium (pid {pid}) has no open files?");
+        for entry in fds {
             let target = std::fs::read_link(entry.path()).unwrap_or_default();
             let target = target.to_string_lossy();
             if let Some(inode) = target
@@ -755,11 +770,12 @@ fn a_page_with_an_untrusted_certificate_is_refused() {
     assert!(message.contains("ERR_CERT_"), "{message}");
 }
 
-/// The inodes of every TCP socket listening on the host (IPv4 and IPv6).
-fn listening_inodes() -> std::collections::HashSet<String> {
+/// The inodes of every TCP socket listening in `pid`'s network namespace (IPv4 and IPv6).
+fn listening_inodes(pid: u32) -> std::collections::HashSet<String> {
     let mut out = std::collections::HashSet::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let text = std::fs::read_to_string(table).unwrap_or_default();
+    for table in ["tcp", "tcp6"] {
+        let table = format!("/proc/{pid}/net/{table}");
+        let text = std::fs::read_to_string(&table).unwrap_or_else(|e| panic!("{table}: {e}"));
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             // st 0A is LISTEN; the inode is the tenth field.

@@ -1,11 +1,11 @@
 //! The browser service: one Chromium (Debian's) per runtime, started on first use and again
-//! if it dies, driven over the DevTools protocol with chromiumoxide. Each caller (agent and
-//! skill) gets a browser context of its own (cookies, storage and cache apart from every
-//! other's) whose only way out is an egress proxy of its own on the host's loopback: every
-//! request its pages make (documents, subresources, XHR and fetch, WebSockets, workers,
-//! redirects) is judged by the egress gatekeeper under the rules of the call running in that
-//! session, and written into that call's network facts. Between calls nothing may connect.
-//! The DevTools connection is a pipe ([`devtools`]): Chromium listens on no port.
+//! if it dies, in the strict sandbox, driven over the DevTools protocol with chromiumoxide.
+//! Each caller (agent and skill) gets a browser context of its own (cookies, storage and cache
+//! apart from every other's) whose only way out is its own address on the sandbox's egress
+//! port: every request its pages make (documents, subresources, XHR and fetch, WebSockets,
+//! workers, redirects) is judged by the egress gatekeeper under the rules of the call running
+//! in that session, and written into that call's network facts. Between calls nothing may
+//! connect. The DevTools connection is a pipe ([`devtools`]): Chromium listens on no port.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -82,22 +82,30 @@ struct Chromium {
     browser: Browser,
     handler: JoinHandle<()>,
     sessions: HashMap<String, Session>,
+    /// Each session's proxy, by the index of the loopback address its context was given.
+    slots: Vec<Slot>,
     /// The browser's process tree, started by the sandbox's helper, which stops all of it when
     /// this is dropped, or when the runtime itself dies.
     _process: tw_sandbox::Interactive,
+    /// Serving the sandbox's egress port ends with the browser.
+    _serving: DropGuard,
     _profile: tempfile::TempDir,
 }
+
+/// The proxy of the call running in a session; `None` between calls.
+type Slot = Arc<Mutex<Option<Arc<Proxy>>>>;
 
 /// One caller's browser context, its pages, and the proxy its requests go through.
 struct Session {
     context: BrowserContextId,
     tabs: Arc<Mutex<Tabs>>,
+    /// Which of the browser's proxy addresses is this session's.
+    index: usize,
     /// The proxy of the call running in this session; `None` between calls.
-    slot: Arc<Mutex<Option<Arc<Proxy>>>>,
+    slot: Slot,
     /// One call at a time per session.
     turn: Arc<tokio::sync::Mutex<()>>,
     used: Instant,
-    _serving: DropGuard,
 }
 
 /// A session's pages, the one the tools act on, and the element references of the last
@@ -422,17 +430,40 @@ impl Browsers {
         spec.args.extend(ARGS.iter().map(|a| (*a).to_owned()));
         spec.args
             .push(format!("--user-data-dir={}", profile.path().display()));
-        // Chromium's own sandbox needs user namespaces it cannot have as root.
-        if is_root() {
-            spec.args
-                .extend(["--no-sandbox".into(), "--disable-setuid-sandbox".into()]);
-        }
-        // Its own session and process group, every process of it stopped with it; the limits
-        // of a long-lived program (V8 reserves far more address space than it uses).
-        spec.isolation = tw_core::IsolationLevel::Standard;
+        // Strict: namespaces of its own (its network's only way out is the egress port below),
+        // the system read-only, its profile the one place it may write, seccomp. Chromium's own
+        // sandbox would nest namespaces in ours, which the seccomp filter refuses to everything
+        // confined, so it runs without it: ours is the one around every process of it.
+        spec.args
+            .extend(["--no-sandbox".into(), "--disable-setuid-sandbox".into()]);
+        spec.isolation = tw_core::IsolationLevel::Strict;
+        spec.fs.read_write = vec![profile.path().to_path_buf()];
+        spec.fs.read_only = BROWSER_READ
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect();
+        // The limits of a long-lived program (V8 reserves far more address space than it uses;
+        // each page is a process).
         spec.limits.cpu_seconds = None;
         spec.limits.memory_bytes = None;
         spec.limits.max_open_files = Some(4096);
+        spec.limits.max_processes = Some(1024);
+        // The egress port: every address of the namespace's loopback, port 3128. Each session's
+        // context is given an address of its own, and a connection is judged by the proxy of
+        // the call running in the session whose address it was made to.
+        let slots: Vec<Slot> = (0..MAX_SESSIONS).map(|_| Slot::default()).collect();
+        let serving = CancellationToken::new();
+        {
+            let (slots, stop) = (slots.clone(), serving.clone());
+            spec.egress = Some(tw_sandbox::EgressPort(Arc::new(move |listener| {
+                let slots = slots.clone();
+                tokio::spawn(serve_with(listener, stop.clone(), move |to| {
+                    let slot = slots.get(session_index(to)?)?;
+                    slot.lock().unwrap_or_else(PoisonError::into_inner).clone()
+                }));
+            })));
+        }
         spec.max_output_bytes = STDERR_TAIL;
         let mut process = self
             .sandbox
@@ -488,7 +519,9 @@ impl Browsers {
             browser,
             handler,
             sessions: HashMap::new(),
+            slots,
             _process: process,
+            _serving: serving.drop_guard(),
             _profile: profile,
         })
     }
@@ -515,22 +548,24 @@ impl Chromium {
 
     /// A new context whose requests all go through a proxy of its own, with downloads off.
     async fn open(&self) -> Result<Session, BrowserError> {
-        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-            .map_err(|e| failed(format!("no proxy port: {e}")))?;
-        let port = listener.local_addr().map_err(failed)?.port();
-        let slot: Arc<Mutex<Option<Arc<Proxy>>>> = Arc::default();
-        let stop = CancellationToken::new();
-        {
-            let slot = Arc::clone(&slot);
-            tokio::spawn(serve_with(listener, stop.clone(), move |_| {
-                slot.lock().unwrap_or_else(PoisonError::into_inner).clone()
-            }));
-        }
+        let Some(index) =
+            (0..MAX_SESSIONS).find(|i| !self.sessions.values().any(|s| s.index == *i))
+        else {
+            return Err(BrowserError::Busy(format!(
+                "{MAX_SESSIONS} browser sessions are open, the most at once"
+            )));
+        };
+        let slot = Arc::clone(&self.slots[index]);
+        *slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
         let context = self
             .browser
             .create_browser_context(
                 CreateBrowserContextParams::builder()
-                    .proxy_server(format!("http://127.0.0.1:{port}"))
+                    .proxy_server(format!(
+                        "http://{}:{}",
+                        proxy_address(index),
+                        tw_sandbox::EGRESS_PROXY_PORT
+                    ))
                     // Loopback too goes through the proxy (Chromium sends it direct otherwise).
                     .proxy_bypass_list("<-loopback>")
                     .dispose_on_detach(true)
@@ -561,10 +596,10 @@ impl Chromium {
                 current: 0,
                 refs: Refs::default(),
             })),
+            index,
             slot,
             turn: Arc::default(),
             used: Instant::now(),
-            _serving: stop.drop_guard(),
         })
     }
 
@@ -603,6 +638,27 @@ impl Chromium {
         if let Err(e) = self.browser.dispose_browser_context(s.context).await {
             tracing::debug!(error = %e, "a browser context could not be disposed");
         }
+    }
+}
+
+/// What Chromium reads beyond the sandbox's system paths: its fonts' configuration, and the
+/// settings Debian's launcher script reads.
+const BROWSER_READ: [&str; 2] = ["/etc/fonts", "/etc/chromium.d"];
+
+/// The loopback address the proxy of session `index` is reached at inside the sandbox
+/// (127.0.0.2 onwards; 127.0.0.1:3128 is every sandboxed process's proxy address).
+fn proxy_address(index: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(127, 0, 0, 2 + index as u8)
+}
+
+/// The session whose proxy address `to` is.
+fn session_index(to: std::net::IpAddr) -> Option<usize> {
+    match to {
+        std::net::IpAddr::V4(a) if a.octets()[..3] == [127, 0, 0] => {
+            let i = usize::from(a.octets()[3]).checked_sub(2)?;
+            (i < MAX_SESSIONS).then_some(i)
+        }
+        _ => None,
     }
 }
 
@@ -662,8 +718,8 @@ const ARGS: [&str; 34] = [
     "--proxy-server=http://127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
     // No name is resolved by the browser: the gatekeeper behind the proxy resolves them. The
-    // rules cover addresses too, so the proxies' own address is let through.
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+    // rules cover addresses too, so the proxies' own addresses are let through.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.*",
     // WebRTC would send UDP around the proxy.
     "--force-webrtc-ip-handling-policy",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
@@ -704,8 +760,4 @@ async fn dismiss_dialogs(page: &Page) {
 /// The session's pages, whoever panicked while holding them.
 pub fn lock(tabs: &Mutex<Tabs>) -> std::sync::MutexGuard<'_, Tabs> {
     tabs.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
 }

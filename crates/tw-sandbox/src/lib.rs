@@ -22,9 +22,9 @@ pub mod workspace;
 
 pub use error::{Result, SandboxError};
 pub use process::{
-    Doctor, EGRESS_PROXY_URL, EgressPort, ExitInfo, FsView, Interactive, InteractiveExit,
-    LevelSupport, OutputChunk, ProcessOutput, ProcessSpec, Protection, ResourceLimits, RunMetrics,
-    RunOutcome, Sandbox, SandboxConfig, SelfTestCase,
+    Doctor, EGRESS_PROXY_PORT, EGRESS_PROXY_URL, EgressPort, ExitInfo, FsView, Interactive,
+    InteractiveExit, LevelSupport, OutputChunk, ProcessOutput, ProcessSpec, Protection,
+    ResourceLimits, RunMetrics, RunOutcome, Sandbox, SandboxConfig, SelfTestCase,
 };
 pub use resolve::HostResolver;
 pub use workspace::{PathError, Workspace, WsPath};

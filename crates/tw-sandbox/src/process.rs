@@ -173,7 +173,8 @@ pub struct ProcessSpec {
     /// Whether a strict or restricted tool keeps the host's network.
     pub network: bool,
     /// Network through a proxy instead (strict and restricted): the tool gets a
-    /// network namespace of its own whose only way out is a listener on its `127.0.0.1:3128`,
+    /// network namespace of its own whose only way out is a listener on port 3128 of its
+    /// loopback (`127.0.0.1:3128`, and every other 127.0.0.0/8 address),
     /// handed to this port's owner before the tool starts, and `HTTP_PROXY`/`HTTPS_PROXY`
     /// pointing at it. Whoever serves the listener decides where the tool can go.
     pub egress: Option<EgressPort>,
@@ -203,6 +204,8 @@ impl Eq for EgressPort {}
 
 /// Where a tool with an egress port finds its proxy.
 pub const EGRESS_PROXY_URL: &str = "http://127.0.0.1:3128";
+/// The port of the egress proxy, at every loopback address of the tool's network namespace.
+pub const EGRESS_PROXY_PORT: u16 = crate::helper::wire::PROXY_PORT;
 
 impl ProcessSpec {
     /// A spec with the default limits, no stdin and no network, whose filesystem view is `cwd`

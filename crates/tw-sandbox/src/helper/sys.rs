@@ -441,8 +441,10 @@ pub(crate) fn peer_closed(fd: RawFd) -> bool {
 }
 
 /// `setns(fd, nstype)`.
-/// Brings the loopback interface of this network namespace up and listens on `127.0.0.1:port`
-/// in it: the one way out of a sandbox whose network goes through the runtime's egress proxy.
+/// Brings the loopback interface of this network namespace up and listens on `port` at every
+/// address of it (the namespace has no interface but loopback: 127.0.0.0/8): the one way out of
+/// a sandbox whose network goes through the runtime's egress proxy. A client with several
+/// proxies (the browser, one per session) tells them apart by the address it connects to.
 pub(crate) fn loopback_listener(port: u16) -> Result<OwnedFd, Errno> {
     let ctl =
         check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
@@ -463,7 +465,7 @@ pub(crate) fn loopback_listener(port: u16) -> Result<OwnedFd, Errno> {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
         sin_addr: libc::in_addr {
-            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+            s_addr: u32::from(std::net::Ipv4Addr::UNSPECIFIED).to_be(),
         },
         sin_zero: [0; 8],
     };

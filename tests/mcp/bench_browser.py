@@ -9,13 +9,15 @@
 #
 # Then memory, as proportional set size (PSS: shared pages split among the processes that
 # share them) of each server and every process under it: started, and with one browser
-# session open and idle. Then a soak of toolwarden alone: --soak navigations alternating
+# session open and idle; then what each extra session (a browser context) adds, measured on
+# `toolwarden serve` with --contexts agents, each with a token of its own and so a session of
+# its own in the one Chromium, each having opened the page. Then a soak of toolwarden alone: --soak navigations alternating
 # between two pages; the processes under it and its PSS before and after (goal: no process
 # left behind, at most 10% growth).
 # Run by `scripts/bench browser`.
 #
 #   bench_browser.py --toolwarden BIN --playwright CLI_JS [--chromium PATH] [--pairs N]
-#                    [--warmup N] [--block N] [--soak N]
+#                    [--warmup N] [--block N] [--soak N] [--contexts N]
 
 import argparse
 import json
@@ -28,10 +30,13 @@ import time
 from contextlib import AsyncExitStack
 
 import anyio
+from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import open_session, percentile, server_env, text_of  # noqa: E402
+from bench import CLIENT, open_session, percentile, server_env, text_of  # noqa: E402
 from bench_fetch import page_html, serve  # noqa: E402
 
 CONFIG = """\
@@ -96,6 +101,41 @@ def server_pid(name):
     if not found:
         raise SystemExit(f"no process running {name}")
     return min(found)
+
+
+async def contexts(args, config, ws, data, url):
+    """PSS of `toolwarden serve` and every process under it with one browser session open,
+    then with `args.contexts` (one per agent); returns (PSS with one, PSS with all) in KiB."""
+    base = [args.toolwarden, "--config", config, "--workspace", ws, "--data-dir", data]
+    tokens = [subprocess.run(base + ["serve", "issue", f"agent-{i}"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+              for i in range(args.contexts)]
+    serve = subprocess.Popen(base + ["serve", "--listen", "127.0.0.1:0"], env=server_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        endpoint = serve.stdout.readline().strip()
+        if not endpoint.startswith("http://"):
+            raise SystemExit(f"toolwarden serve printed {endpoint!r}, not its URL")
+        measured = []
+        async with AsyncExitStack() as stack:
+            for i, token in enumerate(tokens):
+                http = await stack.enter_async_context(
+                    create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}))
+                read, write, *_ = await stack.enter_async_context(
+                    streamable_http_client(endpoint, http_client=http))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, client_info=CLIENT))
+                await session.initialize()
+                r = await session.call_tool("browser_navigate", {"url": url})
+                if r.is_error:
+                    raise SystemExit(f"agent-{i}: browser_navigate failed: {text_of(r)}")
+                if i in (0, len(tokens) - 1):
+                    await anyio.sleep(2)
+                    measured.append(pss_kib(tree(serve.pid)))
+        return measured[0], measured[-1]
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
 
 
 def ms(ns):
@@ -213,6 +253,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--block", type=int, default=25)
     ap.add_argument("--soak", type=int, default=500)
+    ap.add_argument("--contexts", type=int, default=5,
+                    help="sessions opened on `toolwarden serve` for the per-context figure "
+                         "(0: not measured)")
     args = ap.parse_args()
     args.toolwarden = os.path.abspath(args.toolwarden)
 
@@ -232,6 +275,11 @@ def main():
             f.write(CONFIG)
         ours, peer, first, memory, soak, elapsed = anyio.run(
             run, args, ws, data, config, url, f"{base}/other.html", os.path.join(tmp, "peer"))
+        extra = None
+        if args.contexts > 1:
+            served = os.path.join(tmp, "served")
+            os.makedirs(served)
+            extra = anyio.run(contexts, args, config, ws, served, url)
         audited = subprocess.run(
             [args.toolwarden, "--config", config, "--data-dir", data, "audit", "report", "--json"],
             check=True, capture_output=True, text=True).stdout
@@ -257,6 +305,11 @@ def main():
     print(f"memory (PSS, MiB): started: toolwarden {ts / 1024:.1f}, playwright-mcp "
           f"{ps / 1024:.1f}; with one idle session: toolwarden {tw / 1024:.1f} "
           f"(+{(tw - ts) / 1024:.1f}), playwright-mcp {pw / 1024:.1f} (+{(pw - ps) / 1024:.1f})")
+    if extra:
+        one, all_ = extra
+        print(f"memory (PSS, MiB) of toolwarden serve: one session {one / 1024:.1f}, "
+              f"{args.contexts} sessions {all_ / 1024:.1f}: "
+              f"+{(all_ - one) / 1024 / (args.contexts - 1):.1f} per extra session (context)")
     failed = False
     if soak:
         n0, m0, n1, m1 = soak

@@ -566,10 +566,13 @@ fn a_browser_that_died_is_started_again_for_the_next_call() {
     // Every process of this runtime's Chromium: its profile is under the data directory.
     let profile = env.data.join("browser").display().to_string();
     let browsers = processes_mentioning(&profile);
-    assert!(
-        !browsers.is_empty(),
-        "no Chromium runs with a profile under {profile}"
-    );
+    if browsers.is_empty() {
+        std::fs::write(&killed, "").unwrap();
+        panic!(
+            "no Chromium runs with a profile under {profile}: {:#}",
+            client.finish()
+        );
+    }
     for pid in &browsers {
         let _ = std::process::Command::new("kill")
             .args(["-9", &pid.to_string()])
@@ -646,10 +649,13 @@ fn the_browser_runs_confined_no_local_process_can_drive_it_and_no_page_sends_udp
     super::mcp::wait_for_file(&navigated);
     let profile = env.data.join("browser").display().to_string();
     let browsers = processes_mentioning(&profile);
-    assert!(
-        !browsers.is_empty(),
-        "no Chromium runs with a profile under {profile}"
-    );
+    if browsers.is_empty() {
+        std::fs::write(&checked, "").unwrap();
+        panic!(
+            "no Chromium runs with a profile under {profile}: {:#}",
+            client.finish()
+        );
+    }
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
     for pid in &browsers {
         // Confined: a network namespace of its own, under the sandbox's seccomp filter.

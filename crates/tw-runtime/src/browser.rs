@@ -419,52 +419,9 @@ impl Browsers {
             .prefix("chromium-")
             .tempdir_in(&self.profiles)
             .map_err(|e| BrowserError::Unavailable(format!("{}: {e}", self.profiles.display())))?;
-        // Chromium reads DevTools commands from fd 3 and writes to fd 4: the shell hands it
-        // the pipes it was given as standard input and output, then becomes it.
-        let mut spec = tw_sandbox::ProcessSpec::new("/bin/sh", profile.path());
-        spec.args = vec![
-            "-c".into(),
-            "exec \"$0\" \"$@\" 3<&0 4>&1 </dev/null >&2".into(),
-            self.executable.display().to_string(),
-        ];
-        spec.args.extend(ARGS.iter().map(|a| (*a).to_owned()));
-        spec.args
-            .push(format!("--user-data-dir={}", profile.path().display()));
-        // Strict: namespaces of its own (its network's only way out is the egress port below),
-        // the system read-only, its profile the one place it may write, seccomp. Chromium's own
-        // sandbox would nest namespaces in ours, which the seccomp filter refuses to everything
-        // confined, so it runs without it: ours is the one around every process of it.
-        spec.args
-            .extend(["--no-sandbox".into(), "--disable-setuid-sandbox".into()]);
-        spec.isolation = tw_core::IsolationLevel::Strict;
-        spec.fs.read_write = vec![profile.path().to_path_buf()];
-        spec.fs.read_only = BROWSER_READ
-            .iter()
-            .map(PathBuf::from)
-            .filter(|p| p.exists())
-            .collect();
-        // The limits of a long-lived program (V8 reserves far more address space than it uses;
-        // each page is a process).
-        spec.limits.cpu_seconds = None;
-        spec.limits.memory_bytes = None;
-        spec.limits.max_open_files = Some(4096);
-        spec.limits.max_processes = Some(1024);
-        // The egress port: every address of the namespace's loopback, port 3128. Each session's
-        // context is given an address of its own, and a connection is judged by the proxy of
-        // the call running in the session whose address it was made to.
         let slots: Vec<Slot> = (0..MAX_SESSIONS).map(|_| Slot::default()).collect();
         let serving = CancellationToken::new();
-        {
-            let (slots, stop) = (slots.clone(), serving.clone());
-            spec.egress = Some(tw_sandbox::EgressPort(Arc::new(move |listener| {
-                let slots = slots.clone();
-                tokio::spawn(serve_with(listener, stop.clone(), move |to| {
-                    let slot = slots.get(session_index(to)?)?;
-                    slot.lock().unwrap_or_else(PoisonError::into_inner).clone()
-                }));
-            })));
-        }
-        spec.max_output_bytes = STDERR_TAIL;
+        let spec = self.spec(profile.path(), &slots, &serving);
         let mut process = self
             .sandbox
             .spawn_interactive(spec)
@@ -524,6 +481,59 @@ impl Browsers {
             _serving: serving.drop_guard(),
             _profile: profile,
         })
+    }
+
+    /// How Chromium is started: through a shell that hands it its DevTools pipes, at the strict
+    /// level, its egress port served by the proxies in `slots` until `serving` is cancelled.
+    fn spec(
+        &self,
+        profile: &std::path::Path,
+        slots: &[Slot],
+        serving: &CancellationToken,
+    ) -> tw_sandbox::ProcessSpec {
+        // Chromium reads DevTools commands from fd 3 and writes to fd 4: the shell hands it
+        // the pipes it was given as standard input and output, then becomes it.
+        let mut spec = tw_sandbox::ProcessSpec::new("/bin/sh", profile);
+        spec.args = vec![
+            "-c".into(),
+            "exec \"$0\" \"$@\" 3<&0 4>&1 </dev/null >&2".into(),
+            self.executable.display().to_string(),
+        ];
+        spec.args.extend(ARGS.iter().map(|a| (*a).to_owned()));
+        spec.args
+            .push(format!("--user-data-dir={}", profile.display()));
+        // Strict: namespaces of its own (its network's only way out is the egress port below),
+        // the system read-only, its profile the one place it may write, seccomp. Chromium's own
+        // sandbox would nest namespaces in ours, which the seccomp filter refuses to everything
+        // confined, so it runs without it: ours is the one around every process of it.
+        spec.args
+            .extend(["--no-sandbox".into(), "--disable-setuid-sandbox".into()]);
+        spec.isolation = tw_core::IsolationLevel::Strict;
+        spec.fs.read_write = vec![profile.to_path_buf()];
+        spec.fs.read_only = BROWSER_READ
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect();
+        // The limits of a long-lived program (V8 reserves far more address space than it uses;
+        // each page is a process).
+        spec.limits.cpu_seconds = None;
+        spec.limits.memory_bytes = None;
+        spec.limits.max_open_files = Some(4096);
+        spec.limits.max_processes = Some(1024);
+        // The egress port: every address of the namespace's loopback, port 3128. Each session's
+        // context is given an address of its own, and a connection is judged by the proxy of
+        // the call running in the session whose address it was made to.
+        let (slots, stop) = (slots.to_vec(), serving.clone());
+        spec.egress = Some(tw_sandbox::EgressPort(Arc::new(move |listener| {
+            let slots = slots.clone();
+            tokio::spawn(serve_with(listener, stop.clone(), move |to| {
+                let slot = slots.get(session_index(to)?)?;
+                slot.lock().unwrap_or_else(PoisonError::into_inner).clone()
+            }));
+        })));
+        spec.max_output_bytes = STDERR_TAIL;
+        spec
     }
 }
 

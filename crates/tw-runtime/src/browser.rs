@@ -49,6 +49,8 @@ pub const MAX_TABS: usize = 8;
 const NO_DOWNLOADS: &str = "/dev/null/toolwarden-downloads-are-off";
 /// How long Chromium may take to start, and one DevTools command to answer.
 const LAUNCH_TIME: Duration = Duration::from_secs(30);
+/// How long a running Chromium may take to say its version before a call uses it.
+const ANSWER_TIME: Duration = Duration::from_secs(5);
 
 /// Why the browser could not do what a call asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -539,13 +541,14 @@ impl Browsers {
 
 impl Chromium {
     /// Whether the browser still takes commands. A browser that has just died may not have
-    /// closed the connection yet (the sandbox's helper, which shares its end of the pipe, is
-    /// still winding up); a command sent to it fails at once, as its pipe has no reader. One
-    /// that is merely slow is alive.
+    /// closed the connection yet (the sandbox's helper and init, which share its ends of the
+    /// pipes, are still winding up): a command sent to it fails when they are gone, or is never
+    /// answered. A browser that does not tell its version within [`ANSWER_TIME`] is as good as
+    /// dead and is started again.
     async fn answers(&self) -> bool {
-        !matches!(
-            tokio::time::timeout(Duration::from_secs(5), self.browser.version()).await,
-            Ok(Err(_))
+        matches!(
+            tokio::time::timeout(ANSWER_TIME, self.browser.version()).await,
+            Ok(Ok(_))
         )
     }
 

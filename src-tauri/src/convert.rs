@@ -6,7 +6,7 @@ use tw_core::policy::{Decision, LayerVerdict, PolicyDecision};
 use tw_core::skill::{Diagnostic, Provenance, ResolvedTool, Severity};
 use tw_core::{RegisteredTool, ToolDefinition};
 use tw_protocol::{
-    AuditSummary, Confirmation, LayerLine, LiveEvent, SkillDetail, SkillDiagnostic,
+    AuditSummary, BrowserFrame, Confirmation, LayerLine, LiveEvent, SkillDetail, SkillDiagnostic,
     SkillOverrideEntry, SkillSummary, SkillToolEntry, ToolSummary,
 };
 use tw_runtime::capabilities::{ResolvedEntry, ResolvedSkill, SkillFigures, describe_provenance};
@@ -214,6 +214,7 @@ pub(crate) fn live_event(e: &ExecutionEvent) -> LiveEvent {
             }),
         ),
         EventKind::Warning { message } => ("warning", None, Some(message.clone())),
+        EventKind::Frame { url, .. } => ("frame", None, Some(url.clone())),
     };
     LiveEvent {
         execution_id: e.execution_id.to_string(),
@@ -223,6 +224,28 @@ pub(crate) fn live_event(e: &ExecutionEvent) -> LiveEvent {
         at: e.at,
         detail,
     }
+}
+
+/// A picture of a browser page from process `pid`'s event, if the event is one.
+pub(crate) fn browser_frame(pid: u32, e: &ExecutionEvent) -> Option<BrowserFrame> {
+    let EventKind::Frame {
+        session,
+        url,
+        mime_type,
+        data,
+    } = &e.kind
+    else {
+        return None;
+    };
+    Some(BrowserFrame {
+        pid,
+        session: session.clone(),
+        execution_id: e.execution_id.to_string(),
+        tool: e.tool.clone(),
+        url: url.clone(),
+        at: e.at,
+        image: format!("data:{mime_type};base64,{data}"),
+    })
 }
 
 /// A SKILL.md problem.

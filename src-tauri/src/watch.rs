@@ -31,6 +31,10 @@ pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
             let Received::Event(event) = received else {
                 continue;
             };
+            if let Some(frame) = convert::browser_frame(std::process::id(), &event) {
+                let _ = forward_app.emit(events::BROWSER_FRAME, frame);
+                continue;
+            }
             if matches!(
                 event.kind,
                 EventKind::ConfirmationRequested { .. } | EventKind::ConfirmationResolved { .. }
@@ -47,6 +51,12 @@ pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
     tauri::async_runtime::spawn(async move {
         let mut open: HashMap<u32, HashSet<String>> = HashMap::new();
         while let Some(update) = peers.recv().await {
+            if let PeerUpdate::Event { pid, event } = &update
+                && let Some(frame) = convert::browser_frame(*pid, event)
+            {
+                let _ = peers_app.emit(events::BROWSER_FRAME, frame);
+                continue;
+            }
             for event in from_peer(update, &mut open, &peer_nudge) {
                 if let Err(e) = peers_app.emit(events::EXECUTION, event) {
                     tracing::debug!(error = %e, "could not forward another process's event");

@@ -228,6 +228,72 @@ def test_the_live_view_shows_a_running_cli_call_and_cancel_stops_it(app, places)
     assert "cancelled" in done.find_element(By.CSS_SELECTOR, ".badge").text
 
 
+def test_the_live_view_shows_the_page_an_agents_browser_session_left(app, places):
+    """An agent's browser call in another process (the CLI) ends with a picture of the page it
+    left, which the live view shows with the session and the address."""
+    import http.server
+    import threading
+
+    class Site(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = (
+                b"<!doctype html><title>Watched</title>"
+                b"<h1 style='font-size:64px;color:#b00'>Hello from the watched page</h1>"
+            )
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Site)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    url = f"http://site.test:{site.server_address[1]}/watched"
+    places["config"].write_text(
+        places["config"].read_text()
+        + '[policy]\ndefault = "allow"\n[policy.exec]\nsecurity = "full"\n'
+        + '[[policy.rules]]\ntools = ["browser_*"]\nallow_domains = ["site.test"]\n'
+        + '[network.resolve]\n"site.test" = ["127.0.0.1"]\n'
+    )
+    # The sleep first, so the app is watching the CLI's feed before the browser call ends.
+    calls = places["ws"].parent / "calls.jsonl"
+    calls.write_text(
+        json.dumps({"tool": "exec", "arguments": {"argv": ["sleep", "3"]}})
+        + "\n"
+        + json.dumps({"tool": "browser_navigate", "arguments": {"url": url}})
+        + "\n"
+    )
+    run = cli(places, "batch", str(calls), wait=False)
+    try:
+        app.find_element(By.ID, "nav-live").click()
+        wait_for(app, '.live-exec[data-state="running"]')
+        frame = wait_for(app, "#live-browsers .browser-frame", timeout=60)
+        assert frame.find_element(By.CSS_SELECTOR, ".frame-url").get_attribute("textContent") == url
+        assert frame.find_element(By.CSS_SELECTOR, ".frame-session").get_attribute("textContent") != ""
+        img = frame.find_element(By.CSS_SELECTOR, "img")
+        assert img.get_attribute("src").startswith("data:image/jpeg;base64,/9j/")
+        # The picture was decoded and laid out: it has the page's shape.
+        WebDriverWait(app, WAIT).until(
+            lambda d: d.execute_script(
+                "const i = arguments[0]; return i.complete && i.naturalWidth > 100", img
+            )
+        )
+        shot(app, "live-browser")
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 0, (out, err)
+        frame.find_element(By.CSS_SELECTOR, ".frame-dismiss").click()
+        WebDriverWait(app, WAIT).until(
+            lambda d: not d.find_elements(By.CSS_SELECTOR, "#live-browsers .browser-frame")
+        )
+    finally:
+        if run.poll() is None:
+            run.kill()
+        site.shutdown()
+
+
 def close_like_a_window_manager(title):
     """Asks the X window titled `title` to close, as a window manager's close button does (a
     WM_DELETE_WINDOW client message): Xvfb runs no window manager to click."""

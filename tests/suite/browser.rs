@@ -537,6 +537,82 @@ fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer()
     );
 }
 
+/// A person watching the live feed (the desktop's live view) sees each browser call end with a
+/// picture of the page it left: a JPEG of the session's page, sent before the call's own end, named
+/// with the session and the address.
+#[test]
+fn a_watcher_of_the_live_feed_sees_a_picture_of_the_page_each_browser_call_left() {
+    use std::io::BufRead as _;
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, _) = fixture();
+    let env = Env::new().with_config(CONFIG);
+    let next = format!("http://site.test:{port}/next");
+    let (ready, watching) = (
+        env.root.path().join("ready"),
+        env.root.path().join("watching"),
+    );
+    let client = super::mcp::Client::start(
+        &env,
+        &[],
+        json!([
+            {"op": "signal", "path": ready},
+            {"op": "wait", "path": watching},
+            {"op": "call", "tool": "browser_navigate", "arguments": {"url": next}},
+        ]),
+    );
+    super::mcp::wait_for_file(&ready);
+    let feeds: Vec<_> = std::fs::read_dir(env.data.join("live"))
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+        .collect();
+    assert_eq!(feeds.len(), 1, "{feeds:?}");
+    let mut feed = std::os::unix::net::UnixStream::connect(&feeds[0]).unwrap();
+    feed.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    feed.write_all(b"{\"op\":\"watch\"}\n").unwrap();
+    let mut lines = std::io::BufReader::new(feed.try_clone().unwrap()).lines();
+    let hello: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(hello.get("hello").is_some(), "{hello}");
+    std::fs::write(&watching, "").unwrap();
+    let mut events = Vec::new();
+    for line in lines.by_ref() {
+        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let event = message["event"].clone();
+        let done = event["type"] == "completed" || event["type"] == "failed";
+        events.push(event);
+        if done {
+            break;
+        }
+    }
+    let report = client.finish();
+    assert_eq!(report["steps"][2]["result"]["isError"], false, "{report:#}");
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds, ["started", "frame", "completed"], "{events:#?}");
+    let frame = &events[1];
+    assert_eq!(frame["tool"], "browser_navigate");
+    assert_eq!(frame["execution_id"], events[2]["execution_id"]);
+    assert_eq!(frame["url"], next);
+    assert_eq!(frame["mime_type"], "image/jpeg");
+    assert!(
+        !frame["session"].as_str().unwrap_or_default().is_empty(),
+        "{frame}"
+    );
+    let jpeg = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        frame["data"].as_str().unwrap_or_default(),
+    )
+    .unwrap();
+    assert!(
+        jpeg.starts_with(&[0xFF, 0xD8, 0xFF]) && jpeg.ends_with(&[0xFF, 0xD9]),
+        "not a JPEG: {} bytes",
+        jpeg.len()
+    );
+}
+
 /// Chromium dying between calls costs its sessions, not the next call: it is started again.
 #[test]
 fn a_browser_that_died_is_started_again_for_the_next_call() {

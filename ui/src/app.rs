@@ -7,11 +7,13 @@ use std::time::Duration;
 use leptos::ev;
 use leptos::prelude::*;
 use tw_protocol::{
-    Confirmation, ConfirmationsChanged, IpcError, LiveEvent, Settings, commands, events,
+    BrowserFrame, Confirmation, ConfirmationsChanged, IpcError, LiveEvent, Settings, commands,
+    events,
 };
 
 use crate::browser;
 use crate::ipc;
+use crate::logic::frames::Frames;
 use crate::logic::live::LiveLog;
 use crate::logic::nav::{Page, shortcut};
 use crate::pages;
@@ -62,6 +64,8 @@ pub(crate) struct AppState {
     pub(crate) confirmations: RwSignal<Load<Vec<Confirmation>>>,
     confirmations_busy: RwSignal<bool>,
     pub(crate) live: RwSignal<LiveLog>,
+    /// The latest picture of each browser session's page.
+    pub(crate) frames: RwSignal<Frames>,
     pub(crate) tools: pages::tools::ToolsState,
     pub(crate) audit: pages::audit::AuditState,
     pub(crate) skills: pages::skills::SkillsState,
@@ -81,6 +85,7 @@ impl AppState {
             confirmations: RwSignal::new(Load::Idle),
             confirmations_busy: RwSignal::new(false),
             live: RwSignal::new(LiveLog::default()),
+            frames: RwSignal::new(Frames::default()),
             tools: pages::tools::ToolsState::new(),
             audit: pages::audit::AuditState::new(),
             skills: pages::skills::SkillsState::new(),
@@ -170,6 +175,13 @@ impl AppState {
             Err(e) => self.report(&e),
         };
         if let Err(e) = ipc::listen(events::EXECUTION, on_live) {
+            self.report(&e);
+        }
+        let on_frame = move |r: Result<BrowserFrame, IpcError>| match r {
+            Ok(frame) => self.frames.update(|f| f.push(frame)),
+            Err(e) => self.report(&e),
+        };
+        if let Err(e) = ipc::listen(events::BROWSER_FRAME, on_frame) {
             self.report(&e);
         }
         let on_close = move |r: Result<ConfirmationsChanged, IpcError>| match r {

@@ -105,6 +105,9 @@ pub mod events {
     /// approval; the UI asks the person, and closes it with
     /// [`crate::commands::CLOSE_WINDOW`].
     pub const CLOSE_REQUESTED: &str = "tw://close-requested";
+    /// A [`crate::BrowserFrame`]: the latest picture of a browser session's page (in any process
+    /// on the data directory).
+    pub const BROWSER_FRAME: &str = "tw://browser-frame";
 }
 
 /// Why a command failed. `code` is stable and machine-readable; `message` is for people.
@@ -566,6 +569,26 @@ pub struct LiveEvent {
     pub at: i64,
     /// A line of output or other detail.
     pub detail: Option<String>,
+}
+
+/// A browser session's page as a call left it, for the live view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrowserFrame {
+    /// The process whose browser it is.
+    pub pid: u32,
+    /// Whose session: the agent, and ` / ` and the skill when there is one.
+    pub session: String,
+    /// The call that left the page so.
+    pub execution_id: String,
+    /// That call's tool.
+    pub tool: String,
+    /// The page's address.
+    pub url: String,
+    /// When the picture was taken (µs since the epoch).
+    pub at: i64,
+    /// The picture as a `data:` URL.
+    pub image: String,
 }
 
 /// Sent when the pending confirmations change.

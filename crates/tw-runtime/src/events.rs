@@ -3,9 +3,12 @@
 //!
 //! A tokio broadcast channel: publishing never waits for subscribers, and a subscriber that falls
 //! behind is told how many events it missed instead of slowing the pipeline. Events are built only
-//! when someone listens, so the hot path pays nothing for an unobserved bus.
+//! when someone listens, so the hot path pays nothing for an unobserved bus. Pictures of browser
+//! pages ([`EventKind::Frame`]) cost a capture, so they are made only while someone watches every
+//! event (the desktop, a live-feed watcher): a caller following its own call does not count.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
@@ -88,6 +91,18 @@ pub enum EventKind {
         /// What.
         message: String,
     },
+    /// A browser session's page as the call left it, for a person watching (the desktop's live
+    /// view); made only while someone watches every event ([`EventBus::has_watchers`]).
+    Frame {
+        /// Whose session: the agent, then ` / ` and the skill when the call ran under one.
+        session: String,
+        /// The page's address.
+        url: String,
+        /// The picture's type (`image/jpeg`).
+        mime_type: String,
+        /// The picture, base64.
+        data: String,
+    },
 }
 
 /// One event of one execution.
@@ -110,6 +125,8 @@ pub struct ExecutionEvent {
 #[derive(Clone)]
 pub struct EventBus {
     tx: broadcast::Sender<Arc<ExecutionEvent>>,
+    /// How many subscriptions take every event (not one execution's).
+    watchers: Arc<AtomicUsize>,
 }
 
 impl Default for EventBus {
@@ -123,12 +140,18 @@ impl EventBus {
     pub fn new() -> Self {
         Self {
             tx: broadcast::channel(EVENT_CAPACITY).0,
+            watchers: Arc::new(AtomicUsize::new(0)),
         }
     }
 
     /// Whether anyone listens (so callers can skip building events).
     pub fn has_subscribers(&self) -> bool {
         self.tx.receiver_count() > 0
+    }
+
+    /// Whether anyone watches every event (so pictures of browser pages are worth taking).
+    pub fn has_watchers(&self) -> bool {
+        self.watchers.load(Ordering::Relaxed) > 0
     }
 
     /// Publishes an event. No subscribers is fine.
@@ -139,9 +162,11 @@ impl EventBus {
 
     /// Every event from now on.
     pub fn subscribe(&self) -> Subscription {
+        self.watchers.fetch_add(1, Ordering::Relaxed);
         Subscription {
             rx: self.tx.subscribe(),
             only: None,
+            watcher: Some(Watcher(Arc::clone(&self.watchers))),
         }
     }
 
@@ -150,6 +175,7 @@ impl EventBus {
         Subscription {
             rx: self.tx.subscribe(),
             only: Some(id),
+            watcher: None,
         }
     }
 }
@@ -167,6 +193,18 @@ pub enum Received {
 pub struct Subscription {
     rx: broadcast::Receiver<Arc<ExecutionEvent>>,
     only: Option<ExecutionId>,
+    /// Counts this subscription among the bus's watchers while it lives.
+    #[allow(dead_code, reason = "held for its Drop")]
+    watcher: Option<Watcher>,
+}
+
+/// One watcher of every event, counted until dropped.
+struct Watcher(Arc<AtomicUsize>);
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Subscription {
@@ -198,5 +236,31 @@ impl Subscription {
                 Err(_) => return None,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_subscriptions_to_every_event_count_as_watchers_and_only_while_they_live() {
+        let bus = EventBus::new();
+        assert!(!bus.has_watchers());
+        let one = bus.subscribe_execution(crate::ids::new_execution_id());
+        assert!(bus.has_subscribers());
+        assert!(
+            !bus.has_watchers(),
+            "a caller following its own call is no watcher"
+        );
+        let all = bus.subscribe();
+        let again = bus.clone().subscribe();
+        assert!(bus.has_watchers());
+        drop(all);
+        assert!(bus.has_watchers());
+        drop(again);
+        assert!(!bus.has_watchers());
+        drop(one);
+        assert!(!bus.has_subscribers());
     }
 }

@@ -4,6 +4,7 @@
 pub(crate) mod chart;
 pub(crate) mod cursor;
 pub(crate) mod filters;
+pub(crate) mod frames;
 pub(crate) mod json_view;
 pub(crate) mod live;
 pub(crate) mod nav;

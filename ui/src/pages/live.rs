@@ -1,6 +1,8 @@
 //! Calls as they happen: the `tw://execution` events (collected by the app whatever page is open)
 //! grouped per call, newest first, each with its timeline, its elapsed time while it runs, and a
-//! Cancel button. Pause holds new events back so a person can read.
+//! Cancel button. Pause holds new events back so a person can read. Above them, the latest
+//! picture of each browser session's page (`tw://browser-frame`), as the session's last call
+//! left it.
 
 use leptos::prelude::*;
 use tw_protocol::{CancelParams, IpcError, commands};
@@ -86,6 +88,7 @@ pub(crate) fn LivePage(state: AppState) -> impl IntoView {
                     />
                 </label>
             </header>
+            <BrowserFrames state/>
             <div id="live-list">
                 {empty}
                 // Keyed on what can change, so an event re-renders its own call only.
@@ -98,6 +101,56 @@ pub(crate) fn LivePage(state: AppState) -> impl IntoView {
                 </For>
             </div>
         </section>
+    }
+}
+
+/// The latest picture of each browser session, with where it is and which call left it so.
+#[component]
+fn BrowserFrames(state: AppState) -> impl IntoView {
+    let frames = state.frames;
+    let shown = move || frames.with(|f| f.latest().to_vec());
+    view! {
+        <Show when=move || frames.with(|f| !f.latest().is_empty())>
+            <section id="live-browsers" aria-label="Browser sessions">
+                <h2>"Browser sessions"</h2>
+                <div class="browser-frames">
+                    <For
+                        each=shown
+                        key=|f| (f.pid, f.session.clone(), f.at)
+                        let:frame
+                    >
+                        {
+                            let (pid, session) = (frame.pid, frame.session.clone());
+                            let alt = format!("{}'s page: {}", frame.session, frame.url);
+                            view! {
+                                <figure
+                                    class="browser-frame"
+                                    data-session=frame.session.clone()
+                                    data-execution-id=frame.execution_id.clone()
+                                >
+                                    <img src=frame.image.clone() alt=alt/>
+                                    <figcaption>
+                                        <strong class="frame-session">{frame.session.clone()}</strong>
+                                        <span class="muted">{format!(" process {}", frame.pid)}</span>
+                                        <code class="frame-url">{frame.url.clone()}</code>
+                                        <span class="muted">
+                                            {format!("{} · {}", frame.tool, browser::local_time(frame.at))}
+                                        </span>
+                                        <button
+                                            class="btn small frame-dismiss"
+                                            title="Hide this picture"
+                                            on:click=move |_| frames.update(|f| f.dismiss(pid, &session))
+                                        >
+                                            "Hide"
+                                        </button>
+                                    </figcaption>
+                                </figure>
+                            }
+                        }
+                    </For>
+                </div>
+            </section>
+        </Show>
     }
 }
 

@@ -33,7 +33,12 @@ pub struct NetContext {
     pub browsers: Arc<crate::browser::Browsers>,
     /// Whose browser session the call uses: its agent and skill.
     pub owner: String,
+    /// Publishes a picture of the call's browser page; `None` when nobody watches.
+    pub frames: Option<Announce>,
 }
+
+/// Publishes a live event about one call.
+pub type Announce = Arc<dyn Fn(crate::events::EventKind) + Send + Sync>;
 
 impl NetContext {
     /// Sends `req` under this call's rules and `limits`, adding what happened to the facts.

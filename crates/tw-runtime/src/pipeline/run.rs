@@ -238,6 +238,10 @@ impl Pipeline {
                     call.caller.agent_id,
                     call.caller.skill.as_deref().unwrap_or_default()
                 ),
+                frames: self.shared.events.has_watchers().then(|| {
+                    let (shared, call) = (Arc::clone(&self.shared), call.clone());
+                    Arc::new(move |kind| shared.emit_for(&call, kind)) as builtins::net::Announce
+                }),
             })
         });
         ToolContext {

@@ -439,6 +439,7 @@ fn kinds(events: &[Arc<ExecutionEvent>]) -> Vec<&'static str> {
             EventKind::Denied { .. } => "denied",
             EventKind::Warning { .. } => "warning",
             EventKind::ConfirmationRequested { .. } => "confirmation_requested",
+            EventKind::Frame { .. } => "frame",
             EventKind::ConfirmationResolved { .. } => "confirmation_resolved",
         })
         .collect()

@@ -68,7 +68,8 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
                     }
                     "/next" => "<title>Next</title><p>second page</p>".to_owned(),
                     "/form" => FORM.to_owned(),
-                    "/download" => "secret report".to_owned(),
+                    "/download" | "/download-hidden" => "secret report".to_owned(),
+                    "/download-big" => "x".repeat(300_000),
                     // Asks a STUN server on the host's loopback for the page's address: UDP,
                     // which no HTTP proxy carries.
                     p if p.starts_with("/webrtc?") => format!(
@@ -92,10 +93,17 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
                     );
                     return;
                 }
-                let kind = if path == "/download" {
-                    "application/octet-stream\r\ncontent-disposition: attachment; filename=\"report.bin\""
-                } else {
-                    "text/html"
+                let kind = match path.as_str() {
+                    "/download" => {
+                        "application/octet-stream\r\ncontent-disposition: attachment; filename=\"report.bin\""
+                    }
+                    "/download-hidden" => {
+                        "application/octet-stream\r\ncontent-disposition: attachment; filename=\"../.bashrc\""
+                    }
+                    "/download-big" => {
+                        "application/octet-stream\r\ncontent-disposition: attachment; filename=\"big.bin\""
+                    }
+                    _ => "text/html",
                 };
                 let _ = stream.write_all(
                     format!(
@@ -535,6 +543,103 @@ fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer()
             .contains("/submitted?name=old"),
         "{clicked:#}"
     );
+}
+
+/// With a rule naming a workspace folder for downloads, a URL that is a download is saved
+/// there, never replacing a file, under a name the page cannot steer out of the folder or hide;
+/// one larger than a response may be is refused and leaves nothing; a forbidden path is not
+/// written.
+#[test]
+fn a_download_policy_allows_is_saved_into_its_workspace_folder_and_nowhere_else() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, _) = fixture();
+    let env = Env::new().with_config(&format!(
+        "{CONFIG}\n[[policy.rules]]\nname = \"saves downloads\"\ntools = [\"browser_navigate\"]\n\
+         downloads = \"downloads\"\n[[policy.rules]]\nname = \"no dot files\"\n\
+         forbid_paths = [\"**/*bashrc\"]\n\
+         [network]\nmax_response_bytes = 100000\n"
+    ));
+    let go = |path: &str| {
+        json!({"tool": "browser_navigate",
+               "arguments": {"url": format!("http://site.test:{port}{path}")}})
+    };
+    let results = batch(
+        &env,
+        &[
+            go("/next"),
+            go("/download"),
+            go("/download"),
+            go("/download-hidden"),
+            go("/download-big"),
+            json!({"tool": "browser_content", "arguments": {"as": "text"}}),
+        ],
+    );
+    for i in [0, 1, 2, 5] {
+        assert_eq!(results[i]["status"], "success", "{i}: {}", results[i]);
+    }
+    let saved = |i: usize| results[i]["output"]["download"].clone();
+    assert_eq!(saved(1)["path"], "downloads/report.bin", "{}", results[1]);
+    assert_eq!(saved(1)["rule"], "saves downloads");
+    assert_eq!(saved(1)["bytes"], 13);
+    assert_eq!(saved(1)["sha256"], tw_store::sha256_hex(b"secret report"));
+    assert_eq!(
+        saved(2)["path"],
+        "downloads/report (1).bin",
+        "{}",
+        results[2]
+    );
+    // The page stays where it was.
+    assert!(
+        results[1]["output"]["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("/next")),
+        "{}",
+        results[1]
+    );
+    // "../.bashrc" cannot climb out or hide (the browser makes it "_.bashrc"), and a name the
+    // rules forbid is not written.
+    assert_eq!(results[3]["status"], "permission_denied", "{}", results[3]);
+    assert_eq!(results[3]["error"]["code"], "path_forbidden");
+    assert_eq!(results[4]["status"], "failed", "{}", results[4]);
+    assert_eq!(results[4]["error"]["code"], "download_failed");
+    assert!(
+        results[4]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("100000 bytes")),
+        "{}",
+        results[4]
+    );
+    assert!(
+        results[5]["output"]["content"]
+            .as_str()
+            .is_some_and(|t| t.contains("second page")),
+        "{}",
+        results[5]
+    );
+    let mut files: Vec<String> = walk_files(&env.ws)
+        .iter()
+        .map(|p| p.strip_prefix(&env.ws).unwrap().display().to_string())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["downloads/report (1).bin", "downloads/report.bin"]);
+    assert_eq!(
+        std::fs::read(env.ws.join("downloads/report.bin")).unwrap(),
+        b"secret report"
+    );
+    // Nothing anywhere else: not in the browser's profile, not beside the workspace.
+    let elsewhere: Vec<_> = walk_files(env.root.path())
+        .into_iter()
+        .filter(|p| !p.starts_with(&env.ws))
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.contains("report") || name.contains("bashrc") || name.contains("big")
+        })
+        .collect();
+    assert!(elsewhere.is_empty(), "{elsewhere:?}");
+    assert_eq!(env.audit_rows().len(), results.len());
 }
 
 /// A person watching the live feed (the desktop's live view) sees each browser call end with a

@@ -16,7 +16,7 @@ mod devtools;
 
 use chromiumoxide::browser::Browser;
 use chromiumoxide::cdp::browser_protocol::browser::{
-    BrowserContextId, EventDownloadWillBegin, SetDownloadBehaviorBehavior,
+    BrowserContextId, EventDownloadProgress, EventDownloadWillBegin, SetDownloadBehaviorBehavior,
     SetDownloadBehaviorParams,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
@@ -91,7 +91,7 @@ struct Chromium {
     _process: tw_sandbox::Interactive,
     /// Serving the sandbox's egress port ends with the browser.
     _serving: DropGuard,
-    _profile: tempfile::TempDir,
+    profile: tempfile::TempDir,
 }
 
 /// The proxy of the call running in a session; `None` between calls.
@@ -108,6 +108,9 @@ struct Session {
     /// One call at a time per session.
     turn: Arc<tokio::sync::Mutex<()>>,
     used: Instant,
+    /// Whether its downloads are saved (into its folder in the profile) rather than refused:
+    /// set for a call whose rules grant downloads, unset for the next that does not.
+    downloads_on: bool,
 }
 
 /// A session's pages, the one the tools act on, and the element references of the last
@@ -148,10 +151,18 @@ pub struct Lease {
     context: BrowserContextId,
     slot: Arc<Mutex<Option<Arc<Proxy>>>>,
     facts: Arc<Mutex<NetFacts>>,
+    /// Where the session's downloads land, when this call's rules grant them (a folder in the
+    /// browser's profile, from which the tool moves a finished one into the workspace).
+    pub downloads: Option<PathBuf>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl Lease {
+    /// The session's browser context.
+    pub fn context(&self) -> &BrowserContextId {
+        &self.context
+    }
+
     /// Ends the call's hold on the session's network (nothing connects from here on) and
     /// returns what its pages did on it.
     pub fn finish(&self) -> NetFacts {
@@ -205,9 +216,15 @@ impl Browsers {
         }
     }
 
-    /// The session of `owner` (made when it has none), held for one call under `egress`.
-    pub async fn lease(&self, owner: &str, egress: Egress) -> Result<Lease, BrowserError> {
-        let (tabs, context, slot, turn) = {
+    /// The session of `owner` (made when it has none), held for one call under `egress`, with
+    /// its downloads saved (`downloads`) or refused.
+    pub async fn lease(
+        &self,
+        owner: &str,
+        egress: Egress,
+        downloads: bool,
+    ) -> Result<Lease, BrowserError> {
+        let (tabs, context, slot, turn, folder) = {
             let mut running = self.running.lock().await;
             let dead = match running.as_mut() {
                 Some(chromium) => chromium.died() || !chromium.answers().await,
@@ -235,18 +252,38 @@ impl Browsers {
                 let session = chromium.open().await?;
                 chromium.sessions.insert(owner.to_owned(), session);
             }
+            let saved = chromium.profile.path().join("downloads");
             let Some(session) = chromium.sessions.get_mut(owner) else {
                 return Err(BrowserError::Unavailable("no session".into()));
             };
+            let folder = saved.join(session.index.to_string());
             session.used = Instant::now();
             (
                 Arc::clone(&session.tabs),
                 session.context.clone(),
                 Arc::clone(&session.slot),
                 Arc::clone(&session.turn),
+                folder,
             )
         };
         let turn = turn.lock_owned().await;
+        // Switched while no other call of the session runs: the proxy is shut between calls,
+        // so a download begun under one call's grant gets no byte under the next one's rules.
+        {
+            let mut running = self.running.lock().await;
+            let Some(chromium) = running.as_mut() else {
+                return Err(failed("the browser stopped"));
+            };
+            let on = chromium.sessions.get(owner).map(|s| s.downloads_on);
+            if on.is_some_and(|on| on != downloads) {
+                chromium
+                    .download_into(&context, downloads.then_some(folder.as_path()))
+                    .await?;
+                if let Some(session) = chromium.sessions.get_mut(owner) {
+                    session.downloads_on = downloads;
+                }
+            }
+        }
         let page = match lock(&tabs).page() {
             Some(p) => p.clone(),
             None => return Err(failed("the session has no page open")),
@@ -263,6 +300,7 @@ impl Browsers {
             context,
             slot,
             facts,
+            downloads: downloads.then_some(folder),
             _turn: turn,
         })
     }
@@ -277,8 +315,9 @@ impl Browsers {
         Some((tabs.page()?.clone(), tabs.refs.clone()))
     }
 
-    /// The downloads the browser's pages begin from here on (none is saved: see
-    /// [`NO_DOWNLOADS`]), so a navigation that turned into one can say so at once.
+    /// The downloads the browser's pages begin from here on (saved only for a call whose rules
+    /// grant them: see [`Chromium::download_into`]), so a navigation that turned into one can
+    /// say so at once.
     pub async fn downloads(&self) -> Result<EventStream<EventDownloadWillBegin>, BrowserError> {
         let running = self.running.lock().await;
         let Some(chromium) = running.as_ref() else {
@@ -287,6 +326,21 @@ impl Browsers {
         chromium
             .browser
             .event_listener::<EventDownloadWillBegin>()
+            .await
+            .map_err(failed)
+    }
+
+    /// How the browser's downloads go on from here (a granted one is saved once it completes).
+    pub async fn download_progress(
+        &self,
+    ) -> Result<EventStream<EventDownloadProgress>, BrowserError> {
+        let running = self.running.lock().await;
+        let Some(chromium) = running.as_ref() else {
+            return Err(failed("the browser stopped"));
+        };
+        chromium
+            .browser
+            .event_listener::<EventDownloadProgress>()
             .await
             .map_err(failed)
     }
@@ -481,7 +535,7 @@ impl Browsers {
             slots,
             _process: process,
             _serving: serving.drop_guard(),
-            _profile: profile,
+            profile,
         })
     }
 
@@ -586,21 +640,7 @@ impl Chromium {
             )
             .await
             .map_err(failed)?;
-        self.browser
-            .execute(
-                // Downloads go nowhere: "deny" leaves the navigation that asked for one
-                // unanswered, so a download is let begin (the navigation says it was one) into a
-                // directory that cannot exist, under a file, where writing it fails.
-                SetDownloadBehaviorParams::builder()
-                    .behavior(SetDownloadBehaviorBehavior::AllowAndName)
-                    .download_path(NO_DOWNLOADS)
-                    .events_enabled(true)
-                    .browser_context_id(context.clone())
-                    .build()
-                    .map_err(failed)?,
-            )
-            .await
-            .map_err(failed)?;
+        self.download_into(&context, None).await?;
         let page = self.page_in(&context).await?;
         Ok(Session {
             context,
@@ -613,7 +653,39 @@ impl Chromium {
             slot,
             turn: Arc::default(),
             used: Instant::now(),
+            downloads_on: false,
         })
+    }
+
+    /// Where `context`'s downloads go: into `folder` (made if missing), or nowhere. "deny"
+    /// would leave the navigation that asked for a download unanswered, so a refused download
+    /// is let begin (the navigation says it was one) into a directory that cannot exist, under
+    /// a file, where writing it fails. Saved ones are named by their GUID, never by the page.
+    async fn download_into(
+        &self,
+        context: &BrowserContextId,
+        folder: Option<&std::path::Path>,
+    ) -> Result<(), BrowserError> {
+        let path = match folder {
+            Some(f) => {
+                std::fs::create_dir_all(f).map_err(failed)?;
+                f.display().to_string()
+            }
+            None => NO_DOWNLOADS.to_owned(),
+        };
+        self.browser
+            .execute(
+                SetDownloadBehaviorParams::builder()
+                    .behavior(SetDownloadBehaviorBehavior::AllowAndName)
+                    .download_path(path)
+                    .events_enabled(true)
+                    .browser_context_id(context.clone())
+                    .build()
+                    .map_err(failed)?,
+            )
+            .await
+            .map_err(failed)?;
+        Ok(())
     }
 
     /// A blank page in `context`.

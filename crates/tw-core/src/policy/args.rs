@@ -53,6 +53,9 @@ pub struct ArgRule {
     pub block_domains: Option<DomainList>,
     /// Hosts the rule's tools' processes may reach through the egress proxy.
     pub network: Option<DomainList>,
+    /// The workspace folder (relative to the first root) the rule's browser tools may save
+    /// downloads in.
+    pub downloads: Option<String>,
     /// Patterns no string may match, with their written forms.
     pub block_patterns: Option<(RegexSet, Vec<String>)>,
     /// Largest serialized arguments.
@@ -547,6 +550,39 @@ impl ArgLayer {
                 ports: Vec::new(),
             })
             .collect()
+    }
+
+    /// Where `def`'s downloads may be saved: the folder of the first applying rule that names
+    /// one (relative to the workspace's first root) and that rule's name; `None` refuses them.
+    pub fn downloads(&self, def: &ToolDefinition) -> Option<(&str, &str)> {
+        self.rules
+            .iter()
+            .filter(|r| r.applies_to(def))
+            .find_map(|r| Some((r.downloads.as_deref()?, r.name.as_str())))
+    }
+
+    /// Why no file may be written at `path` (absolute and normalized) by `def`: a `forbid_paths`
+    /// of a rule that applies to it matches the path, or an `allow_paths` does not.
+    pub fn path_refusal(&self, def: &ToolDefinition, path: &str) -> Option<String> {
+        for r in self.rules.iter().filter(|r| r.applies_to(def)) {
+            if let Some(list) = &r.forbid_paths
+                && let Some(pattern) = list.first_match(path)
+            {
+                return Some(format!(
+                    "{path} is forbidden by {pattern:?} (rule {})",
+                    r.name
+                ));
+            }
+            if let Some(list) = &r.allow_paths
+                && list.first_match(path).is_none()
+            {
+                return Some(format!(
+                    "{path} is outside the allowed paths of rule {}",
+                    r.name
+                ));
+            }
+        }
+        None
     }
 
     /// The hosts a tool's processes are granted, through the egress proxy: every applying

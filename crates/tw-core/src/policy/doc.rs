@@ -37,6 +37,7 @@
 //! forbid_paths = ["~/.ssh/**"]
 //! allow_domains = ["*.wikipedia.org"]
 //! block_domains = ["loopback", "private", "link-local"]
+//! downloads = "downloads"                # browser downloads may be saved here (else refused)
 //! block_patterns = ['rm\s+-rf']
 //! max_argument_bytes = 65536
 //! decision = "deny"                      # or "ask"
@@ -176,6 +177,9 @@ pub struct RuleDoc {
     /// (strict and restricted; without a grant they have no network at all).
     #[serde(default)]
     pub network: Vec<Spanned<String>>,
+    /// A folder in the workspace (relative to its first root) where the rule's browser tools
+    /// may save the files pages download; without one, downloads are refused.
+    pub downloads: Option<Spanned<String>>,
     /// Regular expressions no string argument may match.
     #[serde(default)]
     pub block_patterns: Vec<Spanned<String>>,

@@ -1156,3 +1156,65 @@ not_match = ["echo hi > out", "echo x > build/../out", "GIT_PAGER=x echo", "echo
         ]
     );
 }
+
+#[test]
+fn downloads_are_granted_a_workspace_folder_by_the_first_rule_that_names_one() {
+    let p = policy(
+        r#"
+[[rules]]
+name = "keep out"
+tools = ["browser_*"]
+forbid_paths = ["/w/downloads/secret*"]
+[[rules]]
+name = "saves"
+tools = ["browser_navigate"]
+downloads = "downloads/"
+"#,
+    );
+    let nav = tool(
+        "browser_navigate",
+        "browser",
+        ToolCategory::Network,
+        RiskLevel::Medium,
+        false,
+    );
+    let click = tool(
+        "browser_click",
+        "browser",
+        ToolCategory::Network,
+        RiskLevel::Medium,
+        true,
+    );
+    assert_eq!(p.rules.downloads(&nav), Some(("downloads", "saves")));
+    assert_eq!(
+        p.rules.downloads(&click),
+        None,
+        "no rule grants it: refused"
+    );
+    assert_eq!(p.rules.path_refusal(&nav, "/w/downloads/report.pdf"), None);
+    let refused = p.rules.path_refusal(&nav, "/w/downloads/secret.txt");
+    assert!(
+        refused.as_deref().is_some_and(|r| r.contains("keep out")),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_downloads_folder_must_stay_in_the_workspace() {
+    for (folder, says) in [
+        ("", "is empty"),
+        ("/tmp", "must be relative"),
+        ("~/x", "must be relative"),
+        ("a/../../x", "may not climb out"),
+        ("a//b", "empty components"),
+    ] {
+        let text = format!("[[rules]]\ndownloads = {folder:?}\n");
+        let errors = compile_err(&text).unwrap_err();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.message.contains(says) && e.line == Some(2)),
+            "{folder:?}: {errors:?}"
+        );
+    }
+}

@@ -13,9 +13,13 @@ use std::borrow::Cow;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
+use chromiumoxide::cdp::browser_protocol::browser::{
+    CancelDownloadParams, DownloadProgressState, EventDownloadProgress, EventDownloadWillBegin,
+};
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, EventFrameStoppedLoading,
 };
+use chromiumoxide::listeners::EventStream;
 use chromiumoxide::page::Page;
 use chromiumoxide::types::{Command, Method, MethodId};
 use futures_util::StreamExt;
@@ -39,6 +43,7 @@ const MAX_LINKS: usize = 500;
 struct Held {
     lease: Lease,
     net: Arc<NetContext>,
+    workspace: Arc<tw_sandbox::Workspace>,
 }
 
 impl Drop for Held {
@@ -56,12 +61,13 @@ async fn hold(ctx: &ToolContext) -> Result<Held, ToolFailure> {
     let net = net_context(ctx)?;
     let lease = net
         .browsers
-        .lease(&net.owner, net.egress.clone())
+        .lease(&net.owner, net.egress.clone(), net.downloads.is_some())
         .await
         .map_err(browser_failure)?;
     Ok(Held {
         lease,
         net: Arc::clone(net),
+        workspace: Arc::clone(&ctx.workspace),
     })
 }
 
@@ -121,7 +127,9 @@ impl BuiltinTool for Navigate {
             "browser_navigate",
             "Open an http or https URL in your browser session and wait for it to load. Every \
              request the page makes (redirects, scripts, frames, XHR, WebSockets) is checked \
-             against the network rules; refused ones are listed in the call's audit record.",
+             against the network rules; refused ones are listed in the call's audit record. A \
+             URL that is a download is refused unless policy names a workspace folder for \
+             downloads; then it is saved there.",
             json!({
                 "type": "object",
                 "required": ["url"],
@@ -137,7 +145,19 @@ impl BuiltinTool for Navigate {
                 "properties": {
                     "url": {"type": "string", "description": "Where the page ended up."},
                     "status": {"type": ["integer", "null"]},
-                    "title": {"type": "string"}
+                    "title": {"type": "string"},
+                    "download": {
+                        "type": "object",
+                        "description": "When the URL was a download that policy lets be saved: \
+                                        where it went in the workspace.",
+                        "required": ["path", "bytes", "sha256", "rule"],
+                        "properties": {
+                            "path": {"type": "string"},
+                            "bytes": {"type": "integer"},
+                            "sha256": {"type": "string"},
+                            "rule": {"type": "string", "description": "The rule that let it."}
+                        }
+                    }
                 }
             }),
         )
@@ -172,6 +192,16 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
         .await
         .map_err(cdp_failure)?;
     let mut downloads = net.browsers.downloads().await.map_err(browser_failure)?;
+    // Subscribed before the navigation, so a quick download's end is not missed.
+    let mut progress = match &held.lease.downloads {
+        Some(_) => Some(
+            net.browsers
+                .download_progress()
+                .await
+                .map_err(browser_failure)?,
+        ),
+        None => None,
+    };
     // The page's main frame, as the browser has it now.
     let tree = cdp(page, "Page.getFrameTree", json!({})).await?;
     let frame = tree["frameTree"]["frame"]["id"]
@@ -182,10 +212,10 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     let download = async {
         while let Some(d) = downloads.next().await {
             if d.frame_id.as_ref() == frame {
-                return;
+                return d;
             }
         }
-        std::future::pending::<()>().await;
+        std::future::pending().await
     };
     // The main frame stopped loading: the page, or the error page shown for it, is there.
     let loaded = async {
@@ -208,16 +238,16 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
         loop {
             tokio::select! {
                 biased;
-                () = &mut download => return Err(refuse_download(page, url).await),
+                d = &mut download => return Outcome::Download(d),
                 nav = &mut navigate, if !answered => match nav {
                     Ok(nav) => match nav["errorText"].as_str().filter(|t| !t.is_empty()) {
                         Some(text) => {
-                            return Err(ToolFailure::failed(
+                            return Outcome::Failed(ToolFailure::failed(
                                 ErrorCode::EXECUTION_FAILED,
                                 format!("{url} could not be opened: {text}"),
                             ));
                         }
-                        None => return Ok(true),
+                        None => return Outcome::Answered(true),
                     },
                     // chromiumoxide gives up on navigations it tracks for reasons of its own
                     // (another began on the frame): the frame's own events still tell.
@@ -226,13 +256,15 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
                         answered = true;
                     }
                 },
-                () = &mut loaded => return Ok(false),
+                () = &mut loaded => return Outcome::Answered(false),
             }
         }
     })
     .await;
     let answered = match waited {
-        Ok(result) => result?,
+        Ok(Outcome::Answered(answered)) => answered,
+        Ok(Outcome::Failed(f)) => return Err(f),
+        Ok(Outcome::Download(d)) => return downloaded(held, url, &d, progress.as_mut()).await,
         Err(_) => {
             return Err(ToolFailure::failed(
                 ErrorCode::TIMEOUT,
@@ -243,11 +275,9 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     // The download's news comes on the browser's connection, the frame's on the page's: a
     // moment for it when the frame's came first.
     if !answered
-        && tokio::time::timeout(Duration::from_millis(100), &mut download)
-            .await
-            .is_ok()
+        && let Ok(d) = tokio::time::timeout(Duration::from_millis(100), &mut download).await
     {
-        return Err(refuse_download(page, url).await);
+        return downloaded(held, url, &d, progress.as_mut()).await;
     }
     // The document itself refused (a redirect to a host outside the rules): what shows is the
     // proxy's refusal, or the browser's error page.
@@ -280,10 +310,170 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     Ok(json!({"url": v["url"], "status": v["status"], "title": v["title"]}))
 }
 
-/// Refuses a navigation that became a download. chromiumoxide waits for every navigation to
-/// load and sends the next only then; a download never loads, so the page is loaded again
-/// (it stays where it was) and that ends the wait.
-async fn refuse_download(page: &Page, url: &str) -> ToolFailure {
+/// How a navigation ended, short of its time running out.
+enum Outcome {
+    /// The page is there (`true`: chromiumoxide answered the navigation itself).
+    Answered(bool),
+    /// It could not be opened.
+    Failed(ToolFailure),
+    /// It became a download.
+    Download(Arc<EventDownloadWillBegin>),
+}
+
+/// The longest a granted download may take to finish after it began.
+const DOWNLOAD_TIME: Duration = Duration::from_secs(45);
+
+/// A navigation that became a download: refused unless the call's rules name a folder for
+/// downloads, else saved there once the browser has it all (within the network limits'
+/// response size), under the name the page suggested made safe, never replacing a file.
+async fn downloaded(
+    held: &Held,
+    url: &str,
+    d: &EventDownloadWillBegin,
+    progress: Option<&mut EventStream<EventDownloadProgress>>,
+) -> Result<Value, ToolFailure> {
+    let page = &held.lease.page;
+    let (Some(grant), Some(folder), Some(progress)) =
+        (&held.net.downloads, &held.lease.downloads, progress)
+    else {
+        return Err(refuse_download(page, url).await);
+    };
+    let cap = held.net.settings.limits.max_response_bytes;
+    let finished = tokio::time::timeout(DOWNLOAD_TIME, async {
+        while let Some(p) = progress.next().await {
+            if p.guid != d.guid {
+                continue;
+            }
+            if p.received_bytes > cap as f64 {
+                return Err(format!(
+                    "it is larger than the {cap} bytes a response may have"
+                ));
+            }
+            match p.state {
+                DownloadProgressState::Completed => return Ok(()),
+                DownloadProgressState::Canceled => return Err("the browser cancelled it".into()),
+                DownloadProgressState::InProgress => {}
+            }
+        }
+        Err("the browser stopped".to_owned())
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "it did not finish within {} s",
+            DOWNLOAD_TIME.as_secs()
+        ))
+    });
+    let saved = folder.join(&d.guid);
+    let outcome = match finished {
+        Ok(()) => save_download(held, grant, &saved, &d.suggested_filename, cap),
+        Err(why) => {
+            cancel_download(held, &d.guid).await;
+            Err(ToolFailure::failed(
+                "download_failed",
+                format!("the download from {url} was not saved: {why}"),
+            ))
+        }
+    };
+    // Nothing stays in the browser's profile, saved or not.
+    let _ = std::fs::remove_file(&saved);
+    reload(page).await;
+    let file = outcome?;
+    let (now, title) = url_and_title(page).await?;
+    Ok(json!({
+        "url": now,
+        "status": null,
+        "title": title,
+        "download": file,
+    }))
+}
+
+/// Moves a finished download from the browser's profile into the workspace.
+fn save_download(
+    held: &Held,
+    grant: &super::net::DownloadGrant,
+    saved: &std::path::Path,
+    suggested: &str,
+    cap: usize,
+) -> Result<Value, ToolFailure> {
+    let fail = |why: String| ToolFailure::failed("download_failed", why);
+    let meta = std::fs::symlink_metadata(saved)
+        .map_err(|e| fail(format!("the browser's copy is not there: {e}")))?;
+    if !meta.is_file() || meta.len() > cap as u64 {
+        return Err(fail(format!(
+            "the browser's copy is not a file of at most {cap} bytes"
+        )));
+    }
+    let bytes =
+        std::fs::read(saved).map_err(|e| fail(format!("reading the browser's copy: {e}")))?;
+    let name = file_name(suggested);
+    let root = held.workspace.roots().first().cloned().unwrap_or_default();
+    let target = root.join(&grant.folder).join(&name);
+    if let Some(why) = (grant.refusal)(&target.display().to_string()) {
+        return Err(ToolFailure {
+            status: ToolStatus::PermissionDenied,
+            code: "path_forbidden".to_owned(),
+            message: format!("the download was not saved: {why}"),
+        });
+    }
+    let out = tw_sandbox::fs::save_new_file(&held.workspace, &grant.folder, &name, &bytes)
+        .map_err(|e| fail(format!("the download was not saved: {e}")))?;
+    Ok(json!({
+        "path": out.path,
+        "bytes": bytes.len(),
+        "sha256": tw_store::sha256_hex(&bytes),
+        "rule": grant.rule,
+    }))
+}
+
+/// Asks the browser to stop a download (it removes what it wrote).
+async fn cancel_download(held: &Held, guid: &str) {
+    let cancel = CancelDownloadParams::builder()
+        .guid(guid)
+        .browser_context_id(held.lease.context().clone())
+        .build();
+    match cancel {
+        Ok(c) => {
+            if let Err(e) = held.lease.page.execute(c).await {
+                tracing::debug!(error = %e, "the download could not be cancelled");
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "the download could not be cancelled"),
+    }
+}
+
+/// A file name a page suggested, made one plain component: separators and control characters
+/// become `_`, leading dots go (no hidden files), at most 200 bytes; `download` when nothing
+/// is left.
+fn file_name(suggested: &str) -> String {
+    let mut name: String = suggested
+        .chars()
+        .map(|c| {
+            if c == '/' || c == '\\' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    name = name
+        .trim_start_matches(['.', ' '])
+        .trim_end_matches([' ', '.'])
+        .to_owned();
+    while name.len() > 200 {
+        name.pop();
+    }
+    if name.is_empty() {
+        "download".to_owned()
+    } else {
+        name
+    }
+}
+
+/// Loads the page again (it stays where it was). chromiumoxide waits for every navigation to
+/// load and sends the next only then; one that became a download never loads, and this ends
+/// the wait.
+async fn reload(page: &Page) {
     let reloaded = async {
         let mut stopped = page.event_listener::<EventFrameStoppedLoading>().await?;
         page.execute(Raw {
@@ -299,10 +489,18 @@ async fn refuse_download(page: &Page, url: &str) -> ToolFailure {
         Ok(Err(e)) => tracing::debug!(error = %e, "the page could not be loaded again"),
         Err(_) => tracing::debug!("the page did not load again in time"),
     }
+}
+
+/// Refuses a navigation that became a download: downloads are off for this call.
+async fn refuse_download(page: &Page, url: &str) -> ToolFailure {
+    reload(page).await;
     ToolFailure {
         status: ToolStatus::PermissionDenied,
         code: "download_refused".to_owned(),
-        message: format!("{url} is a download, and downloads are off"),
+        message: format!(
+            "{url} is a download, and downloads are off: a policy rule's `downloads` names the \
+             workspace folder they may be saved in"
+        ),
     }
 }
 
@@ -755,6 +953,21 @@ mod tests {
         let nonce = |s: &str| s.split_whitespace().nth(1).unwrap_or_default().to_owned();
         assert_ne!(nonce(&a), nonce(&b));
         assert!(a.ends_with(&format!("<<<end page-content {}>>>", nonce(&a))));
+    }
+
+    #[test]
+    fn a_suggested_file_name_becomes_one_plain_visible_component() {
+        for (suggested, name) in [
+            ("report.pdf", "report.pdf"),
+            ("../../etc/passwd", "_.._etc_passwd"),
+            (".bashrc", "bashrc"),
+            ("a\\b\u{0}c\n", "a_b_c_"),
+            ("...", "download"),
+            ("", "download"),
+        ] {
+            assert_eq!(file_name(suggested), name, "{suggested:?}");
+        }
+        assert!(file_name(&"é".repeat(300)).len() <= 200);
     }
 
     #[test]

@@ -35,7 +35,23 @@ pub struct NetContext {
     pub owner: String,
     /// Publishes a picture of the call's browser page; `None` when nobody watches.
     pub frames: Option<Announce>,
+    /// Where the call's browser downloads may be saved; `None` refuses them.
+    pub downloads: Option<DownloadGrant>,
 }
+
+/// Where a call's browser downloads may be saved, as its policy grants.
+pub struct DownloadGrant {
+    /// The workspace folder (relative to its first root).
+    pub folder: String,
+    /// The rule that grants it.
+    pub rule: String,
+    /// Why no file may be written at an absolute path (the rules' `forbid_paths` and
+    /// `allow_paths` for the tool), if none may.
+    pub refusal: PathRefusal,
+}
+
+/// Why no file may be written at an absolute path, if none may.
+pub type PathRefusal = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Publishes a live event about one call.
 pub type Announce = Arc<dyn Fn(crate::events::EventKind) + Send + Sync>;

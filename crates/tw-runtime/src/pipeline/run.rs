@@ -238,6 +238,14 @@ impl Pipeline {
                     call.caller.agent_id,
                     call.caller.skill.as_deref().unwrap_or_default()
                 ),
+                downloads: policy.rules.downloads(def).map(|(folder, rule)| {
+                    let (policy, def) = (Arc::clone(&policy), def.clone());
+                    builtins::net::DownloadGrant {
+                        folder: folder.to_owned(),
+                        rule: rule.to_owned(),
+                        refusal: Box::new(move |path| policy.rules.path_refusal(&def, path)),
+                    }
+                }),
                 frames: self.shared.events.has_watchers().then(|| {
                     let (shared, call) = (Arc::clone(&self.shared), call.clone());
                     Arc::new(move |kind| shared.emit_for(&call, kind)) as builtins::net::Announce

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 pub use read::read_file;
 pub use walk::{HiddenPaths, file_search, list_directory, paths_to_hide};
-pub use write::{delete_file, write_file};
+pub use write::{delete_file, save_new_file, write_file};
 
 /// What to read from a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

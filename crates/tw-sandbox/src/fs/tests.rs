@@ -931,3 +931,33 @@ fn paths_to_hide_finds_matches_anywhere_and_does_not_enter_hidden_directories() 
         HiddenPaths::TooMany { limit: 3 }
     );
 }
+
+#[test]
+fn a_saved_download_never_replaces_a_file_and_cannot_leave_its_folder() {
+    let f = Fixture::new();
+    f.file("downloads/report.pdf", "old")
+        .symlink("downloads/link.txt", "/etc/passwd");
+    let first = save_new_file(&f.ws, "downloads", "report.pdf", b"new").unwrap();
+    assert_eq!(first.path, "downloads/report (1).pdf");
+    assert_eq!(f.content("downloads/report.pdf"), "old");
+    assert_eq!(f.content("downloads/report (1).pdf"), "new");
+    let second = save_new_file(&f.ws, "downloads", "report.pdf", b"newer").unwrap();
+    assert_eq!(second.path, "downloads/report (2).pdf");
+    // A symlink at the name is a taken name, not a way out.
+    let linked = save_new_file(&f.ws, "downloads", "link.txt", b"x").unwrap();
+    assert_eq!(linked.path, "downloads/link (1).txt");
+    // The folder is made when missing; the file gets ordinary permissions.
+    let made = save_new_file(&f.ws, "in/new", "run.sh", b"#!/bin/sh\n").unwrap();
+    assert_eq!(made.path, "in/new/run.sh");
+    let mode = std::fs::metadata(f.root.join("in/new/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7111, 0, "{mode:o}");
+    for bad in ["", ".", "..", "a/b", "../x"] {
+        let e = save_new_file(&f.ws, "downloads", bad, b"x").unwrap_err();
+        assert_eq!(e.code(), "invalid_path", "{bad:?}: {e}");
+    }
+    let out = save_new_file(&f.ws, "../outside", "x", b"x").unwrap_err();
+    assert!(!f.root.parent().unwrap().join("outside").exists(), "{out}");
+}

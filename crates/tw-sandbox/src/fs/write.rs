@@ -49,12 +49,66 @@ pub fn write_file(
     let dir = open_parent(ws, &parent, create_parents)?;
     let created = match mode {
         WriteMode::Append => append(ws, &p, &dir, name, content, path)?,
-        WriteMode::Create | WriteMode::Overwrite => replace(&dir, name, content, mode, path)?,
+        WriteMode::Create | WriteMode::Overwrite => {
+            replace(&dir, name, content.as_bytes(), mode, path)?
+        }
     };
     Ok(WriteOutput {
         path: p.display(),
         bytes_written: content.len() as u64,
         created,
+    })
+}
+
+/// The most names [`save_new_file`] tries (`name`, `name (1)`, ...) before it gives up.
+const SAVE_ATTEMPTS: u32 = 100;
+
+/// Saves `content` as a new file named `name` in the workspace folder `folder` (made, with its
+/// parents, if missing), never replacing anything: when `name` is taken it tries `stem (1).ext`,
+/// `stem (2).ext` and so on. `name` must be one plain component. The file gets ordinary
+/// permissions (0644 before the umask), whatever the content.
+pub fn save_new_file(
+    ws: &Workspace,
+    folder: &str,
+    name: &str,
+    content: &[u8],
+) -> Result<WriteOutput, PathError> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(PathError::invalid(
+            name,
+            "a file name must be one plain component",
+        ));
+    }
+    let (stem, ext) = match name.rfind('.') {
+        Some(i) if i > 0 => name.split_at(i),
+        _ => (name, ""),
+    };
+    for n in 0..SAVE_ATTEMPTS {
+        let candidate = if n == 0 {
+            name.to_owned()
+        } else {
+            format!("{stem} ({n}){ext}")
+        };
+        let path = format!("{}/{candidate}", folder.trim_end_matches('/'));
+        let p = ws.resolve(&path)?;
+        let Some((parent, leaf)) = p.split_last() else {
+            return Err(PathError::invalid(&path, "the path does not name a file"));
+        };
+        let dir = open_parent(ws, &parent, true)?;
+        match replace(&dir, leaf, content, WriteMode::Create, &path) {
+            Ok(_) => {
+                return Ok(WriteOutput {
+                    path: p.display(),
+                    bytes_written: content.len() as u64,
+                    created: true,
+                });
+            }
+            Err(PathError::AlreadyExists { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(PathError::AlreadyExists {
+        path: format!("{folder}/{name} (and {SAVE_ATTEMPTS} numbered names)"),
     })
 }
 
@@ -170,7 +224,7 @@ fn append(
 fn replace(
     dir: &OwnedFd,
     name: &OsStr,
-    content: &str,
+    content: &[u8],
     mode: WriteMode,
     path: &str,
 ) -> Result<bool, PathError> {
@@ -245,12 +299,12 @@ fn create_temp(dir: &OwnedFd, path: &str) -> Result<(String, OwnedFd), PathError
     Err(PathError::io(path, last))
 }
 
-fn fill_temp(fd: OwnedFd, content: &str, perm: u32, path: &str) -> Result<(), PathError> {
+fn fill_temp(fd: OwnedFd, content: &[u8], perm: u32, path: &str) -> Result<(), PathError> {
     if perm != FILE_MODE {
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(perm)).map_err(|e| PathError::io(path, e))?;
     }
     let mut file = File::from(fd);
-    file.write_all(content.as_bytes())
+    file.write_all(content)
         .map_err(|e| PathError::io(path, e))?;
     file.sync_all().map_err(|e| PathError::io(path, e))
 }

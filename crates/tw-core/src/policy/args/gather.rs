@@ -48,6 +48,7 @@ fn arg_rule(
     let allow_domains = domains(r, &doc.allow_domains, "allow_domains");
     let block_domains = domains(r, &doc.block_domains, "block_domains");
     let network = domains(r, &doc.network, "network");
+    let downloads = downloads(r, doc);
     let block_patterns = patterns(r, &doc.block_patterns);
     let decision = decision(r, doc);
     let isolation = isolation(r, doc);
@@ -56,7 +57,7 @@ fn arg_rule(
             rule.span(),
             format!(
                 "rule {name:?} checks nothing: give it paths, domains, patterns, a size limit, \
-                 an isolation level or a network grant"
+                 an isolation level, a network grant or a downloads folder"
             ),
         );
     }
@@ -73,6 +74,7 @@ fn arg_rule(
         allow_domains,
         block_domains,
         network,
+        downloads,
         block_patterns,
         max_argument_bytes: doc.max_argument_bytes.as_ref().map(|v| *v.get_ref()),
         max_string_length: doc.max_string_length.as_ref().map(|v| *v.get_ref()),
@@ -112,6 +114,30 @@ fn paths(
         PathCase::Sensitive,
     )
     .ok()
+}
+
+/// The `downloads` folder: a relative path that stays in the workspace (no `..`, no `~`).
+fn downloads(r: &mut Reading<'_>, doc: &RuleDoc) -> Option<String> {
+    let folder = doc.downloads.as_ref()?;
+    let text = folder.get_ref().trim_end_matches('/');
+    let bad = if text.is_empty() {
+        Some("is empty (name a folder in the workspace, such as \"downloads\")")
+    } else if text.starts_with('/') || text.starts_with('~') {
+        Some("must be relative to the workspace's first root")
+    } else if text.split('/').any(|c| c == ".." || c.is_empty()) {
+        Some("may not climb out with `..` or hold empty components")
+    } else if text.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else {
+        None
+    };
+    match bad {
+        Some(why) => {
+            r.fail(folder.span(), format!("rules.downloads {text:?} {why}"));
+            None
+        }
+        None => Some(text.to_owned()),
+    }
 }
 
 /// A domain list (`allow_domains`, `block_domains`), checked like [`paths`].
@@ -195,6 +221,7 @@ fn checks_nothing(doc: &RuleDoc) -> bool {
         && doc.allow_domains.is_empty()
         && doc.block_domains.is_empty()
         && doc.network.is_empty()
+        && doc.downloads.is_none()
         && doc.block_patterns.is_empty()
         && doc.max_argument_bytes.is_none()
         && doc.max_string_length.is_none()
@@ -251,6 +278,9 @@ fn summary(rule: &ArgRule, doc: &RuleDoc) -> String {
         list("allow_domains", &doc.allow_domains),
         list("block_domains", &doc.block_domains),
         list("network", &doc.network),
+        doc.downloads
+            .as_ref()
+            .map(|d| format!("downloads into {}", d.get_ref())),
         list("block_patterns", &doc.block_patterns),
         doc.max_argument_bytes
             .as_ref()

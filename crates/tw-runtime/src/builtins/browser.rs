@@ -58,10 +58,20 @@ impl Drop for Held {
 }
 
 async fn hold(ctx: &ToolContext) -> Result<Held, ToolFailure> {
+    hold_for(ctx, false).await
+}
+
+/// Holds the session; with `saving`, a download the call's rules grant is saved (only
+/// `browser_navigate` saves: for every other call the session's downloads are refused).
+async fn hold_for(ctx: &ToolContext, saving: bool) -> Result<Held, ToolFailure> {
     let net = net_context(ctx)?;
     let lease = net
         .browsers
-        .lease(&net.owner, net.egress.clone(), net.downloads.is_some())
+        .lease(
+            &net.owner,
+            net.egress.clone(),
+            saving && net.downloads.is_some(),
+        )
         .await
         .map_err(browser_failure)?;
     Ok(Held {
@@ -170,7 +180,7 @@ impl BuiltinTool for Navigate {
 
 async fn navigate(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
     let a: NavigateArgs = args(raw)?;
-    let held = hold(ctx).await?;
+    let held = hold_for(ctx, true).await?;
     go(&held, &a.url).await
 }
 

@@ -67,6 +67,11 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
                         String::new()
                     }
                     "/next" => "<title>Next</title><p>second page</p>".to_owned(),
+                    "/framed" => format!(
+                        "<!doctype html><title>Framed</title><p>outer text</p>\
+                         <iframe title=\"same site\" src=\"/form\"></iframe>\
+                         <iframe title=\"other site\" src=\"http://other.test:{port}/next\"></iframe>"
+                    ),
                     "/form" => FORM.to_owned(),
                     "/download" | "/download-hidden" => "secret report".to_owned(),
                     "/download-big" => "x".repeat(300_000),
@@ -542,6 +547,61 @@ fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer()
             .unwrap_or_default()
             .contains("/submitted?name=old"),
         "{clicked:#}"
+    );
+}
+
+/// A frame's content shows in the snapshot under its element, marked with the frame's own
+/// address, and its elements can be acted on by reference like the page's; a frame of another
+/// site, which runs in a process of its own, is listed with its address.
+#[test]
+fn a_snapshot_shows_what_a_frame_holds_and_its_elements_can_be_used() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, seen) = fixture();
+    let env = Env::new().with_config(
+        &CONFIG
+            .replace(
+                "allow_domains = [\"site.test\"]",
+                "allow_domains = [\"site.test\", \"other.test\"]",
+            )
+            .replace(
+                "[network.resolve]",
+                "[network.resolve]\n\"other.test\" = [\"127.0.0.1\"]",
+            ),
+    );
+    let client = super::mcp::Client::start(
+        &env,
+        &[],
+        json!([
+            {"op": "call", "tool": "browser_navigate",
+             "arguments": {"url": format!("http://site.test:{port}/framed")}},
+            {"op": "call", "tool": "browser_snapshot", "arguments": {}},
+            {"op": "call", "tool": "browser_click",
+             "arguments": {"ref": {"$from_last": "button \"Send\" \\[ref=(e[0-9]+)\\]"}}},
+        ]),
+    );
+    let report = client.finish();
+    let snapshot = report["steps"][1]["result"]["structuredContent"]["snapshot"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    println!("{snapshot}");
+    assert!(snapshot.contains("outer text"), "{snapshot}");
+    let same = format!("Iframe \"same site\" [from \"http://site.test:{port}/form\"]");
+    assert!(snapshot.contains(&same), "{snapshot}");
+    assert!(snapshot.contains("textbox \"Name\""), "{snapshot}");
+    assert!(snapshot.contains("button \"Send\""), "{snapshot}");
+    let other = format!("Iframe \"other site\" [from \"http://other.test:{port}/next\"]");
+    assert!(snapshot.contains(&other), "{snapshot}");
+    assert_eq!(report["steps"][2]["result"]["isError"], false, "{report:#}");
+    assert!(
+        seen.lock()
+            .unwrap()
+            .keys()
+            .any(|p| p.starts_with("/submitted?name=old")),
+        "the frame's form was not sent"
     );
 }
 

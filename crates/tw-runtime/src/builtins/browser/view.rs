@@ -3,6 +3,7 @@
 //! (headings, paragraphs, tables, images and links as JSON), `browser_wait_for`,
 //! `browser_back` and `browser_tabs`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 use tw_core::{ErrorCode, RiskLevel, ToolDefinition};
 
 use super::act::settled;
-use super::snapshot::{MAX_SNAPSHOT, render};
+use super::snapshot::{Frame, MAX_SNAPSHOT, render};
 use super::{Held, cdp, cdp_failure, definition, go, hold, isolated, untrusted, url_and_title};
 use crate::browser::{Refs, lock};
 use crate::builtins::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args};
@@ -59,7 +60,8 @@ pub(super) async fn snapshot(held: &Held) -> Result<Value, ToolFailure> {
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let rendered = render(nodes);
+    let frames = frames_of(page, nodes).await;
+    let rendered = render(nodes, &frames);
     lock(&held.lease.tabs).refs = Refs {
         target: Some(page.target_id().clone()),
         named: rendered.refs,
@@ -70,6 +72,85 @@ pub(super) async fn snapshot(held: &Held) -> Result<Value, ToolFailure> {
         "snapshot": untrusted(&url, rendered.text.trim_end()),
         "truncated": rendered.truncated,
     }))
+}
+
+/// The most frames whose content a snapshot shows.
+const MAX_FRAMES: usize = 20;
+
+/// The content of the page's frames, by their `Iframe` elements' backend node ids: each
+/// frame's own accessibility tree where the page's process has it, found level by level down
+/// to [`MAX_FRAMES`] frames. A frame that cannot be read is listed with its address only.
+async fn frames_of(page: &chromiumoxide::Page, nodes: &[Value]) -> HashMap<i64, Frame> {
+    let iframes = |nodes: &[Value]| -> Vec<i64> {
+        nodes
+            .iter()
+            .filter(|n| n["role"]["value"] == "Iframe")
+            .filter_map(|n| n["backendDOMNodeId"].as_i64())
+            .collect()
+    };
+    let mut todo = iframes(nodes);
+    if todo.is_empty() {
+        return HashMap::new();
+    }
+    let urls = match cdp(page, "Page.getFrameTree", json!({})).await {
+        Ok(tree) => frame_urls(&tree["frameTree"]),
+        Err(_) => HashMap::new(),
+    };
+    let mut out = HashMap::new();
+    while let Some(id) = todo.pop() {
+        if out.len() >= MAX_FRAMES {
+            break;
+        }
+        let Ok(described) = cdp(page, "DOM.describeNode", json!({"backendNodeId": id})).await
+        else {
+            continue;
+        };
+        let Some(frame) = described["node"]["frameId"].as_str() else {
+            continue;
+        };
+        // A frame in another process is not in the page's frame tree: its element's `src`.
+        let url = urls.get(frame).cloned().unwrap_or_else(|| {
+            let attributes = described["node"]["attributes"].as_array();
+            let mut pairs = attributes.into_iter().flatten().filter_map(Value::as_str);
+            let mut src = String::new();
+            while let (Some(k), Some(v)) = (pairs.next(), pairs.next()) {
+                if k == "src" {
+                    src = v.to_owned();
+                }
+            }
+            src
+        });
+        match cdp(
+            page,
+            "Accessibility.getFullAXTree",
+            json!({"frameId": frame}),
+        )
+        .await
+        {
+            Ok(tree) => {
+                let nodes = tree["nodes"].as_array().cloned().unwrap_or_default();
+                todo.extend(iframes(&nodes));
+                out.insert(id, Frame::Tree(url, nodes));
+            }
+            Err(_) => {
+                out.insert(id, Frame::Elsewhere(url));
+            }
+        }
+    }
+    out
+}
+
+/// Every frame's address by its id, from `Page.getFrameTree`'s tree.
+fn frame_urls(tree: &Value) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut todo = vec![tree];
+    while let Some(t) = todo.pop() {
+        if let (Some(id), Some(url)) = (t["frame"]["id"].as_str(), t["frame"]["url"].as_str()) {
+            out.insert(id.to_owned(), url.to_owned());
+        }
+        todo.extend(t["childFrames"].as_array().into_iter().flatten());
+    }
+    out
 }
 
 /// The most of each kind `browser_extract` returns.

@@ -552,7 +552,8 @@ fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer()
 
 /// A frame's content shows in the snapshot under its element, marked with the frame's own
 /// address, and its elements can be acted on by reference like the page's; a frame of another
-/// site, which runs in a process of its own, is listed with its address.
+/// site, which runs in a process of its own, is read over a session of its own and shown
+/// without references.
 #[test]
 fn a_snapshot_shows_what_a_frame_holds_and_its_elements_can_be_used() {
     assert!(
@@ -595,6 +596,13 @@ fn a_snapshot_shows_what_a_frame_holds_and_its_elements_can_be_used() {
     assert!(snapshot.contains("button \"Send\""), "{snapshot}");
     let other = format!("Iframe \"other site\" [from \"http://other.test:{port}/next\"]");
     assert!(snapshot.contains(&other), "{snapshot}");
+    // The other site's page, read over a session of its own: shown, without references.
+    let after = &snapshot[snapshot.find(&other).unwrap_or_default()..];
+    assert!(after.contains("second page"), "{snapshot}");
+    assert!(
+        after.lines().skip(1).all(|l| !l.contains("[ref=")),
+        "{snapshot}"
+    );
     assert_eq!(report["steps"][2]["result"]["isError"], false, "{report:#}");
     assert!(
         seen.lock()

@@ -55,8 +55,11 @@ pub(super) struct Rendered {
 pub(super) enum Frame {
     /// The frame's own accessibility tree (a frame in the page's process), and its address.
     Tree(String, Vec<Value>),
-    /// A frame whose tree could not be read (another site's, in a process of its own), and its
-    /// address.
+    /// The tree of a frame in a process of its own (another site's), read over a session of
+    /// its own, and its address: shown, but its elements get no references (the page's
+    /// session cannot act on another process's nodes).
+    Remote(String, Vec<Value>),
+    /// A frame whose tree could not be read, and its address.
     Elsewhere(String),
 }
 
@@ -73,10 +76,13 @@ pub(super) fn render(nodes: &[Value], frames: &HashMap<i64, Frame>) -> Rendered 
     };
     let mut trees: Vec<(&[Value], HashMap<String, usize>)> = vec![(nodes, index(nodes))];
     let mut tree_of: HashMap<i64, usize> = HashMap::new();
+    // Trees whose elements can be acted on by reference (the page's process).
+    let mut acting: Vec<bool> = vec![true];
     for (id, frame) in frames {
-        if let Frame::Tree(_, nodes) = frame {
+        if let Frame::Tree(_, nodes) | Frame::Remote(_, nodes) = frame {
             tree_of.insert(*id, trees.len());
             trees.push((nodes, index(nodes)));
+            acting.push(matches!(frame, Frame::Tree(..)));
         }
     }
     let mut out = Rendered {
@@ -141,13 +147,13 @@ pub(super) fn render(nodes: &[Value], frames: &HashMap<i64, Frame>) -> Rendered 
             .filter(|_| role == "Iframe")
             .and_then(|id| frames.get(&id));
         match frame {
-            Some(Frame::Tree(url, _) | Frame::Elsewhere(url)) => {
+            Some(Frame::Tree(url, _) | Frame::Remote(url, _) | Frame::Elsewhere(url)) => {
                 // Another document: its text is from its own origin.
                 entry.push_str(&format!(" [from {}]", quote(url)));
             }
             None => {}
         }
-        if let Some(id) = backend {
+        if let Some(id) = backend.filter(|_| acting[tree]) {
             entry.push_str(&format!(" [ref=e{id}]"));
             out.refs.insert(id, (role.to_owned(), name.clone()));
         }
@@ -161,7 +167,7 @@ pub(super) fn render(nodes: &[Value], frames: &HashMap<i64, Frame>) -> Rendered 
         let said = format!("{name} {value}");
         let named: Option<Rc<str>> = (!said.trim().is_empty()).then(|| Rc::from(said.trim()));
         match (frame, backend.and_then(|id| tree_of.get(&id))) {
-            (Some(Frame::Tree(..)), Some(&inner)) => {
+            (Some(Frame::Tree(..) | Frame::Remote(..)), Some(&inner)) => {
                 if let Some(root) = trees[inner].0.first() {
                     for child in children(root, &trees[inner]).rev() {
                         stack.push((inner, child, depth + 1, None));
@@ -171,7 +177,7 @@ pub(super) fn render(nodes: &[Value], frames: &HashMap<i64, Frame>) -> Rendered 
             (Some(Frame::Elsewhere(_)), _) => line(
                 &mut out.text,
                 depth + 1,
-                "- (the frame's page runs in a process of its own; its content is not shown)",
+                "- (the frame's content could not be read)",
             ),
             _ => {}
         }
@@ -307,28 +313,34 @@ mod tests {
     #[test]
     fn a_frame_shows_under_its_element_with_its_own_address_even_where_node_ids_repeat() {
         let nodes = vec![
-            node("1", "RootWebArea", "Outer", &["2", "3"], Some(1)),
+            node("1", "RootWebArea", "Outer", &["2", "3", "4"], Some(1)),
             node("2", "Iframe", "ad", &[], Some(20)),
             node("3", "Iframe", "embed", &[], Some(30)),
+            node("4", "Iframe", "gone", &[], Some(40)),
         ];
-        let inner = vec![
-            // The same node ids as the outer tree: each frame numbers its own.
-            node("1", "RootWebArea", "Inner", &["2"], Some(40)),
-            node("2", "button", "Buy", &[], Some(41)),
-        ];
+        // The same node ids as the outer tree: each frame numbers its own.
+        let inner = || {
+            vec![
+                node("1", "RootWebArea", "Inner", &["2"], Some(50)),
+                node("2", "button", "Buy", &[], Some(51)),
+            ]
+        };
         let frames = HashMap::from([
-            (20, Frame::Tree("http://a.test/".to_owned(), inner)),
-            (30, Frame::Elsewhere("http://b.test/".to_owned())),
+            (20, Frame::Tree("http://a.test/".to_owned(), inner())),
+            (30, Frame::Remote("http://b.test/".to_owned(), inner())),
+            (40, Frame::Elsewhere("http://c.test/".to_owned())),
         ]);
         let r = render(&nodes, &frames);
         assert_eq!(
             r.text,
             "- Iframe \"ad\" [from \"http://a.test/\"] [ref=e20]\n  \
-             - button \"Buy\" [ref=e41]\n\
+             - button \"Buy\" [ref=e51]\n\
              - Iframe \"embed\" [from \"http://b.test/\"] [ref=e30]\n  \
-             - (the frame's page runs in a process of its own; its content is not shown)\n"
+             - button \"Buy\"\n\
+             - Iframe \"gone\" [from \"http://c.test/\"] [ref=e40]\n  \
+             - (the frame's content could not be read)\n"
         );
-        assert!(r.refs.contains_key(&41));
+        assert!(r.refs.contains_key(&51));
     }
 
     #[test]

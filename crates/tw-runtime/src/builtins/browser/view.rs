@@ -132,12 +132,69 @@ async fn frames_of(page: &chromiumoxide::Page, nodes: &[Value]) -> HashMap<i64, 
                 todo.extend(iframes(&nodes));
                 out.insert(id, Frame::Tree(url, nodes));
             }
-            Err(_) => {
-                out.insert(id, Frame::Elsewhere(url));
-            }
+            Err(_) => match remote_tree(page, frame).await {
+                Some(nodes) => {
+                    out.insert(id, Frame::Remote(url, nodes));
+                }
+                None => {
+                    out.insert(id, Frame::Elsewhere(url));
+                }
+            },
         }
     }
     out
+}
+
+/// The longest reading a frame in another process may take.
+const REMOTE_TIME: Duration = Duration::from_secs(3);
+
+/// The accessibility tree of a frame running in another process (another site's), read over a
+/// session of its own attached to the frame's target; `None` when it cannot be read in time.
+async fn remote_tree(page: &chromiumoxide::Page, frame: &str) -> Option<Vec<Value>> {
+    use chromiumoxide::cdp::browser_protocol::target::EventReceivedMessageFromTarget;
+    use futures_util::StreamExt as _;
+    let mut messages = page
+        .event_listener::<EventReceivedMessageFromTarget>()
+        .await
+        .ok()?;
+    let attached = cdp(
+        page,
+        "Target.attachToTarget",
+        json!({"targetId": frame, "flatten": false}),
+    )
+    .await
+    .map_err(|e| tracing::debug!(error = %e.message, "a frame's target could not be attached"))
+    .ok()?;
+    let session = attached["sessionId"].as_str()?.to_owned();
+    let ask = json!({"id": 1, "method": "Accessibility.getFullAXTree", "params": {}});
+    let read = async {
+        cdp(
+            page,
+            "Target.sendMessageToTarget",
+            json!({"sessionId": session, "message": ask.to_string()}),
+        )
+        .await
+        .map_err(|e| tracing::debug!(error = %e.message, "a frame's target could not be asked"))
+        .ok()?;
+        while let Some(m) = messages.next().await {
+            if m.session_id.as_ref() != session {
+                continue;
+            }
+            let answer: Value = serde_json::from_str(&m.message).ok()?;
+            if answer["id"] == 1 {
+                return answer["result"]["nodes"].as_array().cloned();
+            }
+        }
+        None
+    };
+    let nodes = tokio::time::timeout(REMOTE_TIME, read).await.ok().flatten();
+    let _ = cdp(
+        page,
+        "Target.detachFromTarget",
+        json!({"sessionId": session}),
+    )
+    .await;
+    nodes
 }
 
 /// Every frame's address by its id, from `Page.getFrameTree`'s tree.

@@ -6,6 +6,8 @@
 //! JavaScript globals, and no tool runs JavaScript the caller supplies.
 
 mod act;
+mod download;
+mod frame;
 mod snapshot;
 mod view;
 
@@ -13,13 +15,8 @@ use std::borrow::Cow;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use chromiumoxide::cdp::browser_protocol::browser::{
-    CancelDownloadParams, DownloadProgressState, EventDownloadProgress, EventDownloadWillBegin,
-};
-use chromiumoxide::cdp::browser_protocol::page::{
-    CaptureScreenshotFormat, EventFrameStoppedLoading,
-};
-use chromiumoxide::listeners::EventStream;
+use chromiumoxide::cdp::browser_protocol::browser::EventDownloadWillBegin;
+use chromiumoxide::cdp::browser_protocol::page::EventFrameStoppedLoading;
 use chromiumoxide::page::Page;
 use chromiumoxide::types::{Command, Method, MethodId};
 use futures_util::StreamExt;
@@ -29,7 +26,7 @@ use tw_core::target::EgressRefusal;
 use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition, ToolStatus};
 
 use super::net::{NetContext, failure, html, net_context};
-use super::{BuiltinTool, PreviewFuture, ToolContext, ToolFailure, ToolFuture, args, lit};
+use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit};
 use crate::browser::{BrowserError, Lease, Refs, lock};
 use crate::net::NetError;
 
@@ -274,7 +271,9 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     let answered = match waited {
         Ok(Outcome::Answered(answered)) => answered,
         Ok(Outcome::Failed(f)) => return Err(f),
-        Ok(Outcome::Download(d)) => return downloaded(held, url, &d, progress.as_mut()).await,
+        Ok(Outcome::Download(d)) => {
+            return download::downloaded(held, url, &d, progress.as_mut()).await;
+        }
         Err(_) => {
             return Err(ToolFailure::failed(
                 ErrorCode::TIMEOUT,
@@ -287,7 +286,7 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     if !answered
         && let Ok(d) = tokio::time::timeout(Duration::from_millis(100), &mut download).await
     {
-        return downloaded(held, url, &d, progress.as_mut()).await;
+        return download::downloaded(held, url, &d, progress.as_mut()).await;
     }
     // The document itself refused (a redirect to a host outside the rules): what shows is the
     // proxy's refusal, or the browser's error page.
@@ -328,190 +327,6 @@ enum Outcome {
     Failed(ToolFailure),
     /// It became a download.
     Download(Arc<EventDownloadWillBegin>),
-}
-
-/// The longest a granted download may take to finish after it began.
-const DOWNLOAD_TIME: Duration = Duration::from_secs(45);
-
-/// A navigation that became a download: refused unless the call's rules name a folder for
-/// downloads, else saved there once the browser has it all (within the network limits'
-/// response size), under the name the page suggested made safe, never replacing a file.
-async fn downloaded(
-    held: &Held,
-    url: &str,
-    d: &EventDownloadWillBegin,
-    progress: Option<&mut EventStream<EventDownloadProgress>>,
-) -> Result<Value, ToolFailure> {
-    let page = &held.lease.page;
-    let (Some(grant), Some(folder), Some(progress)) =
-        (&held.net.downloads, &held.lease.downloads, progress)
-    else {
-        return Err(refuse_download(page, url).await);
-    };
-    let cap = held.net.settings.limits.max_response_bytes;
-    let finished = tokio::time::timeout(DOWNLOAD_TIME, async {
-        while let Some(p) = progress.next().await {
-            if p.guid != d.guid {
-                continue;
-            }
-            if p.received_bytes > cap as f64 {
-                return Err(format!(
-                    "it is larger than the {cap} bytes a response may have"
-                ));
-            }
-            match p.state {
-                DownloadProgressState::Completed => return Ok(()),
-                DownloadProgressState::Canceled => return Err("the browser cancelled it".into()),
-                DownloadProgressState::InProgress => {}
-            }
-        }
-        Err("the browser stopped".to_owned())
-    })
-    .await
-    .unwrap_or_else(|_| {
-        Err(format!(
-            "it did not finish within {} s",
-            DOWNLOAD_TIME.as_secs()
-        ))
-    });
-    let saved = folder.join(&d.guid);
-    let outcome = match finished {
-        Ok(()) => save_download(held, grant, &saved, &d.suggested_filename, cap),
-        Err(why) => {
-            cancel_download(held, &d.guid).await;
-            Err(ToolFailure::failed(
-                "download_failed",
-                format!("the download from {url} was not saved: {why}"),
-            ))
-        }
-    };
-    // Nothing stays in the browser's profile, saved or not.
-    let _ = std::fs::remove_file(&saved);
-    reload(page).await;
-    let file = outcome?;
-    let (now, title) = url_and_title(page).await?;
-    Ok(json!({
-        "url": now,
-        "status": null,
-        "title": title,
-        "download": file,
-    }))
-}
-
-/// Moves a finished download from the browser's profile into the workspace.
-fn save_download(
-    held: &Held,
-    grant: &super::net::DownloadGrant,
-    saved: &std::path::Path,
-    suggested: &str,
-    cap: usize,
-) -> Result<Value, ToolFailure> {
-    let fail = |why: String| ToolFailure::failed("download_failed", why);
-    let meta = std::fs::symlink_metadata(saved)
-        .map_err(|e| fail(format!("the browser's copy is not there: {e}")))?;
-    if !meta.is_file() || meta.len() > cap as u64 {
-        return Err(fail(format!(
-            "the browser's copy is not a file of at most {cap} bytes"
-        )));
-    }
-    let bytes =
-        std::fs::read(saved).map_err(|e| fail(format!("reading the browser's copy: {e}")))?;
-    let name = file_name(suggested);
-    let root = held.workspace.roots().first().cloned().unwrap_or_default();
-    let target = root.join(&grant.folder).join(&name);
-    if let Some(why) = (grant.refusal)(&target.display().to_string()) {
-        return Err(ToolFailure {
-            status: ToolStatus::PermissionDenied,
-            code: "path_forbidden".to_owned(),
-            message: format!("the download was not saved: {why}"),
-        });
-    }
-    let out = tw_sandbox::fs::save_new_file(&held.workspace, &grant.folder, &name, &bytes)
-        .map_err(|e| fail(format!("the download was not saved: {e}")))?;
-    Ok(json!({
-        "path": out.path,
-        "bytes": bytes.len(),
-        "sha256": tw_store::sha256_hex(&bytes),
-        "rule": grant.rule,
-    }))
-}
-
-/// Asks the browser to stop a download (it removes what it wrote).
-async fn cancel_download(held: &Held, guid: &str) {
-    let cancel = CancelDownloadParams::builder()
-        .guid(guid)
-        .browser_context_id(held.lease.context().clone())
-        .build();
-    match cancel {
-        Ok(c) => {
-            if let Err(e) = held.lease.page.execute(c).await {
-                tracing::debug!(error = %e, "the download could not be cancelled");
-            }
-        }
-        Err(e) => tracing::debug!(error = %e, "the download could not be cancelled"),
-    }
-}
-
-/// A file name a page suggested, made one plain component: separators and control characters
-/// become `_`, leading dots go (no hidden files), at most 200 bytes; `download` when nothing
-/// is left.
-fn file_name(suggested: &str) -> String {
-    let mut name: String = suggested
-        .chars()
-        .map(|c| {
-            if c == '/' || c == '\\' || c.is_control() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    name = name
-        .trim_start_matches(['.', ' '])
-        .trim_end_matches([' ', '.'])
-        .to_owned();
-    while name.len() > 200 {
-        name.pop();
-    }
-    if name.is_empty() {
-        "download".to_owned()
-    } else {
-        name
-    }
-}
-
-/// Loads the page again (it stays where it was). chromiumoxide waits for every navigation to
-/// load and sends the next only then; one that became a download never loads, and this ends
-/// the wait.
-async fn reload(page: &Page) {
-    let reloaded = async {
-        let mut stopped = page.event_listener::<EventFrameStoppedLoading>().await?;
-        page.execute(Raw {
-            method: "Page.reload",
-            params: json!({}),
-        })
-        .await?;
-        stopped.next().await;
-        Ok::<_, chromiumoxide::error::CdpError>(())
-    };
-    match tokio::time::timeout(act::NAVIGATION, reloaded).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::debug!(error = %e, "the page could not be loaded again"),
-        Err(_) => tracing::debug!("the page did not load again in time"),
-    }
-}
-
-/// Refuses a navigation that became a download: downloads are off for this call.
-async fn refuse_download(page: &Page, url: &str) -> ToolFailure {
-    reload(page).await;
-    ToolFailure {
-        status: ToolStatus::PermissionDenied,
-        code: "download_refused".to_owned(),
-        message: format!(
-            "{url} is a download, and downloads are off: a policy rule's `downloads` names the \
-             workspace folder they may be saved in"
-        ),
-    }
 }
 
 /// One DevTools command, its parameters and answer as JSON: the typed ones fail to read an
@@ -859,77 +674,6 @@ impl BuiltinTool for Close {
     }
 }
 
-/// The longest a picture of the page for a watcher may add to a call.
-const FRAME_TIME: Duration = Duration::from_secs(2);
-/// The largest picture sent to watchers (JPEG bytes); a bigger one is left out.
-const MAX_FRAME: usize = 1 << 20;
-
-/// A browser tool whose calls end with a picture of the session's page for whoever watches
-/// (the desktop's live view): taken after the call, inside its time, only while someone
-/// watches every event; a picture that cannot be taken is left out, never failing the call.
-struct Framed(Arc<dyn BuiltinTool>);
-
-impl BuiltinTool for Framed {
-    fn definition(&self) -> Result<ToolDefinition, tw_core::CoreError> {
-        self.0.definition()
-    }
-
-    fn call<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let out = self.0.call(ctx, args).await;
-            if let Some(net) = &ctx.net
-                && let Some(announce) = &net.frames
-            {
-                match tokio::time::timeout(FRAME_TIME, frame(net)).await {
-                    Ok(Some(kind)) => announce(kind),
-                    Ok(None) => {}
-                    Err(_) => tracing::debug!("no picture of the page in time for the watchers"),
-                }
-            }
-            out
-        })
-    }
-
-    fn side_effects(&self, args: &Value) -> Option<bool> {
-        self.0.side_effects(args)
-    }
-
-    fn preview<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> Option<PreviewFuture<'a>> {
-        self.0.preview(ctx, args)
-    }
-}
-
-/// A picture of the page the call's session acts on, as a [`crate::events::EventKind::Frame`];
-/// `None` when the session is gone (closed, or its browser stopped) or the picture fails.
-async fn frame(net: &NetContext) -> Option<crate::events::EventKind> {
-    let (page, _) = net.browsers.peek(&net.owner).await?;
-    let (url, _) = url_and_title(&page).await.ok()?;
-    let jpeg = page
-        .screenshot(
-            chromiumoxide::page::ScreenshotParams::builder()
-                .format(CaptureScreenshotFormat::Jpeg)
-                .quality(60)
-                .build(),
-        )
-        .await
-        .map_err(|e| tracing::debug!(error = %e, "no picture of the page for the watchers"))
-        .ok()?;
-    if jpeg.len() > MAX_FRAME {
-        return None;
-    }
-    let (agent, skill) = net.owner.split_once('\u{0}').unwrap_or((&net.owner, ""));
-    Some(crate::events::EventKind::Frame {
-        session: if skill.is_empty() {
-            agent.to_owned()
-        } else {
-            format!("{agent} / {skill}")
-        },
-        url,
-        mime_type: "image/jpeg".to_owned(),
-        data: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &jpeg),
-    })
-}
-
 pub(super) fn tools() -> Vec<Arc<dyn BuiltinTool>> {
     let mut all: Vec<Arc<dyn BuiltinTool>> = vec![
         Arc::new(Navigate),
@@ -941,7 +685,7 @@ pub(super) fn tools() -> Vec<Arc<dyn BuiltinTool>> {
     all.extend(act::tools());
     let mut all: Vec<Arc<dyn BuiltinTool>> = all
         .into_iter()
-        .map(|t| Arc::new(Framed(t)) as Arc<dyn BuiltinTool>)
+        .map(|t| Arc::new(frame::Framed(t)) as Arc<dyn BuiltinTool>)
         .collect();
     // Closing leaves no page to picture.
     all.push(Arc::new(Close));
@@ -963,21 +707,6 @@ mod tests {
         let nonce = |s: &str| s.split_whitespace().nth(1).unwrap_or_default().to_owned();
         assert_ne!(nonce(&a), nonce(&b));
         assert!(a.ends_with(&format!("<<<end page-content {}>>>", nonce(&a))));
-    }
-
-    #[test]
-    fn a_suggested_file_name_becomes_one_plain_visible_component() {
-        for (suggested, name) in [
-            ("report.pdf", "report.pdf"),
-            ("../../etc/passwd", "_.._etc_passwd"),
-            (".bashrc", "bashrc"),
-            ("a\\b\u{0}c\n", "a_b_c_"),
-            ("...", "download"),
-            ("", "download"),
-        ] {
-            assert_eq!(file_name(suggested), name, "{suggested:?}");
-        }
-        assert!(file_name(&"é".repeat(300)).len() <= 200);
     }
 
     #[test]

@@ -67,6 +67,9 @@ fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
                         String::new()
                     }
                     "/next" => "<title>Next</title><p>second page</p>".to_owned(),
+                    "/getter" => {
+                        "<title>Getter</title><a href=\"/download\">Get the report</a>".to_owned()
+                    }
                     "/framed" => format!(
                         "<!doctype html><title>Framed</title><p>outer text</p>\
                          <iframe title=\"same site\" src=\"/form\"></iframe>\
@@ -643,9 +646,11 @@ fn a_download_policy_allows_is_saved_into_its_workspace_folder_and_nowhere_else(
             go("/download-hidden"),
             go("/download-big"),
             json!({"tool": "browser_content", "arguments": {"as": "text"}}),
+            go("/getter"),
+            json!({"tool": "browser_click", "arguments": {"selector": "a"}}),
         ],
     );
-    for i in [0, 1, 2, 5] {
+    for i in [0, 1, 2, 5, 6, 7] {
         assert_eq!(results[i]["status"], "success", "{i}: {}", results[i]);
     }
     let saved = |i: usize| results[i]["output"]["download"].clone();
@@ -687,6 +692,16 @@ fn a_download_policy_allows_is_saved_into_its_workspace_folder_and_nowhere_else(
         "{}",
         results[5]
     );
+    // A click that begins a download: the rule names browser_navigate only, so the click
+    // says it was refused, and nothing is saved.
+    let clicked = &results[7]["output"]["download"];
+    assert!(
+        clicked["refused"]
+            .as_str()
+            .is_some_and(|m| m.contains("downloads are off")),
+        "{}",
+        results[7]
+    );
     let mut files: Vec<String> = walk_files(&env.ws)
         .iter()
         .map(|p| p.strip_prefix(&env.ws).unwrap().display().to_string())
@@ -708,6 +723,36 @@ fn a_download_policy_allows_is_saved_into_its_workspace_folder_and_nowhere_else(
         .collect();
     assert!(elsewhere.is_empty(), "{elsewhere:?}");
     assert_eq!(env.audit_rows().len(), results.len());
+}
+
+/// A click on a link to a file saves the download where a rule that covers the click names a
+/// folder, and says where.
+#[test]
+fn a_click_that_begins_a_download_saves_it_where_policy_names_a_folder() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+    let (port, _) = fixture();
+    let env = Env::new().with_config(&format!(
+        "{CONFIG}\n[[policy.rules]]\ntools = [\"browser_click\"]\ndownloads = \"in/box\"\n"
+    ));
+    let results = batch(
+        &env,
+        &[
+            json!({"tool": "browser_navigate",
+                   "arguments": {"url": format!("http://site.test:{port}/getter")}}),
+            json!({"tool": "browser_click", "arguments": {"selector": "a"}}),
+        ],
+    );
+    assert_eq!(results[1]["status"], "success", "{}", results[1]);
+    let saved = &results[1]["output"]["download"];
+    assert_eq!(saved["path"], "in/box/report.bin", "{}", results[1]);
+    assert_eq!(saved["sha256"], tw_store::sha256_hex(b"secret report"));
+    assert_eq!(
+        std::fs::read(env.ws.join("in/box/report.bin")).unwrap(),
+        b"secret report"
+    );
 }
 
 /// A person watching the live feed (the desktop's live view) sees each browser call end with a

@@ -59,7 +59,8 @@ async fn hold(ctx: &ToolContext) -> Result<Held, ToolFailure> {
 }
 
 /// Holds the session; with `saving`, a download the call's rules grant is saved (only
-/// `browser_navigate` saves: for every other call the session's downloads are refused).
+/// `browser_navigate` and `browser_click` save: for every other call the session's downloads
+/// are refused).
 async fn hold_for(ctx: &ToolContext, saving: bool) -> Result<Held, ToolFailure> {
     let net = net_context(ctx)?;
     let lease = net

@@ -18,7 +18,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tw_core::{ErrorCode, RiskLevel, ToolDefinition};
 
-use super::{Held, cdp, cdp_failure, definition, hold, in_world, url_and_title};
+use super::{
+    Held, cdp, cdp_failure, definition, download, hold, hold_for, in_world, url_and_title,
+};
 use crate::browser::{Refs, lock};
 use crate::builtins::{BuiltinTool, PreviewFuture, ToolContext, ToolFailure, ToolFuture, args};
 
@@ -581,20 +583,41 @@ impl BuiltinTool for Click {
             "browser_click",
             "Click an element of your browser session's current page with the mouse, by its \
              reference from browser_snapshot or a CSS selector, and wait for a page it opens. \
-             Nothing is clicked when another element covers it.",
+             Nothing is clicked when another element covers it. A download it begins is saved \
+             only where policy names a workspace folder for downloads.",
             with_target(json!({}), &[]),
-            json!({"element": {"type": "string", "description": "What was clicked (page text)."}}),
+            json!({
+                "element": {"type": "string", "description": "What was clicked (page text)."},
+                "download": {
+                    "type": "object",
+                    "description": "A download the click began: where it was saved in the \
+                                    workspace, or why it was not (`refused`).",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "bytes": {"type": "integer"},
+                        "sha256": {"type": "string"},
+                        "rule": {"type": "string"},
+                        "url": {"type": "string"},
+                        "refused": {"type": "string"}
+                    }
+                }
+            }),
         )
     }
 
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: &'a Value) -> ToolFuture<'a> {
         Box::pin(async move {
             let a: ClickArgs = super::super::args(args)?;
-            let held = hold(ctx).await?;
+            let held = hold_for(ctx, true).await?;
             let page = &held.lease.page;
             let e = resolve(&held, &a.target).await?;
+            let watch = download::Watch::start(&held).await?;
             settled(page, click(page, &e)).await?;
-            after(page, json!({"element": e.label()})).await
+            let mut out = after(page, json!({"element": e.label()})).await?;
+            if let Some(download) = watch.outcome(&held).await {
+                out["download"] = download;
+            }
+            Ok(out)
         })
     }
 }

@@ -22,8 +22,8 @@ use crate::builtins::ToolFailure;
 const DOWNLOAD_TIME: Duration = Duration::from_secs(45);
 
 /// A navigation that became a download: refused unless the call's rules name a folder for
-/// downloads, else saved there once the browser has it all (within the network limits'
-/// response size), under the name the page suggested made safe, never replacing a file.
+/// downloads, else saved there (see [`save`]). Either way the page is loaded again, which ends
+/// chromiumoxide's wait for the navigation.
 pub(super) async fn downloaded(
     held: &Held,
     url: &str,
@@ -31,10 +31,32 @@ pub(super) async fn downloaded(
     progress: Option<&mut EventStream<EventDownloadProgress>>,
 ) -> Result<Value, ToolFailure> {
     let page = &held.lease.page;
+    let saved = save(held, url, d, progress).await;
+    reload(page).await;
+    let file = saved?;
+    let (now, title) = url_and_title(page).await?;
+    Ok(json!({
+        "url": now,
+        "status": null,
+        "title": title,
+        "download": file,
+    }))
+}
+
+/// Saves a download that began in the held session into the workspace folder the call's rules
+/// name, once the browser has it all (within the network limits' response size), under the name
+/// the page suggested made safe, never replacing a file; refused (`download_refused`) when no
+/// rule names a folder. Nothing stays in the browser's profile either way.
+pub(super) async fn save(
+    held: &Held,
+    url: &str,
+    d: &EventDownloadWillBegin,
+    progress: Option<&mut EventStream<EventDownloadProgress>>,
+) -> Result<Value, ToolFailure> {
     let (Some(grant), Some(folder), Some(progress)) =
         (&held.net.downloads, &held.lease.downloads, progress)
     else {
-        return Err(refuse_download(page, url).await);
+        return Err(refusal(url));
     };
     let cap = held.net.settings.limits.max_response_bytes;
     let finished = tokio::time::timeout(DOWNLOAD_TIME, async {
@@ -73,17 +95,57 @@ pub(super) async fn downloaded(
             ))
         }
     };
-    // Nothing stays in the browser's profile, saved or not.
     let _ = std::fs::remove_file(&saved);
-    reload(page).await;
-    let file = outcome?;
-    let (now, title) = url_and_title(page).await?;
-    Ok(json!({
-        "url": now,
-        "status": null,
-        "title": title,
-        "download": file,
-    }))
+    outcome
+}
+
+/// The downloads an action on the held session's page may begin, watched from before the
+/// action: a click on a link to a file begins one without loading a page.
+pub(super) struct Watch {
+    began: EventStream<EventDownloadWillBegin>,
+    progress: Option<EventStream<EventDownloadProgress>>,
+}
+
+impl Watch {
+    /// Starts watching (and, when the call's rules grant downloads, their progress).
+    pub(super) async fn start(held: &Held) -> Result<Self, ToolFailure> {
+        let browsers = &held.net.browsers;
+        let began = browsers.downloads().await.map_err(super::browser_failure)?;
+        let progress = match &held.lease.downloads {
+            Some(_) => Some(
+                browsers
+                    .download_progress()
+                    .await
+                    .map_err(super::browser_failure)?,
+            ),
+            None => None,
+        };
+        Ok(Self { began, progress })
+    }
+
+    /// What became of a download the action began in the page (any of its frames): where it
+    /// was saved, or why not (`refused`); `None` when it began none.
+    pub(super) async fn outcome(mut self, held: &Held) -> Option<Value> {
+        let frames: Vec<String> =
+            match super::cdp(&held.lease.page, "Page.getFrameTree", json!({})).await {
+                Ok(tree) => super::view::frame_urls(&tree["frameTree"])
+                    .into_keys()
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+        // Only what has arrived: the action has settled, so a download it began has said so.
+        let d = loop {
+            match futures_util::FutureExt::now_or_never(self.began.next()) {
+                Some(Some(d)) if frames.iter().any(|f| f == d.frame_id.as_ref()) => break d,
+                Some(Some(_)) => {}
+                Some(None) | None => return None,
+            }
+        };
+        Some(match save(held, &d.url, &d, self.progress.as_mut()).await {
+            Ok(file) => file,
+            Err(f) => json!({"url": d.url, "refused": f.message}),
+        })
+    }
 }
 
 /// Moves a finished download from the browser's profile into the workspace.
@@ -189,9 +251,8 @@ async fn reload(page: &Page) {
     }
 }
 
-/// Refuses a navigation that became a download: downloads are off for this call.
-pub(super) async fn refuse_download(page: &Page, url: &str) -> ToolFailure {
-    reload(page).await;
+/// Why a download was not saved: no rule names a folder for it.
+fn refusal(url: &str) -> ToolFailure {
     ToolFailure {
         status: ToolStatus::PermissionDenied,
         code: "download_refused".to_owned(),

@@ -198,7 +198,7 @@ async fn remote_tree(page: &chromiumoxide::Page, frame: &str) -> Option<Vec<Valu
 }
 
 /// Every frame's address by its id, from `Page.getFrameTree`'s tree.
-fn frame_urls(tree: &Value) -> HashMap<String, String> {
+pub(super) fn frame_urls(tree: &Value) -> HashMap<String, String> {
     let mut out = HashMap::new();
     let mut todo = vec![tree];
     while let Some(t) = todo.pop() {

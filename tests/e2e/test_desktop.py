@@ -270,7 +270,7 @@ def test_the_live_view_shows_the_page_an_agents_browser_session_left(app, places
     try:
         app.find_element(By.ID, "nav-live").click()
         wait_for(app, '.live-exec[data-state="running"]')
-        frame = wait_for(app, "#live-browsers .browser-frame", timeout=60)
+        frame = wait_for(app, "#live-browsers .browser-frame", timeout=90)
         assert frame.find_element(By.CSS_SELECTOR, ".frame-url").get_attribute("textContent") == url
         assert frame.find_element(By.CSS_SELECTOR, ".frame-session").get_attribute("textContent") != ""
         img = frame.find_element(By.CSS_SELECTOR, "img")
@@ -282,7 +282,7 @@ def test_the_live_view_shows_the_page_an_agents_browser_session_left(app, places
             )
         )
         shot(app, "live-browser")
-        out, err = run.communicate(timeout=60)
+        out, err = run.communicate(timeout=90)
         assert run.returncode == 0, (out, err)
         frame.find_element(By.CSS_SELECTOR, ".frame-dismiss").click()
         WebDriverWait(app, WAIT).until(

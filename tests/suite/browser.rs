@@ -20,8 +20,19 @@ use super::support::Env;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// Fails the test when Debian's Chromium is not installed: the browser tests never pass
+/// without a browser.
+fn require_chromium() {
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
+    );
+}
+
 /// A site on 127.0.0.1 with a page that reaches for forbidden places; counts requests by path.
+/// Every test that uses it drives Chromium, so it first checks Chromium is there.
 fn fixture() -> (u16, Arc<Mutex<HashMap<String, usize>>>) {
+    require_chromium();
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
@@ -167,10 +178,6 @@ fn batch(env: &Env, calls: &[Value]) -> Vec<Value> {
 
 #[test]
 fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_audited() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, seen) = fixture();
     let env = Env::new().with_config(CONFIG);
     let site = format!("http://site.test:{port}/");
@@ -324,10 +331,6 @@ fn a_page_is_read_through_the_gatekeeper_and_what_it_reaches_for_is_refused_and_
 
 #[test]
 fn over_mcp_a_screenshot_arrives_as_an_image_with_its_digest_in_the_audit_record() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, _) = fixture();
     let env = Env::new().with_config(CONFIG);
     let report = super::mcp::run(
@@ -372,10 +375,6 @@ fn over_mcp_a_screenshot_arrives_as_an_image_with_its_digest_in_the_audit_record
 /// back, a new tab its link opened, and a click refused because another element covers it.
 #[test]
 fn over_mcp_a_form_is_filled_by_reference_and_submitted_and_a_covered_button_is_not_clicked() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, seen) = fixture();
     let env = Env::new().with_config(CONFIG);
     let form = format!("http://site.test:{port}/form");
@@ -503,10 +502,6 @@ fn over_mcp_a_form_is_filled_by_reference_and_submitted_and_a_covered_button_is_
 /// name (from the page, not from the agent's arguments), and the click waits for the answer.
 #[test]
 fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, seen) = fixture();
     let env = Env::new().with_config(&format!(
         "{CONFIG}\n[policy.modes.normal]\nask = [\"side_effects\"]\n"
@@ -559,10 +554,6 @@ fn a_click_asked_about_shows_the_page_and_the_element_and_waits_for_the_answer()
 /// without references.
 #[test]
 fn a_snapshot_shows_what_a_frame_holds_and_its_elements_can_be_used() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, seen) = fixture();
     let env = Env::new().with_config(
         &CONFIG
@@ -622,10 +613,6 @@ fn a_snapshot_shows_what_a_frame_holds_and_its_elements_can_be_used() {
 /// written.
 #[test]
 fn a_download_policy_allows_is_saved_into_its_workspace_folder_and_nowhere_else() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, _) = fixture();
     let env = Env::new().with_config(&format!(
         "{CONFIG}\n[[policy.rules]]\nname = \"saves downloads\"\ntools = [\"browser_navigate\"]\n\
@@ -729,10 +716,6 @@ fn a_download_policy_allows_is_saved_into_its_workspace_folder_and_nowhere_else(
 /// folder, and says where.
 #[test]
 fn a_click_that_begins_a_download_saves_it_where_policy_names_a_folder() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, _) = fixture();
     let env = Env::new().with_config(&format!(
         "{CONFIG}\n[[policy.rules]]\ntools = [\"browser_click\"]\ndownloads = \"in/box\"\n"
@@ -761,10 +744,6 @@ fn a_click_that_begins_a_download_saves_it_where_policy_names_a_folder() {
 #[test]
 fn a_watcher_of_the_live_feed_sees_a_picture_of_the_page_each_browser_call_left() {
     use std::io::BufRead as _;
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, _) = fixture();
     let env = Env::new().with_config(CONFIG);
     let next = format!("http://site.test:{port}/next");
@@ -834,10 +813,6 @@ fn a_watcher_of_the_live_feed_sees_a_picture_of_the_page_each_browser_call_left(
 /// Chromium dying between calls costs its sessions, not the next call: it is started again.
 #[test]
 fn a_browser_that_died_is_started_again_for_the_next_call() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, _) = fixture();
     let env = Env::new().with_config(CONFIG);
     let next = format!("http://site.test:{port}/next");
@@ -916,10 +891,6 @@ fn a_browser_that_died_is_started_again_for_the_next_call() {
 #[test]
 fn the_browser_runs_confined_no_local_process_can_drive_it_and_no_page_sends_udp_around_the_proxy()
 {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
     let (port, _) = fixture();
     let stun = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let stun_port = stun.local_addr().unwrap().port();
@@ -1002,10 +973,7 @@ fn the_browser_runs_confined_no_local_process_can_drive_it_and_no_page_sends_udp
 /// default is to ignore certificate errors).
 #[test]
 fn a_page_with_an_untrusted_certificate_is_refused() {
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: scripts/setup installs Debian's chromium"
-    );
+    require_chromium();
     let env = Env::new().with_config(
         "[policy]\ndefault = \"allow\"\n[[policy.rules]]\nname = \"tls\"\ntools = [\"browser_*\"]\n\
          allow_domains = [\"tls.test\"]\n[network.resolve]\n\"tls.test\" = [\"127.0.0.1\"]\n",

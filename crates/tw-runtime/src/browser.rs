@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -16,8 +17,7 @@ mod devtools;
 
 use chromiumoxide::browser::Browser;
 use chromiumoxide::cdp::browser_protocol::browser::{
-    BrowserContextId, EventDownloadProgress, EventDownloadWillBegin, SetDownloadBehaviorBehavior,
-    SetDownloadBehaviorParams,
+    BrowserContextId, SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
     DialogType, EventJavascriptDialogOpening, HandleJavaScriptDialogParams,
@@ -111,8 +111,9 @@ struct Session {
     turn: Arc<tokio::sync::Mutex<()>>,
     used: Instant,
     /// Whether its downloads are saved (into its folder in the profile) rather than refused:
-    /// set for a call whose rules grant downloads, unset for the next that does not.
-    downloads_on: bool,
+    /// set for a call whose rules grant downloads, unset for the next that does not (changed
+    /// only by a call holding the session's turn).
+    downloads_on: Arc<AtomicBool>,
 }
 
 /// A session's pages, the one the tools act on, and the element references of the last
@@ -226,7 +227,7 @@ impl Browsers {
         egress: Egress,
         downloads: bool,
     ) -> Result<Lease, BrowserError> {
-        let (tabs, context, slot, turn, folder) = {
+        let (tabs, context, slot, turn, folder, on) = {
             let mut running = self.running.lock().await;
             let dead = match running.as_mut() {
                 Some(chromium) => chromium.died() || !chromium.answers().await,
@@ -266,25 +267,21 @@ impl Browsers {
                 Arc::clone(&session.slot),
                 Arc::clone(&session.turn),
                 folder,
+                Arc::clone(&session.downloads_on),
             )
         };
         let turn = turn.lock_owned().await;
         // Switched while no other call of the session runs: the proxy is shut between calls,
         // so a download begun under one call's grant gets no byte under the next one's rules.
-        {
-            let mut running = self.running.lock().await;
-            let Some(chromium) = running.as_mut() else {
+        if on.load(Ordering::Acquire) != downloads {
+            let running = self.running.lock().await;
+            let Some(chromium) = running.as_ref() else {
                 return Err(failed("the browser stopped"));
             };
-            let on = chromium.sessions.get(owner).map(|s| s.downloads_on);
-            if on.is_some_and(|on| on != downloads) {
-                chromium
-                    .download_into(&context, downloads.then_some(folder.as_path()))
-                    .await?;
-                if let Some(session) = chromium.sessions.get_mut(owner) {
-                    session.downloads_on = downloads;
-                }
-            }
+            chromium
+                .download_into(&context, downloads.then_some(folder.as_path()))
+                .await?;
+            on.store(downloads, Ordering::Release);
         }
         let page = match lock(&tabs).page() {
             Some(p) => p.clone(),
@@ -317,34 +314,19 @@ impl Browsers {
         Some((tabs.page()?.clone(), tabs.refs.clone()))
     }
 
-    /// The downloads the browser's pages begin from here on (saved only for a call whose rules
-    /// grant them: see [`Chromium::download_into`]), so a navigation that turned into one can
-    /// say so at once.
-    pub async fn downloads(&self) -> Result<EventStream<EventDownloadWillBegin>, BrowserError> {
+    /// The browser's events of one kind from here on: the downloads its pages begin
+    /// (`EventDownloadWillBegin`, so a navigation that turned into one can say so at once; saved
+    /// only for a call whose rules grant them, see [`Chromium::download_into`]) and how they go
+    /// on (`EventDownloadProgress`).
+    pub async fn events<T>(&self) -> Result<EventStream<T>, BrowserError>
+    where
+        T: chromiumoxide::cdp::IntoEventKind + Unpin,
+    {
         let running = self.running.lock().await;
         let Some(chromium) = running.as_ref() else {
             return Err(failed("the browser stopped"));
         };
-        chromium
-            .browser
-            .event_listener::<EventDownloadWillBegin>()
-            .await
-            .map_err(failed)
-    }
-
-    /// How the browser's downloads go on from here (a granted one is saved once it completes).
-    pub async fn download_progress(
-        &self,
-    ) -> Result<EventStream<EventDownloadProgress>, BrowserError> {
-        let running = self.running.lock().await;
-        let Some(chromium) = running.as_ref() else {
-            return Err(failed("the browser stopped"));
-        };
-        chromium
-            .browser
-            .event_listener::<EventDownloadProgress>()
-            .await
-            .map_err(failed)
+        chromium.browser.event_listener::<T>().await.map_err(failed)
     }
 
     /// Opens a page in the lease's session and makes it the one the tools act on.
@@ -655,7 +637,7 @@ impl Chromium {
             slot,
             turn: Arc::default(),
             used: Instant::now(),
-            downloads_on: false,
+            downloads_on: Arc::default(),
         })
     }
 

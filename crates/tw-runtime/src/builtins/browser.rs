@@ -199,15 +199,14 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
         .event_listener::<EventFrameStoppedLoading>()
         .await
         .map_err(cdp_failure)?;
-    let mut downloads = net.browsers.downloads().await.map_err(browser_failure)?;
+    let mut downloads = net
+        .browsers
+        .events::<EventDownloadWillBegin>()
+        .await
+        .map_err(browser_failure)?;
     // Subscribed before the navigation, so a quick download's end is not missed.
     let mut progress = match &held.lease.downloads {
-        Some(_) => Some(
-            net.browsers
-                .download_progress()
-                .await
-                .map_err(browser_failure)?,
-        ),
+        Some(_) => Some(net.browsers.events().await.map_err(browser_failure)?),
         None => None,
     };
     // The page's main frame, as the browser has it now.

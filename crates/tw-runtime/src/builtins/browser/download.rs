@@ -110,14 +110,9 @@ impl Watch {
     /// Starts watching (and, when the call's rules grant downloads, their progress).
     pub(super) async fn start(held: &Held) -> Result<Self, ToolFailure> {
         let browsers = &held.net.browsers;
-        let began = browsers.downloads().await.map_err(super::browser_failure)?;
+        let began = browsers.events().await.map_err(super::browser_failure)?;
         let progress = match &held.lease.downloads {
-            Some(_) => Some(
-                browsers
-                    .download_progress()
-                    .await
-                    .map_err(super::browser_failure)?,
-            ),
+            Some(_) => Some(browsers.events().await.map_err(super::browser_failure)?),
             None => None,
         };
         Ok(Self { began, progress })
@@ -126,19 +121,28 @@ impl Watch {
     /// What became of a download the action began in the page (any of its frames): where it
     /// was saved, or why not (`refused`); `None` when it began none.
     pub(super) async fn outcome(mut self, held: &Held) -> Option<Value> {
-        let frames: Vec<String> =
-            match super::cdp(&held.lease.page, "Page.getFrameTree", json!({})).await {
-                Ok(tree) => super::view::frame_urls(&tree["frameTree"])
-                    .into_keys()
-                    .collect(),
-                Err(_) => Vec::new(),
-            };
         // Only what has arrived: the action has settled, so a download it began has said so.
+        // The page's frames are asked for only when some download began.
+        let mut frames: Option<Vec<String>> = None;
         let d = loop {
-            match futures_util::FutureExt::now_or_never(self.began.next()) {
-                Some(Some(d)) if frames.iter().any(|f| f == d.frame_id.as_ref()) => break d,
-                Some(Some(_)) => {}
+            let d = match futures_util::FutureExt::now_or_never(self.began.next()) {
+                Some(Some(d)) => d,
                 Some(None) | None => return None,
+            };
+            if frames.is_none() {
+                let tree = super::cdp(&held.lease.page, "Page.getFrameTree", json!({})).await;
+                frames = Some(match tree {
+                    Ok(tree) => super::view::frame_urls(&tree["frameTree"])
+                        .into_keys()
+                        .collect(),
+                    Err(_) => Vec::new(),
+                });
+            }
+            if frames
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == d.frame_id.as_ref()))
+            {
+                break d;
             }
         };
         Some(match save(held, &d.url, &d, self.progress.as_mut()).await {

@@ -12,8 +12,10 @@ use tw_protocol::{
     CancelParams, Confirmation, Decision, Grant, GrantParams, IpcError, ListToolsParams,
     PolicyFile, SetModeParams, SetToolEnabledParams, Settings, ToolDetail, ToolParams, ToolSummary,
 };
-use tw_runtime::{Answer, ErrorKind, GrantSpec, Remember, Runtime, RuntimeError, ToolKind, Who};
-use tw_store::{AuditFilter, AuditQuery, ResolveOutcome};
+use tw_runtime::{
+    Answer, Answered, ErrorKind, GrantSpec, Remember, Runtime, RuntimeError, ToolKind, Who,
+};
+use tw_store::{AuditFilter, AuditQuery};
 
 use crate::Desktop;
 use crate::convert;
@@ -184,7 +186,7 @@ pub async fn list_confirmations(state: State<'_, Arc<Desktop>>) -> Reply<Vec<Con
         .confirmations()
         .pending_confirmations()
         .await
-        .map_err(|e| internal("listing confirmations", e))?;
+        .map_err(|e| refused("listing confirmations", e))?;
     Ok(rows
         .iter()
         .map(|r| {
@@ -240,20 +242,14 @@ pub async fn answer_confirmation(
         .await
         .map_err(|e| refused("answering the confirmation", e))?;
     Ok(match outcome {
-        ResolveOutcome::Resolved {
+        Answered::Resolved {
             confirmation,
             grant,
         } => AnswerResponse {
             outcome: confirmation.state.as_str().to_owned(),
             grant_id: grant.map(|g| g.id),
         },
-        ResolveOutcome::NotFound => {
-            return Err(IpcError::new(
-                "not_found",
-                format!("no confirmation {:?}", params.id),
-            ));
-        }
-        ResolveOutcome::AlreadyResolved { state, by, .. } => AnswerResponse {
+        Answered::AlreadyResolved { state, by, .. } => AnswerResponse {
             outcome: match by {
                 Some(by) => format!("already {} by {by}", state.as_str()),
                 None => format!("already {}", state.as_str()),
@@ -290,19 +286,20 @@ pub async fn list_grants(state: State<'_, Arc<Desktop>>) -> Reply<Vec<Grant>> {
         .confirmations()
         .grants(false)
         .await
-        .map_err(|e| internal("listing grants", e))?;
+        .map_err(|e| refused("listing grants", e))?;
     Ok(rows.iter().map(convert::grant).collect())
 }
 
-/// Revokes a grant; the runtime records who did it.
+/// Revokes a grant; the runtime records who did it. One unknown or already revoked is
+/// `not_found`.
 #[tauri::command]
-pub async fn revoke_grant(state: State<'_, Arc<Desktop>>, params: GrantParams) -> Reply<bool> {
+pub async fn revoke_grant(state: State<'_, Arc<Desktop>>, params: GrantParams) -> Reply<()> {
     state
         .runtime
         .confirmations()
         .revoke_grant(&params.id, &actor())
         .await
-        .map_err(|e| internal("revoking the grant", e))
+        .map_err(|e| refused("revoking the grant", e))
 }
 
 /// One page of the audit log.
@@ -318,7 +315,7 @@ pub async fn query_audit(
         .store()
         .query(&q)
         .await
-        .map_err(|e| internal("the audit query", e))?;
+        .map_err(|e| refused("the audit query", e.into()))?;
     Ok(AuditPage {
         rows: page.rows.iter().map(convert::audit_summary).collect(),
         next_cursor: page.next_cursor,
@@ -338,7 +335,7 @@ pub async fn get_audit_record(
         .store()
         .get(&params.execution_id)
         .await
-        .map_err(|e| internal("reading the audit record", e))?
+        .map_err(|e| refused("reading the audit record", e.into()))?
         .ok_or_else(|| {
             IpcError::new(
                 "not_found",
@@ -405,7 +402,7 @@ pub async fn set_mode(state: State<'_, Arc<Desktop>>, params: SetModeParams) -> 
         .settings()
         .set_mode(mode, &actor())
         .await
-        .map_err(|e| internal("switching the mode", e))?;
+        .map_err(|e| refused("switching the mode", e))?;
     Ok(settings(&state))
 }
 

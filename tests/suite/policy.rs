@@ -199,7 +199,7 @@ fn a_waiting_call_is_released_by_an_approval_from_another_process() {
     // Nothing waits any more, and a second answer changes nothing.
     pending(&env, 0);
     let again = env.cmd(&["confirm", "deny", id]).run();
-    assert_eq!(again.code, 1);
+    assert_eq!(again.code, 11, "already settled is a conflict");
     assert!(
         again
             .stderr
@@ -369,7 +369,15 @@ fn a_new_grant_releases_a_waiting_call_and_revoking_it_asks_again() {
     let gone = env.cmd(&["grants", "revoke", &grant]).run();
     assert_eq!(
         (gone.code, gone.stderr),
-        (1, format!("no active grant with id {grant}\n"))
+        (9, format!("error: no grant in force has id {grant:?}\n"))
+    );
+    let unknown = env.cmd(&["confirm", "approve", "no-such-id"]).run();
+    assert_eq!(
+        (unknown.code, unknown.stderr),
+        (
+            9,
+            "no confirmation request has id \"no-such-id\"\n".to_owned()
+        )
     );
 }
 

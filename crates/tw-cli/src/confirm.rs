@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use serde_json::Value;
 use tw_core::OperationalMode;
-use tw_runtime::{Answer, GrantSpec, Remember, Runtime, Who};
-use tw_store::{ConfirmationQuery, ConfirmationRow, GrantRow, ResolveOutcome};
+use tw_runtime::{Answer, Answered, ErrorKind, GrantSpec, Remember, Runtime, Who};
+use tw_store::{ConfirmationQuery, ConfirmationRow, GrantRow};
 
 use crate::audit::{now_us, time};
 use crate::cli::{AnswerArgs, ConfirmCommand, GrantsCommand, ModeCommand};
@@ -163,8 +163,9 @@ fn touches(context: &serde_json::Value) -> String {
     }
 }
 
-/// Approves or denies the requests named (or every pending one); exits 1 if any could not be
-/// answered.
+/// Approves or denies the requests named (or every pending one). Each id that could not be
+/// answered is said on stderr and the others are still answered; the exit code is then the
+/// first failure's kind: 9 for an unknown id, 11 for a request already settled.
 async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> anyhow::Result<u8> {
     let verdict = if approve {
         Answer::Approve {
@@ -184,17 +185,25 @@ async fn answer(rt: &Runtime, ctx: &Context, a: AnswerArgs, approve: bool) -> an
     } else {
         a.ids
     };
-    let mut failed = 0;
+    let mut code = 0;
     for id in ids {
-        let outcome = rt
+        let answered = rt
             .confirmations()
             .answer(&id, verdict.clone(), &actor(ctx), a.note.as_deref())
-            .await?;
-        if !print_outcome(&id, outcome, approve)? {
-            failed += 1;
+            .await;
+        let failed = match answered {
+            Ok(outcome) => print_outcome(&id, outcome, approve)?,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                errln!("{e}");
+                Some(ErrorKind::NotFound)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if code == 0 {
+            code = failed.map_or(0, crate::exit::for_kind);
         }
     }
-    Ok(if failed == 0 { 0 } else { 1 })
+    Ok(code)
 }
 
 /// The grant flags say how to remember an approval: with a deny they are a mistake.
@@ -227,11 +236,11 @@ fn grant_to_remember(a: &AnswerArgs) -> anyhow::Result<Option<GrantSpec>> {
     }))
 }
 
-/// Says what answering request `id` did: on stdout when it was answered (returns true), on
-/// stderr when it was not there or already answered.
-fn print_outcome(id: &str, outcome: ResolveOutcome, approve: bool) -> anyhow::Result<bool> {
+/// Says what answering request `id` did: on stdout when it was answered, on stderr (returning
+/// the failure's kind) when it was already settled.
+fn print_outcome(id: &str, outcome: Answered, approve: bool) -> anyhow::Result<Option<ErrorKind>> {
     match outcome {
-        ResolveOutcome::Resolved {
+        Answered::Resolved {
             confirmation,
             grant,
         } => {
@@ -245,20 +254,16 @@ fn print_outcome(id: &str, outcome: ResolveOutcome, approve: bool) -> anyhow::Re
             if let Some(g) = grant {
                 outln!("  remembered as grant {} ({})", g.id, g.scope.kind())?;
             }
-            Ok(true)
+            Ok(None)
         }
-        ResolveOutcome::NotFound => {
-            errln!("no confirmation with id {id}");
-            Ok(false)
-        }
-        ResolveOutcome::AlreadyResolved { state, by, at } => {
+        Answered::AlreadyResolved { state, by, at } => {
             errln!(
                 "{id} was already {} {}at {}; nothing changed",
                 state.as_str(),
                 by.map_or(String::new(), |b| format!("by {b} ")),
                 time(at)
             );
-            Ok(false)
+            Ok(Some(ErrorKind::Conflict))
         }
     }
 }
@@ -333,13 +338,9 @@ async fn add_grant(
 }
 
 async fn revoke_grant(rt: &Runtime, ctx: &Context, id: &str) -> anyhow::Result<u8> {
-    if rt.confirmations().revoke_grant(id, &actor(ctx)).await? {
-        outln!("revoked {id}")?;
-        Ok(0)
-    } else {
-        errln!("no active grant with id {id}");
-        Ok(1)
-    }
+    rt.confirmations().revoke_grant(id, &actor(ctx)).await?;
+    outln!("revoked {id}")?;
+    Ok(0)
 }
 
 fn show_mode(rt: &Runtime) -> anyhow::Result<u8> {

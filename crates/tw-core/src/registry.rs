@@ -103,7 +103,8 @@ impl<X> ToolRegistry<X> {
     }
 
     // A panic while holding the lock cannot leave the map half-updated (every write is a single
-    // insert or remove), so a poisoned lock is still consistent and is used as is.
+    // insert or remove, or a remove and an insert with nothing that can fail between them), so a
+    // poisoned lock is still consistent and is used as is.
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Map<X>> {
         self.tools.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -142,6 +143,28 @@ impl<X> ToolRegistry<X> {
             }
             None => Err(CoreError::UnknownTool(entry.name().to_string())),
         }
+    }
+
+    /// Puts `definition` in place of tool `old` in one step, under its own name (which may be
+    /// `old` or a name no tool has): a reader sees the old tool or the new one, never neither
+    /// nor both. Refuses an unknown `old` and a name that is taken.
+    pub fn replace(
+        &self,
+        old: &str,
+        definition: ToolDefinition,
+        kind: X,
+    ) -> Result<Arc<RegisteredTool<X>>, CoreError> {
+        let entry = Arc::new(RegisteredTool::new(definition, kind));
+        let mut tools = self.write();
+        if !tools.contains_key(old) {
+            return Err(CoreError::UnknownTool(old.to_owned()));
+        }
+        if entry.name().as_str() != old && tools.contains_key(entry.name()) {
+            return Err(CoreError::DuplicateTool(entry.name().to_string()));
+        }
+        tools.remove(old);
+        tools.insert(entry.name().clone(), Arc::clone(&entry));
+        Ok(entry)
     }
 
     /// Removes a tool, returning it.

@@ -103,6 +103,36 @@ pub struct GrantSpec {
     pub duration: Option<Duration>,
 }
 
+/// What answering a request did; an unknown id is an error instead
+/// ([`RuntimeError::NotFound`], `unknown_confirmation`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Answered {
+    /// This answer settled the request.
+    Resolved {
+        /// The request as it now stands.
+        confirmation: Box<ConfirmationRow>,
+        /// The grant created with it.
+        grant: Option<Box<GrantRow>>,
+    },
+    /// The request was settled before this answer arrived; nothing changed.
+    AlreadyResolved {
+        /// How it was settled.
+        state: ConfirmationState,
+        /// Who settled it (`None` when it expired).
+        by: Option<String>,
+        /// When (µs since the epoch; for an expired request, its deadline).
+        at: i64,
+    },
+}
+
+fn unknown_confirmation(id: &str) -> RuntimeError {
+    RuntimeError::NotFound {
+        code: "unknown_confirmation",
+        message: format!("no confirmation request has id {id:?}"),
+    }
+}
+
 /// A person's answer to a held call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -460,20 +490,20 @@ impl ConfirmationService {
 
     /// Answers a pending request as `by`, with an optional note. An approval may remember
     /// itself as a grant, which also releases every other pending call it covers. An unknown id
-    /// is [`ResolveOutcome::NotFound`]; a request already settled is left as it was
-    /// ([`ResolveOutcome::AlreadyResolved`]).
+    /// is an error ([`RuntimeError::NotFound`], `unknown_confirmation`); a request already
+    /// settled is left as it was ([`Answered::AlreadyResolved`]).
     pub async fn answer(
         &self,
         id: &str,
         answer: Answer,
         by: &str,
         note: Option<&str>,
-    ) -> Result<ResolveOutcome> {
+    ) -> Result<Answered> {
         let now = self.shared.now_us();
         let grant = match &answer {
             Answer::Approve { grant: Some(spec) } => {
                 let Some(row) = self.shared.store.confirmation(id).await? else {
-                    return Ok(ResolveOutcome::NotFound);
+                    return Err(unknown_confirmation(id));
                 };
                 Some(self.new_grant(&row.tool, Some((&row.arguments, &row.agent_id)), spec, by)?)
             }
@@ -513,7 +543,19 @@ impl ConfirmationService {
                 .await;
             self.release_covered(grant, by).await?;
         }
-        Ok(outcome)
+        match outcome {
+            ResolveOutcome::Resolved {
+                confirmation,
+                grant,
+            } => Ok(Answered::Resolved {
+                confirmation,
+                grant,
+            }),
+            ResolveOutcome::AlreadyResolved { state, by, at } => {
+                Ok(Answered::AlreadyResolved { state, by, at })
+            }
+            ResolveOutcome::NotFound => Err(unknown_confirmation(id)),
+        }
     }
 
     /// Creates a grant outside an approval: for `tool` (which must be registered), covering
@@ -538,24 +580,29 @@ impl ConfirmationService {
         Ok(row)
     }
 
-    /// Revokes a grant. Returns false if it was unknown or already revoked.
-    pub async fn revoke_grant(&self, id: &str, by: &str) -> Result<bool> {
+    /// Revokes a grant. One that is unknown or already revoked is an error
+    /// ([`RuntimeError::NotFound`], `unknown_grant`).
+    pub async fn revoke_grant(&self, id: &str, by: &str) -> Result<()> {
         let done = self
             .shared
             .store
             .revoke_grant(id, by, self.shared.now_us())
             .await?;
-        if done {
-            self.shared
-                .admin(
-                    by,
-                    "grant_revoked",
-                    format!("revoked grant {id}"),
-                    Value::Null,
-                )
-                .await;
+        if !done {
+            return Err(RuntimeError::NotFound {
+                code: "unknown_grant",
+                message: format!("no grant in force has id {id:?}"),
+            });
         }
-        Ok(done)
+        self.shared
+            .admin(
+                by,
+                "grant_revoked",
+                format!("revoked grant {id}"),
+                Value::Null,
+            )
+            .await;
+        Ok(())
     }
 
     /// Grants, active ones only unless `include_revoked`.

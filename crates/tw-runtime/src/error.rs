@@ -85,6 +85,9 @@ pub enum RuntimeError {
     /// The policy could not be loaded.
     #[error("the policy is invalid, so nothing can be judged")]
     Policy(#[from] crate::policy::PolicyLoadError),
+    /// A reload found the changed policy invalid; the one in force stays.
+    #[error("the policy was not reloaded; the one in force stays: {0}")]
+    PolicyNotReloaded(String),
     /// The license tier allows no more custom tools.
     #[error(
         "the {tier} tier includes {limit} custom tools and {limit} are registered; remove one or upgrade the tier"
@@ -173,6 +176,7 @@ impl RuntimeError {
             RuntimeError::NoWorkspace
             | RuntimeError::Config(_)
             | RuntimeError::Policy(_)
+            | RuntimeError::PolicyNotReloaded(_)
             | RuntimeError::NotCustom(_)
             | RuntimeError::SkillInvalid { .. }
             | RuntimeError::Invalid { .. } => ErrorKind::Invalid,
@@ -191,7 +195,7 @@ impl RuntimeError {
 
     /// A stable machine-readable code: the kind's name, or a narrower one where front ends
     /// and scripts tell those apart (`unknown_tool`, `unknown_skill`, `builtin`, `exists`,
-    /// `tier_limit`).
+    /// `tier_limit`, `invalid_policy`).
     pub fn code(&self) -> &'static str {
         match self {
             RuntimeError::Core(CoreError::UnknownTool(_)) => "unknown_tool",
@@ -199,6 +203,7 @@ impl RuntimeError {
             RuntimeError::BuiltinName(_) | RuntimeError::BuiltinRemoval(_) => "builtin",
             RuntimeError::TierLimit { .. } => "tier_limit",
             RuntimeError::ToolExists(_) => "exists",
+            RuntimeError::PolicyNotReloaded(_) => "invalid_policy",
             _ => self.kind().as_str(),
         }
     }

@@ -55,7 +55,7 @@ pub use config::{
     Commands, Config, ConfigError, SandboxSettings, ServeSettings, SessionLimits, ToolOverride,
     UpstreamServer, UpstreamTransport,
 };
-pub use confirm::{Answer, ConfirmationService, GrantSpec, Remember, Who};
+pub use confirm::{Answer, Answered, ConfirmationService, GrantSpec, Remember, Who};
 pub use error::{ErrorKind, Result, RuntimeError};
 pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
 pub use ids::{new_execution_id, new_trace_id};

@@ -18,7 +18,7 @@ use tw_core::policy::Policy;
 use tw_core::{LicenseTier, OperationalMode};
 
 use crate::config::{Config, ToolOverride};
-use crate::error::Result;
+use crate::error::{Result, RuntimeError};
 use crate::events::{EventKind, ExecutionEvent};
 use crate::ids::{new_execution_id, new_trace_id};
 use crate::shared::Shared;
@@ -146,8 +146,9 @@ impl SettingsService {
     }
 
     /// Reloads the policy from its files. On success the new policy takes effect at once and the
-    /// change is recorded; on failure the running policy stays and the errors are reported.
-    pub async fn reload_policy(&self, actor: &str) -> std::result::Result<Vec<String>, String> {
+    /// change is recorded (the rules that changed are returned); on failure the running policy
+    /// stays, the errors are reported, and the error is [`RuntimeError::PolicyNotReloaded`].
+    pub async fn reload_policy(&self, actor: &str) -> Result<Vec<String>> {
         let loaded = self.read_policy();
         match loaded {
             Ok((policy, config)) => {
@@ -199,7 +200,7 @@ impl SettingsService {
                         json!({ "errors": errors }),
                     )
                     .await;
-                Err(errors)
+                Err(RuntimeError::PolicyNotReloaded(errors))
             }
         }
     }

@@ -164,10 +164,14 @@ impl ToolService {
     }
 
     /// Replaces custom tool `old` with `spec`, renaming it if `spec` has another name, in one
-    /// step: the store swaps the rows in one transaction, so no reader ever sees both or
-    /// neither. The new name must not be a built-in's or another custom tool's.
+    /// step: the store swaps the rows in one transaction and the registry in one write, so no
+    /// reader ever sees both or neither. The new name must not be a built-in's or another custom
+    /// tool's (a conflict, as creating a tool under it would be).
     pub async fn replace_custom_tool(&self, old: &str, spec: ToolSpec, actor: &str) -> Result<()> {
         self.check(&spec)?;
+        let Some(command) = spec.command.clone() else {
+            return Err(RuntimeError::NotCustom(spec.definition.name.to_string()));
+        };
         if self
             .shared
             .registry
@@ -180,10 +184,7 @@ impl ToolService {
         }
         let name = spec.definition.name.to_string();
         if name != old && self.shared.registry.get(&name).is_some() {
-            return Err(RuntimeError::invalid(
-                "name",
-                format!("a custom tool named {name} exists; edit it instead"),
-            ));
+            return Err(RuntimeError::ToolExists(name));
         }
         self.shared
             .store
@@ -191,11 +192,12 @@ impl ToolService {
             .await?;
         let details = serde_json::to_value(&spec).unwrap_or(Value::Null);
         let def = spec.definition.clone();
+        self.shared
+            .registry
+            .replace(old, spec.definition, ToolKind::Custom(command))?;
         if name != old {
-            self.shared.registry.unregister(old)?;
             self.skills.forget_classification(old).await;
         }
-        register(&self.shared.registry, spec)?;
         self.refresh_ranks().await?;
         self.skills.classify_registered(&def).await;
         let summary = if name == old {

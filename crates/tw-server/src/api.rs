@@ -327,14 +327,8 @@ async fn explain(
 }
 
 async fn reload(State(g): Shared) -> Reply {
-    match g.rt.settings().reload_policy(ACTOR).await {
-        Ok(warnings) => ok(json!({ "reloaded": true, "warnings": warnings })),
-        Err(message) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_policy",
-            format!("the policy was not reloaded; the one in force stays: {message}"),
-        )),
-    }
+    let warnings = g.rt.settings().reload_policy(ACTOR).await?;
+    ok(json!({ "reloaded": true, "warnings": warnings }))
 }
 
 /// The operational mode in force, and every mode there is.
@@ -394,12 +388,7 @@ async fn answer(g: &Gateway, id: &str, body: &str, approve: bool) -> Reply {
             .answer(id, request.answer, ACTOR, request.note.as_deref())
             .await?;
     match outcome {
-        tw_store::ResolveOutcome::NotFound => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_confirmation",
-            format!("no confirmation request has id {id:?}"),
-        )),
-        tw_store::ResolveOutcome::AlreadyResolved { .. } => {
+        tw_runtime::Answered::AlreadyResolved { .. } => {
             Ok((StatusCode::CONFLICT, axum::Json(outcome)).into_response())
         }
         resolved => ok(resolved),

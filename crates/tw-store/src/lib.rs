@@ -58,7 +58,7 @@ pub use rate::{RateCheck, RateOutcome, RateWindow};
 pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest, sha256_hex};
 pub use settings::Setting;
 pub use switches::{SwitchChange, SwitchOutcome, ToolSwitchRow};
-pub use timeline::{MAX_BUCKETS, TimelineCell};
+pub use timeline::{DEFAULT_SPAN_US, MAX_BUCKETS, TimelineCell, TimelineWindow};
 pub use tokens::{ApiTokenRow, NewApiToken};
 pub use tools::StoredTool;
 
@@ -236,15 +236,10 @@ impl Store {
         query::usage(&self.inner.pool, q).await
     }
 
-    /// Calls per tool and per `bucket_us`-wide bucket started in `[since, until)`, with the
-    /// denials among them (only non-zero cells are listed).
-    pub async fn timeline(
-        &self,
-        since: i64,
-        until: i64,
-        bucket_us: i64,
-    ) -> Result<Vec<TimelineCell>> {
-        timeline::timeline(&self.inner.pool, since, until, bucket_us).await
+    /// Calls per tool and per bucket of the window, with the denials among them (only
+    /// non-zero cells are listed).
+    pub async fn timeline(&self, w: &TimelineWindow) -> Result<Vec<TimelineCell>> {
+        timeline::timeline(&self.inner.pool, w.since, w.until, w.bucket_us).await
     }
 
     /// Saves (or replaces) a custom tool.

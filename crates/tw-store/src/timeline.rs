@@ -11,6 +11,68 @@ use crate::error::{Result, StoreError};
 
 /// Most buckets a timeline may have.
 pub const MAX_BUCKETS: i64 = 1000;
+const HOUR_US: i64 = 3_600_000_000;
+const DAY_US: i64 = 24 * HOUR_US;
+/// The window a timeline covers when its start is not given: the week before its end.
+pub const DEFAULT_SPAN_US: i64 = 7 * DAY_US;
+/// Buckets a timeline aims for: hourly up to three days, then daily, then wider.
+const TARGET_BUCKETS: i64 = 72;
+
+/// The window a usage timeline covers, checked: it ends at `until` (now unless given), starts
+/// at `since` ([`DEFAULT_SPAN_US`] before its end unless given) and is cut into whole-hour or
+/// whole-day buckets, about 72 of them. Every front end asks for its timeline through this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimelineWindow {
+    /// Start, µs since the epoch (inclusive).
+    pub since: i64,
+    /// End, µs since the epoch (exclusive).
+    pub until: i64,
+    /// Width of a bucket, µs.
+    pub bucket_us: i64,
+}
+
+impl TimelineWindow {
+    /// The window for a request, refused (at its `until` field) when it ends before it starts.
+    pub fn new(since: Option<i64>, until: Option<i64>, now: i64) -> Result<Self> {
+        let until = until.unwrap_or(now);
+        let since = since.unwrap_or(until.saturating_sub(DEFAULT_SPAN_US));
+        if until <= since {
+            return Err(StoreError::InvalidQuery {
+                field: "until",
+                message: "the end of the range must be after its start".to_owned(),
+            });
+        }
+        Ok(Self {
+            since,
+            until,
+            bucket_us: bucket_for(until.saturating_sub(since)),
+        })
+    }
+
+    /// How many buckets the window holds (the last may be cut short by its end).
+    pub fn buckets(&self) -> usize {
+        let span = self.until.saturating_sub(self.since);
+        usize::try_from(span / self.bucket_us + i64::from(span % self.bucket_us != 0)).unwrap_or(0)
+    }
+
+    /// Where each bucket starts.
+    pub fn starts(&self) -> Vec<i64> {
+        (0..self.buckets() as i64)
+            .map(|i| self.since + i * self.bucket_us)
+            .collect()
+    }
+}
+
+/// A bucket width giving about [`TARGET_BUCKETS`] buckets: whole hours or whole days.
+fn bucket_for(span_us: i64) -> i64 {
+    let ceil_to = |v: i64, unit: i64| (v / unit + i64::from(v % unit != 0)) * unit;
+    let want = (span_us / TARGET_BUCKETS).max(1);
+    if want <= DAY_US {
+        ceil_to(want, HOUR_US)
+    } else {
+        ceil_to(want, DAY_US)
+    }
+}
 
 /// Counts for one tool in one bucket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +140,43 @@ mod tests {
     use pretty_assertions::assert_eq;
     use tw_core::ToolStatus;
 
+    #[test]
+    fn buckets_are_whole_hours_or_days_and_about_seventy_two_of_them() {
+        use super::{DAY_US, HOUR_US, bucket_for};
+        assert_eq!(bucket_for(HOUR_US), HOUR_US);
+        assert_eq!(bucket_for(3 * DAY_US), HOUR_US);
+        assert_eq!(bucket_for(7 * DAY_US), 3 * HOUR_US);
+        assert_eq!(bucket_for(30 * DAY_US), 10 * HOUR_US);
+        assert_eq!(bucket_for(365 * DAY_US), 6 * DAY_US);
+    }
+
+    #[test]
+    fn a_window_is_the_last_week_unless_given_and_must_end_after_it_starts() {
+        use super::{DAY_US, HOUR_US, TimelineWindow};
+        let now = 100 * DAY_US;
+        let week = TimelineWindow::new(None, None, now).unwrap();
+        assert_eq!(
+            (week.since, week.until, week.bucket_us, week.buckets()),
+            (93 * DAY_US, now, 3 * HOUR_US, 56)
+        );
+        let day = TimelineWindow::new(Some(now - DAY_US), None, now).unwrap();
+        assert_eq!((day.bucket_us, day.buckets()), (HOUR_US, 24));
+        assert_eq!(
+            day.starts()[..2].to_vec(),
+            vec![now - DAY_US, now - DAY_US + HOUR_US]
+        );
+        // An end given alone keeps a week before it.
+        let before = TimelineWindow::new(None, Some(now - DAY_US), now).unwrap();
+        assert_eq!(before.since, 92 * DAY_US);
+        for (since, until) in [(Some(now), Some(now)), (Some(now + 1), None)] {
+            let err = TimelineWindow::new(since, until, now).unwrap_err();
+            assert!(
+                matches!(err, crate::StoreError::InvalidQuery { field: "until", .. }),
+                "{err}"
+            );
+        }
+    }
+
     use super::*;
     use crate::tests::{open, record};
 
@@ -90,6 +189,15 @@ mod tests {
             bucket,
             calls,
             denied,
+        }
+    }
+
+    /// A window as given, unchecked: the store's own checks are what is tested.
+    fn window(since: i64, until: i64, bucket_us: i64) -> super::TimelineWindow {
+        super::TimelineWindow {
+            since,
+            until,
+            bucket_us,
         }
     }
 
@@ -112,7 +220,10 @@ mod tests {
         }
         // [T0 + 1 s, T0 + 20 s) in 10-second buckets, [1 s, 11 s) and [11 s, 20 s): rows 0
         // and 20 fall outside.
-        let got = store.timeline(T0 + S, T0 + 20 * S, 10 * S).await.unwrap();
+        let got = store
+            .timeline(&window(T0 + S, T0 + 20 * S, 10 * S))
+            .await
+            .unwrap();
         assert_eq!(
             got,
             vec![
@@ -121,13 +232,15 @@ mod tests {
                 cell("exec", 1, 1, 0),
             ]
         );
-        assert!(store.timeline(T0, T0, S).await.is_err());
-        assert!(store.timeline(T0, T0 + S, 0).await.is_err());
-        let too_many = store.timeline(T0, T0 + (MAX_BUCKETS + 1) * S, S).await;
+        assert!(store.timeline(&window(T0, T0, S)).await.is_err());
+        assert!(store.timeline(&window(T0, T0 + S, 0)).await.is_err());
+        let too_many = store
+            .timeline(&window(T0, T0 + (MAX_BUCKETS + 1) * S, S))
+            .await;
         assert!(too_many.unwrap_err().to_string().contains("at most"));
         assert_eq!(
             store
-                .timeline(T0, T0 + MAX_BUCKETS * S, S)
+                .timeline(&window(T0, T0 + MAX_BUCKETS * S, S))
                 .await
                 .unwrap()
                 .len(),

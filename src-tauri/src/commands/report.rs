@@ -7,17 +7,13 @@ use std::time::Instant;
 
 use tauri::State;
 use tw_protocol::{ExportParams, ExportResult, ReportParams, UsageReport, UsageSeries};
-use tw_store::{AuditExportFormat, TimelineCell};
+use tw_store::{AuditExportFormat, TimelineCell, TimelineWindow};
 
-use super::{Reply, audit_query, internal, invalid};
+use super::{Reply, audit_query, internal, invalid, refused};
 use crate::Desktop;
 
 /// Tools drawn as their own series; the rest are summed as `other`.
 const TOP_TOOLS: usize = 8;
-const HOUR_US: i64 = 3_600_000_000;
-const DAY_US: i64 = 24 * HOUR_US;
-/// Buckets a chart aims for: hourly up to three days, then daily, then wider.
-const TARGET_BUCKETS: i64 = 72;
 
 fn now_us() -> i64 {
     tw_runtime::Clock::now_us(&tw_runtime::SystemClock)
@@ -78,17 +74,6 @@ fn export_dir(data_dir: &std::path::Path) -> std::path::PathBuf {
         .unwrap_or_else(|| data_dir.join("exports"))
 }
 
-/// A bucket width giving about [`TARGET_BUCKETS`] buckets: whole hours or whole days.
-pub(crate) fn bucket_for(span_us: i64) -> i64 {
-    let ceil_to = |v: i64, unit: i64| (v / unit + i64::from(v % unit != 0)) * unit;
-    let want = (span_us / TARGET_BUCKETS).max(1);
-    if want <= DAY_US {
-        ceil_to(want, HOUR_US)
-    } else {
-        ceil_to(want, DAY_US)
-    }
-}
-
 /// Folds the store's cells into per-tool series (the busiest [`TOP_TOOLS`], then `other`),
 /// denials and totals per bucket.
 pub(crate) fn fold(
@@ -129,36 +114,28 @@ pub(crate) fn fold(
     (series, denied, total)
 }
 
-/// Calls per tool over time and denials, for a window (the last 7 days by default).
+/// Calls per tool over time and denials, for a window (the store's [`TimelineWindow`]: the
+/// last week unless given, cut into about 72 buckets).
 #[tauri::command]
 pub async fn audit_report(
     state: State<'_, Arc<Desktop>>,
     params: ReportParams,
 ) -> Reply<UsageReport> {
-    let until = params.until_at.unwrap_or_else(now_us);
-    let since = params.since_at.unwrap_or(until.saturating_sub(7 * DAY_US));
-    if until <= since {
-        return Err(invalid(
-            "/untilAt",
-            "the end of the range must be after its start",
-        ));
-    }
-    let bucket_us = bucket_for(until.saturating_sub(since));
-    let span = until.saturating_sub(since);
-    let n = usize::try_from(span / bucket_us + i64::from(span % bucket_us != 0)).unwrap_or(0);
+    let window = TimelineWindow::new(params.since_at, params.until_at, now_us())
+        .map_err(|e| refused("the usage report", e.into()))?;
     let started = Instant::now();
     let cells = state
         .runtime
         .store()
-        .timeline(since, until, bucket_us)
+        .timeline(&window)
         .await
-        .map_err(|e| internal("the usage report", e))?;
-    let (series, denied, total) = fold(&cells, n);
+        .map_err(|e| refused("the usage report", e.into()))?;
+    let (series, denied, total) = fold(&cells, window.buckets());
     Ok(UsageReport {
-        since_at: since,
-        until_at: until,
-        bucket_us,
-        buckets: (0..n as i64).map(|i| since + i * bucket_us).collect(),
+        since_at: window.since,
+        until_at: window.until,
+        bucket_us: window.bucket_us,
+        buckets: window.starts(),
         series,
         denied,
         total,
@@ -171,15 +148,6 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-
-    #[test]
-    fn buckets_are_whole_hours_or_days_and_about_seventy_two_of_them() {
-        assert_eq!(bucket_for(HOUR_US), HOUR_US);
-        assert_eq!(bucket_for(3 * DAY_US), HOUR_US);
-        assert_eq!(bucket_for(7 * DAY_US), 3 * HOUR_US);
-        assert_eq!(bucket_for(30 * DAY_US), 10 * HOUR_US);
-        assert_eq!(bucket_for(365 * DAY_US), 6 * DAY_US);
-    }
 
     fn cell(tool: &str, bucket: usize, calls: u64, denied: u64) -> TimelineCell {
         TimelineCell {

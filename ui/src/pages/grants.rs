@@ -23,13 +23,12 @@ fn load(state: AppState, grants: RwSignal<Load<Vec<Grant>>>) {
 
 fn revoke(state: AppState, grants: RwSignal<Load<Vec<Grant>>>, id: String) {
     leptos::task::spawn_local(async move {
-        let r: Result<bool, IpcError> =
+        let r: Result<(), IpcError> =
             ipc::invoke(commands::REVOKE_GRANT, &GrantParams { id: id.clone() }).await;
         match r {
-            Ok(true) => state.notice.set(Some(format!("revoked grant {id}"))),
-            Ok(false) => state
-                .notice
-                .set(Some(format!("grant {id} was already revoked"))),
+            Ok(()) => state.notice.set(Some(format!("revoked grant {id}"))),
+            // Someone else revoked it first, or it lapsed: the list is reloaded below.
+            Err(e) if e.code == "not_found" => state.notice.set(Some(e.message)),
             Err(e) => state.report(&e),
         }
         load(state, grants);

@@ -286,7 +286,7 @@ async fn grants_answer_asks_but_never_denials() {
         .unwrap();
     assert!(matches!(
         outcome,
-        tw_store::ResolveOutcome::Resolved { grant: Some(_), .. }
+        crate::Answered::Resolved { grant: Some(_), .. }
     ));
     assert_eq!(waiting.await.unwrap().status, ToolStatus::Success);
 
@@ -384,12 +384,16 @@ async fn a_new_grant_releases_every_waiting_call_it_covers() {
     assert_eq!(events[0].kind, "grant_created");
     // Revoked, it no longer covers anything.
     let grant = rt.confirmations().grants(false).await.unwrap().remove(0);
-    assert!(
-        rt.confirmations()
-            .revoke_grant(&grant.id, "ann")
-            .await
-            .unwrap()
-    );
+    rt.confirmations()
+        .revoke_grant(&grant.id, "ann")
+        .await
+        .unwrap();
+    let again = rt
+        .confirmations()
+        .revoke_grant(&grant.id, "ann")
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), "unknown_grant", "{again}");
     let mut call = rt.call(
         "write_file",
         json!({"path": "d3.txt", "content": "x"}),

@@ -652,3 +652,104 @@ async fn after_the_store_closes_nothing_runs_and_no_result_escapes_unrecorded() 
     );
     assert_eq!(r.output, None);
 }
+
+/// A custom tool with this name and description, run as `true`.
+fn custom_spec(name: &str, description: &str) -> tw_core::ToolSpec {
+    let text = format!(
+        "[[tools]]\nname = \"{name}\"\ndescription = \"{description}\"\ncategory = \"system\"\n\
+         group = \"custom\"\nparameters = []\ncommand = {{ argv = [\"true\"] }}\n"
+    );
+    load_tool_specs(&text, "tools.toml", DefinitionFormat::Toml)
+        .unwrap()
+        .remove(0)
+}
+
+/// The registry's custom tools and the store's, each sorted, with their descriptions.
+async fn custom_tools_now(rt: &Runtime) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let mut registered: Vec<(String, String)> = rt
+        .registry()
+        .list()
+        .iter()
+        .filter(|t| !t.kind.is_builtin())
+        .map(|t| (t.name().to_string(), t.definition.description.clone()))
+        .collect();
+    registered.sort();
+    let mut stored: Vec<(String, String)> = rt
+        .store()
+        .custom_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let spec = t.spec.as_ref().unwrap();
+            (t.name.clone(), spec.definition.description.clone())
+        })
+        .collect();
+    stored.sort();
+    (registered, stored)
+}
+
+/// Editing a custom tool is one step of the tool service: in place or under a new name, the
+/// registry and the store agree afterwards; a new name that is taken is a conflict (as creating
+/// a tool under it is), a built-in's name is refused, and a tool that is not a custom one is
+/// not found. A refused edit changes nothing.
+#[tokio::test]
+async fn a_custom_tool_is_replaced_or_renamed_in_one_step_and_a_refused_edit_changes_nothing() {
+    let f = fixture("", CUSTOM).await;
+    let tools = f.rt.tools();
+    tools
+        .replace_custom_tool("pro_tool", custom_spec("renamed", "Renamed."), "tester")
+        .await
+        .unwrap();
+    tools
+        .replace_custom_tool(
+            "normal_only",
+            custom_spec("normal_only", "Edited."),
+            "tester",
+        )
+        .await
+        .unwrap();
+    let after = custom_tools_now(&f.rt).await;
+    assert_eq!(after.0, after.1, "the registry and the store agree");
+    for edited in [("normal_only", "Edited."), ("renamed", "Renamed.")] {
+        assert!(
+            after
+                .0
+                .contains(&(edited.0.to_owned(), edited.1.to_owned())),
+            "{after:?}"
+        );
+    }
+    assert!(
+        !after.0.iter().any(|(name, _)| name == "pro_tool"),
+        "{after:?}"
+    );
+
+    let refusals = [
+        (
+            "renamed",
+            "normal_only",
+            crate::ErrorKind::Conflict,
+            "exists",
+        ),
+        ("renamed", "echo", crate::ErrorKind::Conflict, "builtin"),
+        (
+            "no_such_tool",
+            "other",
+            crate::ErrorKind::NotFound,
+            "unknown_tool",
+        ),
+        ("echo", "other", crate::ErrorKind::NotFound, "unknown_tool"),
+    ];
+    for (old, new, kind, code) in refusals {
+        let err = tools
+            .replace_custom_tool(old, custom_spec(new, "Refused."), "tester")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.kind(), err.code()),
+            (kind, code),
+            "{old} -> {new}: {err}"
+        );
+        assert_eq!(custom_tools_now(&f.rt).await, after, "{old} -> {new}");
+    }
+}

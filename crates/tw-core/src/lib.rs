@@ -7,6 +7,7 @@
 
 pub mod call;
 pub mod capability;
+pub mod chain;
 pub mod command;
 mod de;
 pub mod definition;

@@ -75,6 +75,7 @@ pub(crate) async fn call(rt: &Runtime, ctx: &Context, a: CallArgs) -> anyhow::Re
         trace_id: parse_trace(a.trace_id.as_deref())?,
         timeout: a.timeout.map(Duration::from_millis),
         no_wait: a.no_wait,
+        chain: None,
     };
     let upstream = CancellationToken::new();
     let supervisors =
@@ -193,6 +194,7 @@ pub(crate) async fn batch(rt: &Runtime, ctx: &Context, a: BatchArgs) -> anyhow::
             trace_id: trace.clone(),
             timeout: e.timeout_ms.map(Duration::from_millis),
             no_wait: false,
+            chain: None,
         })
         .collect();
     let mode = batch_mode(&a);

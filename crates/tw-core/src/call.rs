@@ -108,6 +108,26 @@ pub struct ToolCall {
     /// as RequiresConfirmation instead of waiting for an answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_wait: bool,
+    /// The chain run this call is a step of. Set only by the runtime's chain engine, never
+    /// read from the wire: a caller cannot file its call under somebody else's run.
+    #[serde(skip)]
+    pub chain: Option<ChainLink>,
+}
+
+/// Where a call stands in a chain run: recorded with the call's audit row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainLink {
+    /// The run (the chain call's execution id).
+    pub run_id: String,
+    /// The step's id.
+    pub step: String,
+    /// Which try this is, from 1.
+    pub attempt: u32,
+    /// The `for_each` item's position, for a step run once per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<usize>,
+    /// How many chains deep the call is (1: a step of a chain an agent called).
+    pub depth: u32,
 }
 
 mod opt_millis {
@@ -255,6 +275,9 @@ impl ErrorCode {
     pub const PATH_OUTSIDE_WORKSPACE: &'static str = "path_outside_workspace";
     /// A batch stopped before reaching this call.
     pub const SKIPPED: &'static str = "skipped";
+    /// The network failed under the call (refused or reset connection, unreachable host): a
+    /// transient failure a chain step may retry.
+    pub const NETWORK_ERROR: &'static str = "network_error";
 }
 
 /// Why a call did not succeed.

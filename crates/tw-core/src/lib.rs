@@ -29,7 +29,8 @@ pub mod target;
 pub mod validate;
 
 pub use call::{
-    Caller, ErrorCode, ResultMetadata, ToolCall, ToolError, ToolOutput, ToolResult, ToolStatus,
+    Caller, ChainLink, ErrorCode, ResultMetadata, ToolCall, ToolError, ToolOutput, ToolResult,
+    ToolStatus,
 };
 pub use command::{CommandTemplate, OutputFormat};
 pub use definition::{

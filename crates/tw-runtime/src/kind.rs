@@ -7,6 +7,7 @@ use tw_core::{CommandTemplate, RegisteredTool};
 
 use crate::builtins::BuiltinTool;
 use crate::builtins::exec::ProcessTool;
+use crate::chains::ChainEntry;
 use crate::imported::UpstreamTool;
 
 /// How a registered tool runs.
@@ -20,15 +21,18 @@ pub enum ToolKind {
     Process(Arc<dyn ProcessTool>),
     /// Imported from another MCP server, called through its client (`crate::upstream`).
     Upstream(Arc<UpstreamTool>),
+    /// A tool chain: its steps run as calls of their own (`crate::chains`).
+    Chain(Arc<ChainEntry>),
 }
 
 impl ToolKind {
-    /// `builtin`, `custom` or `upstream`.
+    /// `builtin`, `custom`, `upstream` or `chain`.
     pub fn label(&self) -> &'static str {
         match self {
             ToolKind::Builtin(_) | ToolKind::Process(_) => "builtin",
             ToolKind::Custom(_) => "custom",
             ToolKind::Upstream(_) => "upstream",
+            ToolKind::Chain(_) => "chain",
         }
     }
 

@@ -15,6 +15,7 @@
 pub mod browser;
 pub mod builtins;
 pub mod capabilities;
+pub mod chains;
 mod changes;
 pub mod classifier;
 pub mod clock;

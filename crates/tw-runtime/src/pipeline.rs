@@ -34,12 +34,13 @@
 #![allow(clippy::result_large_err)]
 
 mod batch;
+pub mod chain;
 mod flights;
 mod judge;
 mod record;
 mod run;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use serde_json::{Map, Value};
@@ -78,6 +79,8 @@ pub struct Pipeline {
     validators: ValidatorCache,
     commands: Commands,
     flights: Flights,
+    /// Itself, for the chain engine, whose steps are calls of their own.
+    me: Weak<Pipeline>,
 }
 
 /// What the pipeline reads from: every service it consults.
@@ -121,6 +124,7 @@ impl Pipeline {
         services: Services,
         schema_cache_capacity: usize,
         commands: Commands,
+        me: Weak<Pipeline>,
     ) -> Self {
         let Services {
             settings,
@@ -139,6 +143,7 @@ impl Pipeline {
             validators: ValidatorCache::new(schema_cache_capacity),
             commands,
             flights: Flights::default(),
+            me,
         }
     }
 
@@ -157,6 +162,7 @@ impl Pipeline {
             trace_id: new_trace_id(),
             timeout: None,
             no_wait: false,
+            chain: None,
         }
     }
 
@@ -227,6 +233,12 @@ impl Pipeline {
             Ok(o) | Err(o) => o,
         };
         let duration_us = i64::try_from(clock.elapsed().as_micros()).unwrap_or(i64::MAX);
+        let mut outcome = outcome;
+        if let Some(link) = &call.chain {
+            outcome
+                .execution
+                .insert("chain".to_owned(), serde_json::json!(link));
+        }
         let result = ToolResult {
             execution_id: call.execution_id,
             trace_id: call.trace_id,

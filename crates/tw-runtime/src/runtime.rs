@@ -21,6 +21,7 @@ use tw_sandbox::{Sandbox, Workspace};
 use tw_store::{Store, StoreOptions};
 
 use crate::builtins;
+use crate::chains::ChainService;
 use crate::changes::Followers;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -80,6 +81,7 @@ struct Inner {
     skills: Arc<SkillService>,
     confirmations: Arc<ConfirmationService>,
     upstreams: Arc<UpstreamService>,
+    chains: Arc<ChainService>,
     tokens: TokenService,
     pipeline: Arc<Pipeline>,
     warnings: Vec<String>,
@@ -159,18 +161,22 @@ impl Runtime {
             Arc::clone(&shared),
             Arc::clone(&skills),
         ));
-        let pipeline = Arc::new(Pipeline::new(
-            Arc::clone(&shared),
-            Services {
-                settings: Arc::clone(&settings),
-                tools: Arc::clone(&tools),
-                skills: Arc::clone(&skills),
-                confirmations: Arc::clone(&confirmations),
-                upstreams: Arc::clone(&upstreams),
-            },
-            config.schema_cache_capacity,
-            config.commands.clone(),
-        ));
+        let chains = Arc::new(ChainService::new(Arc::clone(&shared)));
+        let pipeline = Arc::new_cyclic(|me| {
+            Pipeline::new(
+                Arc::clone(&shared),
+                Services {
+                    settings: Arc::clone(&settings),
+                    tools: Arc::clone(&tools),
+                    skills: Arc::clone(&skills),
+                    confirmations: Arc::clone(&confirmations),
+                    upstreams: Arc::clone(&upstreams),
+                },
+                config.schema_cache_capacity,
+                config.commands.clone(),
+                me.clone(),
+            )
+        });
         let policy_watch = watch_policy(&watcher, &config, &settings);
         skills.watch();
         let changes = crate::changes::follow(
@@ -192,6 +198,7 @@ impl Runtime {
                 skills,
                 confirmations,
                 upstreams,
+                chains,
                 pipeline,
                 warnings,
                 _policy_watch: policy_watch,
@@ -239,6 +246,11 @@ impl Runtime {
     /// Upstream MCP servers and their imported tools.
     pub fn upstreams(&self) -> &UpstreamService {
         &self.inner.upstreams
+    }
+
+    /// Tool chains and their runs.
+    pub fn chains(&self) -> &ChainService {
+        &self.inner.chains
     }
 
     /// The HTTP endpoint's tokens.
@@ -508,6 +520,8 @@ fn gatekeeper(
 
 #[cfg(test)]
 mod capability_tests;
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod exec_tests;
 #[cfg(test)]

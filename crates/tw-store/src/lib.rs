@@ -10,6 +10,7 @@
 
 mod admin;
 mod capabilities;
+mod chains;
 mod changes;
 mod codec;
 mod confirmations;
@@ -42,6 +43,7 @@ pub use capabilities::{
     CapabilityScore, ClassificationRow, ClassificationSource, OverrideAction, SkillOverrideRow,
     SkillUsageRow,
 };
+pub use chains::{ChainRunEnd, ChainRunQuery, ChainRunRow, NewChainRun};
 pub use changes::{ChangeCounters, WATCHED_TABLES};
 pub use confirmations::{
     ConfirmationQuery, ConfirmationRow, ConfirmationState, NewConfirmation, Resolution,
@@ -571,6 +573,37 @@ impl Store {
             .writer
             .transaction(async |conn| rate::acquire(conn, checks, now_us).await)
             .await
+    }
+
+    /// Records a chain run as started.
+    pub async fn start_chain_run(&self, run: NewChainRun) -> Result<()> {
+        self.inner
+            .writer
+            .with_conn(async |conn| chains::start(conn, &run).await)
+            .await
+    }
+
+    /// Records how a run ended; false if it was not running (already ended or unknown).
+    pub async fn finish_chain_run(&self, id: &str, end: ChainRunEnd) -> Result<bool> {
+        self.inner
+            .writer
+            .with_conn(async |conn| chains::finish(conn, id, &end).await)
+            .await
+    }
+
+    /// A chain run by id.
+    pub async fn chain_run(&self, id: &str) -> Result<Option<ChainRunRow>> {
+        chains::get(&self.inner.pool, id).await
+    }
+
+    /// Chain runs, newest first.
+    pub async fn chain_runs(&self, q: &ChainRunQuery) -> Result<Vec<ChainRunRow>> {
+        chains::list(&self.inner.pool, q).await
+    }
+
+    /// The audit rows of a run's steps, oldest first.
+    pub async fn chain_step_rows(&self, run_id: &str) -> Result<Vec<AuditRow>> {
+        chains::step_rows(&self.inner.pool, run_id).await
     }
 
     /// Writes everything queued, stops the writer and closes the file. Appends after this fail

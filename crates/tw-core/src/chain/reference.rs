@@ -304,7 +304,7 @@ impl Ref {
                         (Segment::Key(k), Value::Object(_)) => format!("{here} has no field {k:?}"),
                         (_, v) => format!(
                             "{here} is {}, not {}",
-                            kind(v),
+                            kind_of(v),
                             match seg {
                                 Segment::Key(_) => "an object",
                                 Segment::Index(_) => "an array",
@@ -320,7 +320,7 @@ impl Ref {
 }
 
 /// The JSON type name of a value, as messages say it.
-pub(crate) fn kind(v: &Value) -> &'static str {
+pub fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

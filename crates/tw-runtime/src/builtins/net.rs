@@ -295,7 +295,7 @@ pub(super) fn failure(e: NetError) -> ToolFailure {
             code: ErrorCode::TIMEOUT.to_owned(),
             message,
         },
-        NetError::Failed(message) => ToolFailure::failed(ErrorCode::EXECUTION_FAILED, message),
+        NetError::Failed(message) => ToolFailure::failed(ErrorCode::NETWORK_ERROR, message),
     }
 }
 

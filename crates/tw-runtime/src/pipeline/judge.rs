@@ -40,7 +40,10 @@ impl Pipeline {
             .unwrap_or(def.requires_confirmation);
         let custom_rank = match entry.kind {
             ToolKind::Custom(_) => Some(self.tools.custom_rank(name).unwrap_or(usize::MAX)),
-            ToolKind::Builtin(_) | ToolKind::Process(_) | ToolKind::Upstream(_) => None,
+            ToolKind::Builtin(_)
+            | ToolKind::Process(_)
+            | ToolKind::Upstream(_)
+            | ToolKind::Chain(_) => None,
         };
         let mut evaluation = policy::evaluate(
             &state.policy,

@@ -64,7 +64,7 @@ impl Pipeline {
                     planned: Some((Arc::clone(tool), planned)),
                 }
             }
-            ToolKind::Builtin(_) | ToolKind::Upstream(_) => RunPlan {
+            ToolKind::Builtin(_) | ToolKind::Upstream(_) | ToolKind::Chain(_) => RunPlan {
                 argv: None,
                 cwd: root,
                 planned: None,
@@ -128,6 +128,7 @@ impl Pipeline {
                 self.run_builtin(tool.as_ref(), def, call, limit, cancel)
                     .await
             }
+            ToolKind::Chain(chain) => self.run_chain(chain, call, limit, cancel).await,
         };
         ran.map_err(|f| Outcome {
             status: f.status,

@@ -1,0 +1,659 @@
+//! Running a tool chain: the execution stage of a `chain__NAME` call. Every step is a call of
+//! its own through the whole pipeline (policy with its trace, validation, confirmation,
+//! sandbox, limits, its own audit row naming the run and the step, events), so a chain can do
+//! nothing its caller could not do one call at a time.
+//!
+//! Steps start as soon as every step they need has ended, up to the chain's parallel slots; a
+//! step whose needed step did not complete is skipped, and so on down the graph. A failed step
+//! stops the run (`abort`, and `retry` once its retries are spent), leaves the rest going
+//! (`continue`), or completes with a stand-in output (`default`). Retries are for transient
+//! failures only: a time-out, an unreachable upstream, a network error; never a denial or
+//! invalid arguments. Cancelling the chain's call, or its time limit, cancels every running
+//! step; each still leaves its audit row, and the run record is written before the chain
+//! call's answer.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use tw_core::chain::{self, Chain, OnError, Root, Scope, Step, StepStatus, StepValue};
+use tw_core::{ChainLink, ErrorCode, ToolCall, ToolError, ToolStatus};
+use tw_store::{ChainRunEnd, NewChainRun};
+
+use super::Pipeline;
+use crate::chains::ChainEntry;
+use crate::sandboxed::{ExecFailure, Produced};
+
+/// How many chains deep a step may call another chain.
+pub const MAX_DEPTH: u32 = 8;
+
+/// What the run knows of one step, as the run record keeps it.
+#[derive(Debug, Clone)]
+struct StepState {
+    status: StepStatus,
+    output: Value,
+    started_at: Option<i64>,
+    completed_at: Option<i64>,
+    attempts: u32,
+    execution_ids: Vec<String>,
+    error: Option<String>,
+}
+
+impl StepState {
+    fn pending() -> Self {
+        Self {
+            status: StepStatus::Pending,
+            output: Value::Null,
+            started_at: None,
+            completed_at: None,
+            attempts: 0,
+            execution_ids: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn to_json(&self, id: &str) -> Value {
+        json!({
+            "id": id,
+            "status": self.status,
+            "started_at": self.started_at,
+            "completed_at": self.completed_at,
+            "attempts": self.attempts,
+            "execution_ids": self.execution_ids,
+            "error": self.error,
+        })
+    }
+}
+
+/// How one step's calls ended.
+struct StepDone {
+    status: StepStatus,
+    output: Value,
+    attempts: u32,
+    execution_ids: Vec<String>,
+    error: Option<String>,
+}
+
+type StepFuture = Pin<Box<dyn Future<Output = (usize, StepDone)> + Send>>;
+
+/// Why the run stopped early.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Aborted,
+    Cancelled,
+    TimedOut,
+}
+
+/// What every call of one run shares.
+#[derive(Clone)]
+struct RunContext {
+    pipeline: Arc<Pipeline>,
+    caller: tw_core::Caller,
+    trace_id: tw_core::TraceId,
+    run_id: String,
+    depth: u32,
+    no_wait: bool,
+}
+
+fn fail(
+    status: ToolStatus,
+    code: &str,
+    message: String,
+    execution: Map<String, Value>,
+) -> ExecFailure {
+    ExecFailure {
+        status,
+        error: ToolError::new(code, message),
+        output: None,
+        execution,
+    }
+}
+
+/// Whether a failed call may succeed if tried again.
+fn transient(status: ToolStatus, code: &str) -> bool {
+    status == ToolStatus::Timeout
+        || (status == ToolStatus::Failed
+            && matches!(
+                code,
+                ErrorCode::NETWORK_ERROR | crate::imported::UNAVAILABLE
+            ))
+}
+
+/// The steps a step cannot run without: those it names in `depends_on`, its arguments and its
+/// `for_each`. Its `when` may look at a step that did not complete (it reads `null` there).
+fn hard_needs(step: &Step) -> Vec<&str> {
+    let mut out: Vec<&str> = step.depends_on.iter().map(String::as_str).collect();
+    let refs = step
+        .arguments
+        .refs()
+        .into_iter()
+        .chain(step.for_each.iter().flat_map(|f| f.items.refs()));
+    for (_, r) in refs {
+        if let Root::Output(id) = &r.root {
+            out.push(id);
+        }
+    }
+    out
+}
+
+impl Pipeline {
+    /// Runs `entry`'s chain for `call` (the `chain__NAME` call, already judged and validated).
+    pub(super) async fn run_chain(
+        &self,
+        entry: &ChainEntry,
+        call: &ToolCall,
+        limit: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Produced, ExecFailure> {
+        let Some(pipeline) = self.me.upgrade() else {
+            return Err(fail(
+                ToolStatus::Failed,
+                ErrorCode::EXECUTION_FAILED,
+                "the runtime is shutting down".to_owned(),
+                Map::new(),
+            ));
+        };
+        let depth = call.chain.as_ref().map_or(0, |l| l.depth) + 1;
+        if depth > MAX_DEPTH {
+            return Err(fail(
+                ToolStatus::Failed,
+                ErrorCode::EXECUTION_FAILED,
+                format!("chains call each other more than {MAX_DEPTH} deep"),
+                Map::new(),
+            ));
+        }
+        let chain = &entry.chain;
+        let mut caller = call.caller.sanitized();
+        // A chain a skill declares runs its steps under that skill, held to its tools.
+        if let Some(skill) = &entry.skill {
+            caller.skill = Some(skill.clone());
+        }
+        let run_id = call.execution_id.to_string();
+        let ctx = RunContext {
+            pipeline,
+            caller: caller.clone(),
+            trace_id: call.trace_id.clone(),
+            run_id: run_id.clone(),
+            depth,
+            no_wait: call.no_wait,
+        };
+        let mut states: Vec<StepState> = chain.steps.iter().map(|_| StepState::pending()).collect();
+        let steps_json = |states: &[StepState]| {
+            Value::Array(
+                chain
+                    .steps
+                    .iter()
+                    .zip(states)
+                    .map(|(s, st)| st.to_json(&s.id))
+                    .collect(),
+            )
+        };
+        let store = &self.shared.store;
+        let input = tw_core::redact::redact(&call.arguments);
+        store
+            .start_chain_run(NewChainRun {
+                id: run_id.clone(),
+                chain: chain.name.clone(),
+                trace_id: call.trace_id.to_string(),
+                agent_id: caller.agent_id.clone(),
+                skill: caller.skill.clone(),
+                user_id: caller.user.clone(),
+                input,
+                steps: steps_json(&states),
+                started_at: self.shared.now_us(),
+            })
+            .await
+            .map_err(|e| {
+                fail(
+                    ToolStatus::Failed,
+                    ErrorCode::AUDIT_UNAVAILABLE,
+                    format!("the chain run could not be recorded: {e}"),
+                    Map::new(),
+                )
+            })?;
+
+        let stopped = self
+            .drive(chain, &ctx, &call.arguments, &mut states, limit, cancel)
+            .await;
+
+        let values = values(chain, &states);
+        let scope = Scope {
+            input: &call.arguments,
+            steps: &values,
+            item: None,
+        };
+        let mut outcome: Result<Value, (ToolStatus, String, String)> = match stopped {
+            Some((Stop::Cancelled, _)) => Err((
+                ToolStatus::Cancelled,
+                ErrorCode::CANCELLED.to_owned(),
+                "the chain run was cancelled".to_owned(),
+            )),
+            Some((Stop::TimedOut, _)) => Err((
+                ToolStatus::Timeout,
+                ErrorCode::TIMEOUT.to_owned(),
+                format!("the chain did not finish within {} ms", limit.as_millis()),
+            )),
+            Some((Stop::Aborted, why)) => Err((
+                ToolStatus::Failed,
+                ErrorCode::EXECUTION_FAILED.to_owned(),
+                why,
+            )),
+            None => Ok(Value::Null),
+        };
+        if outcome.is_ok() {
+            outcome = match &chain.output {
+                Some(t) => t.render(&scope).map_err(|e| {
+                    (
+                        ToolStatus::Failed,
+                        ErrorCode::EXECUTION_FAILED.to_owned(),
+                        format!("the chain's output: {e}"),
+                    )
+                }),
+                // The last step's output, in the order the steps run.
+                None => Ok(chain
+                    .order()
+                    .ok()
+                    .and_then(|o| o.last().copied())
+                    .map_or(Value::Null, |i| states[i].output.clone())),
+            };
+        }
+        let summary: Map<String, Value> = chain
+            .steps
+            .iter()
+            .zip(&states)
+            .map(|(s, st)| (s.id.clone(), json!(st.status)))
+            .collect();
+        let mut execution = Map::new();
+        execution.insert(
+            "chain_run".to_owned(),
+            json!({"run_id": run_id, "chain": chain.name, "steps": summary}),
+        );
+        let end = ChainRunEnd {
+            status: match &outcome {
+                Ok(_) => "completed",
+                Err((ToolStatus::Cancelled, ..)) => "cancelled",
+                Err((ToolStatus::Timeout, ..)) => "timeout",
+                Err(_) => "failed",
+            }
+            .to_owned(),
+            output: outcome.as_ref().ok().map(tw_core::redact::redact),
+            error: outcome.as_ref().err().map(|(_, _, m)| m.clone()),
+            steps: steps_json(&states),
+            completed_at: self.shared.now_us(),
+        };
+        if let Err(e) = store.finish_chain_run(&run_id, end).await {
+            return Err(fail(
+                ToolStatus::Failed,
+                ErrorCode::AUDIT_UNAVAILABLE,
+                format!("the chain run's end could not be recorded: {e}"),
+                execution,
+            ));
+        }
+        match outcome {
+            Ok(output) => Ok(Produced {
+                output,
+                execution,
+                truncated: false,
+            }),
+            Err((status, code, message)) => Err(fail(status, &code, message, execution)),
+        }
+    }
+
+    /// Runs the steps until none is left, or the run stops: then says why.
+    async fn drive(
+        &self,
+        chain: &Chain,
+        ctx: &RunContext,
+        input: &Value,
+        states: &mut [StepState],
+        limit: Duration,
+        cancel: &CancellationToken,
+    ) -> Option<(Stop, String)> {
+        let steps_cancel = cancel.child_token();
+        let index: HashMap<&str, usize> = chain
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let order = chain.order().unwrap_or_default();
+        let slots = chain.max_parallel.max(1) as usize;
+        let mut running: FuturesUnordered<StepFuture> = FuturesUnordered::new();
+        let mut stop: Option<(Stop, String)> = None;
+        let deadline = tokio::time::sleep(limit);
+        tokio::pin!(deadline);
+        loop {
+            if stop.is_none() {
+                // Start (or settle) every step whose needs have ended, in order, while slots last.
+                for &i in &order {
+                    if running.len() >= slots {
+                        break;
+                    }
+                    if states[i].status != StepStatus::Pending {
+                        continue;
+                    }
+                    let step = &chain.steps[i];
+                    let needs_ended = step
+                        .needs()
+                        .iter()
+                        .filter_map(|n| index.get(n))
+                        .all(|&n| states[n].status.is_final());
+                    if !needs_ended {
+                        continue;
+                    }
+                    let now = self.shared.now_us();
+                    if let Some(missing) = hard_needs(step).into_iter().find(|n| {
+                        index
+                            .get(n)
+                            .is_some_and(|&j| states[j].status != StepStatus::Completed)
+                    }) {
+                        let why = format!(
+                            "needs step {missing:?}, which is {}",
+                            states[index[missing]].status
+                        );
+                        settle(&mut states[i], StepStatus::Skipped, now, why);
+                        continue;
+                    }
+                    let values = values(chain, states);
+                    let scope = Scope {
+                        input,
+                        steps: &values,
+                        item: None,
+                    };
+                    if let Some(w) = &step.when
+                        && !w.eval(&scope)
+                    {
+                        settle(
+                            &mut states[i],
+                            StepStatus::Skipped,
+                            now,
+                            format!("`when` is false: {w}"),
+                        );
+                        continue;
+                    }
+                    match prepare(step, &scope) {
+                        Ok(calls) => {
+                            states[i].status = StepStatus::Running;
+                            states[i].started_at = Some(now);
+                            running.push(Box::pin(run_step(
+                                ctx.clone(),
+                                step.clone(),
+                                calls,
+                                steps_cancel.child_token(),
+                                i,
+                            )));
+                        }
+                        Err(message) => {
+                            settle(&mut states[i], StepStatus::Failed, now, message.clone());
+                            if let Some(s) = on_failure(step, &mut states[i], &message) {
+                                stop = Some((s, format!("step {:?} failed: {message}", step.id)));
+                                steps_cancel.cancel();
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            if running.is_empty() {
+                break;
+            }
+            tokio::select! {
+                biased;
+                done = running.next() => {
+                    let Some((i, done)) = done else { break };
+                    let step = &chain.steps[i];
+                    let st = &mut states[i];
+                    st.status = done.status;
+                    st.output = done.output;
+                    st.attempts = done.attempts;
+                    st.execution_ids = done.execution_ids;
+                    st.error = done.error.clone();
+                    st.completed_at = Some(self.shared.now_us());
+                    if stop.is_none() && matches!(done.status, StepStatus::Failed | StepStatus::Denied) {
+                        let message = done.error.unwrap_or_default();
+                        if let Some(s) = on_failure(step, st, &message) {
+                            stop = Some((s, format!("step {:?} {}: {message}", step.id, done.status)));
+                            steps_cancel.cancel();
+                        }
+                    }
+                }
+                () = cancel.cancelled(), if stop.is_none() => {
+                    stop = Some((Stop::Cancelled, String::new()));
+                    steps_cancel.cancel();
+                }
+                () = &mut deadline, if stop.is_none() => {
+                    stop = Some((Stop::TimedOut, String::new()));
+                    steps_cancel.cancel();
+                }
+            }
+        }
+        // Steps the run never reached.
+        let now = self.shared.now_us();
+        for st in states.iter_mut().filter(|s| !s.status.is_final()) {
+            let (status, why) = match stop {
+                Some((Stop::Aborted, _)) => {
+                    (StepStatus::Skipped, "the run stopped at a failed step")
+                }
+                Some((Stop::TimedOut, _)) => (StepStatus::Cancelled, "the chain ran out of time"),
+                _ => (StepStatus::Cancelled, "the run was cancelled"),
+            };
+            settle(st, status, now, why.to_owned());
+        }
+        stop
+    }
+}
+
+fn settle(st: &mut StepState, status: StepStatus, now: i64, why: String) {
+    st.status = status;
+    st.completed_at = Some(now);
+    st.error = Some(why);
+}
+
+/// What a failed step does to the run: `None` to go on (its state settled), or why to stop.
+fn on_failure(step: &Step, st: &mut StepState, _message: &str) -> Option<Stop> {
+    match &step.on_error {
+        OnError::Continue => None,
+        OnError::Default(v) => {
+            st.status = StepStatus::Completed;
+            st.output = v.clone();
+            None
+        }
+        OnError::Abort | OnError::Retry { .. } => Some(Stop::Aborted),
+    }
+}
+
+/// Every step's state as references read it.
+fn values(chain: &Chain, states: &[StepState]) -> HashMap<String, StepValue> {
+    chain
+        .steps
+        .iter()
+        .zip(states)
+        .map(|(s, st)| {
+            (
+                s.id.clone(),
+                StepValue {
+                    status: st.status,
+                    output: st.output.clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The arguments of each call a step makes: one, or one per `for_each` item.
+fn prepare(step: &Step, scope: &Scope<'_>) -> Result<Vec<(Value, Option<usize>)>, String> {
+    let Some(each) = &step.for_each else {
+        return step
+            .arguments
+            .render(scope)
+            .map(|a| vec![(a, None)])
+            .map_err(|e| format!("arguments: {e}"));
+    };
+    let items = each
+        .items
+        .render(scope)
+        .map_err(|e| format!("for_each: {e}"))?;
+    let Value::Array(items) = items else {
+        return Err(format!(
+            "for_each: the items are {}, not an array",
+            tw_core::chain::reference::kind_of(&items)
+        ));
+    };
+    if items.len() > chain::MAX_ITEMS {
+        return Err(format!(
+            "for_each: {} items, more than the {} a step may run over",
+            items.len(),
+            chain::MAX_ITEMS
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(n, item)| {
+            let scope = Scope {
+                item: Some((item, n)),
+                ..*scope
+            };
+            step.arguments
+                .render(&scope)
+                .map(|a| (a, Some(n)))
+                .map_err(|e| format!("arguments of item {n}: {e}"))
+        })
+        .collect()
+}
+
+/// Runs a step's calls (with retries), `for_each` items up to their parallel slots.
+async fn run_step(
+    ctx: RunContext,
+    step: Step,
+    calls: Vec<(Value, Option<usize>)>,
+    cancel: CancellationToken,
+    index: usize,
+) -> (usize, StepDone) {
+    let fan_out = step.for_each.is_some();
+    let slots = step
+        .for_each
+        .as_ref()
+        .map_or(1, |f| f.max_parallel.max(1) as usize);
+    let mut outputs: Vec<Value> = vec![Value::Null; calls.len()];
+    let mut done = StepDone {
+        status: StepStatus::Completed,
+        output: Value::Null,
+        attempts: 0,
+        execution_ids: Vec::new(),
+        error: None,
+    };
+    let mut pending = calls.into_iter();
+    let mut flight = FuturesUnordered::new();
+    let items_cancel = cancel.child_token();
+    loop {
+        while flight.len() < slots && done.status == StepStatus::Completed {
+            let Some((arguments, item)) = pending.next() else {
+                break;
+            };
+            flight.push(call_with_retries(
+                ctx.clone(),
+                &step,
+                arguments,
+                item,
+                items_cancel.child_token(),
+            ));
+        }
+        let Some(one) = flight.next().await else {
+            break;
+        };
+        let (item, attempts, ids, result) = one;
+        done.attempts += attempts;
+        done.execution_ids.extend(ids);
+        match result {
+            Ok(output) => outputs[item.unwrap_or(0)] = output,
+            Err((status, message)) if done.status == StepStatus::Completed => {
+                done.status = status;
+                done.error = Some(match item {
+                    Some(n) => format!("item {n}: {message}"),
+                    None => message,
+                });
+                // One item failing fails the step: the others stop.
+                items_cancel.cancel();
+            }
+            Err(_) => {}
+        }
+    }
+    if done.status == StepStatus::Completed {
+        done.output = if fan_out {
+            Value::Array(outputs)
+        } else {
+            outputs.pop().unwrap_or(Value::Null)
+        };
+    }
+    (index, done)
+}
+
+/// One call of a step, tried again after transient failures as `on_error: retry` allows.
+/// Gives the item, the attempts made, their execution ids, and the output or why it failed.
+async fn call_with_retries(
+    ctx: RunContext,
+    step: &Step,
+    arguments: Value,
+    item: Option<usize>,
+    cancel: CancellationToken,
+) -> (
+    Option<usize>,
+    u32,
+    Vec<String>,
+    Result<Value, (StepStatus, String)>,
+) {
+    let (retries, backoff) = match step.on_error {
+        OnError::Retry { max, backoff_ms } => (max, backoff_ms),
+        _ => (0, 0),
+    };
+    let tool = step.target.tool_name();
+    let mut ids = Vec::new();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut call = ctx
+            .pipeline
+            .call(&tool, arguments.clone(), ctx.caller.clone());
+        call.trace_id = ctx.trace_id.clone();
+        call.timeout = step.timeout_ms.map(Duration::from_millis);
+        call.no_wait = ctx.no_wait;
+        call.chain = Some(ChainLink {
+            run_id: ctx.run_id.clone(),
+            step: step.id.clone(),
+            attempt,
+            item,
+            depth: ctx.depth,
+        });
+        ids.push(call.execution_id.to_string());
+        let result =
+            crate::chains::execute_step(Arc::clone(&ctx.pipeline), call, cancel.child_token())
+                .await;
+        if result.status == ToolStatus::Success {
+            return (item, attempt, ids, Ok(result.output.unwrap_or(Value::Null)));
+        }
+        let (code, message) = result.error.as_ref().map_or(("", String::new()), |e| {
+            (e.code.as_str(), e.message.clone())
+        });
+        let message = format!("{} ({}): {message}", result.status, tool);
+        if attempt <= retries && transient(result.status, code) && !cancel.is_cancelled() {
+            let wait = Duration::from_millis(backoff.saturating_mul(1 << (attempt - 1).min(16)));
+            tokio::select! {
+                () = tokio::time::sleep(wait) => continue,
+                () = cancel.cancelled() => {}
+            }
+        }
+        let status = match result.status {
+            ToolStatus::PermissionDenied | ToolStatus::RequiresConfirmation => StepStatus::Denied,
+            ToolStatus::Cancelled => StepStatus::Cancelled,
+            _ => StepStatus::Failed,
+        };
+        return (item, attempt, ids, Err((status, message)));
+    }
+}

@@ -1,0 +1,427 @@
+//! Tool chains run through the real pipeline, on real SQLite files and real child processes:
+//! each step its own governed call with its own audit row naming the run; independent steps
+//! overlapping in time; retries counted and kept to transient failures; a failed step's
+//! dependents skipped; a denied step stopping the run or not as `on_error` says; cancellation
+//! reaching the running steps; the run record written before the answer.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tw_core::chain::{Chain, ChainBuilder, OnError, StepBuilder};
+use tw_core::{Caller, DefinitionFormat, ToolStatus, load_tool_specs};
+
+use super::*;
+use crate::chains::ChainEntry;
+
+const TOOLS: &str = r#"
+[[tools]]
+name = "emit"
+description = "Prints the JSON it is given."
+category = "system"
+group = "custom"
+parameters = [{ name = "json", type = "string", required = true }]
+command = { argv = ["printf", "%s", "{json}"], output = "json" }
+
+[[tools]]
+name = "nap"
+description = "Sleeps, then says when it woke."
+category = "system"
+group = "custom"
+parameters = [{ name = "seconds", type = "string", required = true }]
+command = { argv = ["sleep", "{seconds}"] }
+
+[[tools]]
+name = "hang"
+description = "Sleeps past its time limit."
+category = "system"
+group = "custom"
+parameters = []
+constraints = { max_execution_time_ms = 200 }
+command = { argv = ["sleep", "5"] }
+
+[[tools]]
+name = "fail"
+description = "Always fails."
+category = "system"
+group = "custom"
+parameters = []
+command = { argv = ["false"] }
+"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    rt: Runtime,
+}
+
+async fn fixture(policy: &str) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let config = format!("license_tier = \"enterprise\"\n[policy]\ndefault = \"allow\"\n{policy}");
+    let config = Config::parse(&config, Path::new("/etc/tw/config.toml"), None).unwrap();
+    let rt = Runtime::open(RuntimeOptions::new(
+        dir.path().join("data"),
+        vec![ws],
+        config,
+    ))
+    .await
+    .unwrap();
+    for spec in load_tool_specs(TOOLS, "tools.toml", DefinitionFormat::Toml).unwrap() {
+        rt.tools().add_custom_tool(spec, "tester").await.unwrap();
+    }
+    Fixture { dir, rt }
+}
+
+impl Fixture {
+    fn install(&self, chains: Vec<ChainBuilder>) {
+        let entries = chains
+            .into_iter()
+            .map(|b| ChainEntry {
+                chain: b.build().unwrap(),
+                origin: "test".to_owned(),
+                skill: None,
+            })
+            .collect();
+        self.rt.chains().install(entries, Vec::new());
+        assert_eq!(self.rt.chains().problems(), vec![]);
+    }
+
+    async fn run(&self, chain: &str, input: Value) -> ToolResult {
+        self.rt
+            .execute(
+                self.rt
+                    .call(&format!("chain__{chain}"), input, Caller::agent("agent-7")),
+            )
+            .await
+    }
+
+    /// Each step's status in the run record, by id.
+    async fn statuses(&self, run: &ToolResult) -> Vec<(String, String, u64)> {
+        let (row, _) = self
+            .rt
+            .chains()
+            .run(run.execution_id.as_str())
+            .await
+            .unwrap();
+        row.steps
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["id"].as_str().unwrap().to_owned(),
+                    s["status"].as_str().unwrap().to_owned(),
+                    s["attempts"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+}
+
+fn emit(id: &str, json: &str) -> StepBuilder {
+    StepBuilder::new(id, "emit").arg("json", json)
+}
+
+fn st(id: &str, status: &str, attempts: u64) -> (String, String, u64) {
+    (id.to_owned(), status.to_owned(), attempts)
+}
+
+#[tokio::test]
+async fn each_step_is_a_governed_call_whose_output_feeds_the_next() {
+    let f = fixture("").await;
+    f.install(vec![
+        Chain::builder("notes")
+            .input(json!({"type": "object", "required": ["topic"], "properties": {"topic": {"type": "string"}}}))
+            .step(emit("find", r#"{"results": [{"title": "first"}, {"title": "second"}]}"#))
+            .step(
+                StepBuilder::new("save", "write_file")
+                    .arg("path", "notes.md")
+                    .arg("content", "# ${input.topic}: ${find.results[0].title}\n"),
+            )
+            .step(StepBuilder::new("read", "read_file").arg("path", "notes.md").depends_on("save"))
+            .output(json!({"top": "$find.results[0].title", "text": "$read.content"})),
+    ]);
+    let r = f.run("notes", json!({"topic": "rust"})).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    assert_eq!(
+        r.output.unwrap(),
+        json!({"top": "first", "text": "# rust: first\n"})
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join("ws/notes.md")).unwrap(),
+        "# rust: first\n"
+    );
+    // One audit row per step, each naming the run and its step, sharing the chain's trace.
+    let (run, rows) = f.rt.chains().run(r.execution_id.as_str()).await.unwrap();
+    assert_eq!(run.status, "completed");
+    assert_eq!(run.chain, "notes");
+    let seen: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row.tool.as_str(),
+                row.metadata["chain"]["step"].as_str().unwrap(),
+                row.status.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("emit", "find", "success"),
+            ("write_file", "save", "success"),
+            ("read_file", "read", "success"),
+        ]
+    );
+    assert!(rows.iter().all(|row| row.trace_id == r.trace_id.as_str()
+        && row.metadata["chain"]["run_id"] == r.execution_id.as_str()));
+    // And the chain call's own row, with the steps' statuses.
+    let own =
+        f.rt.store()
+            .get(r.execution_id.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(own.tool, "chain__notes");
+    assert_eq!(
+        own.metadata["chain_run"]["steps"],
+        json!({"find": "completed", "save": "completed", "read": "completed"})
+    );
+}
+
+#[tokio::test]
+async fn independent_steps_overlap_in_time() {
+    let f = fixture("").await;
+    let mut b = Chain::builder("fan").max_parallel(3);
+    for id in ["a", "b", "c"] {
+        b = b.step(StepBuilder::new(id, "nap").arg("seconds", "0.4"));
+    }
+    f.install(vec![b]);
+    let r = f.run("fan", json!({})).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    let (_, rows) = f.rt.chains().run(r.execution_id.as_str()).await.unwrap();
+    assert_eq!(rows.len(), 3);
+    let last_start = rows.iter().map(|r| r.started_at).max().unwrap();
+    let first_end = rows.iter().map(|r| r.completed_at).min().unwrap();
+    assert!(
+        last_start < first_end,
+        "the three naps did not overlap: last started at {last_start}, first ended at {first_end}"
+    );
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_and_counted_and_others_are_not() {
+    let f = fixture("").await;
+    f.install(vec![
+        Chain::builder("timeouts").step(StepBuilder::new("slow", "hang").on_error(
+            OnError::Retry {
+                max: 2,
+                backoff_ms: 10,
+            },
+        )),
+        Chain::builder("invalid").step(StepBuilder::new("bad", "emit").arg("wrong", 1).on_error(
+            OnError::Retry {
+                max: 2,
+                backoff_ms: 10,
+            },
+        )),
+    ]);
+    let r = f.run("timeouts", json!({})).await;
+    assert_eq!(r.status, ToolStatus::Failed, "{r:?}");
+    assert!(
+        r.error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("step \"slow\" failed"),
+        "{r:?}"
+    );
+    assert_eq!(f.statuses(&r).await, vec![st("slow", "failed", 3)]);
+    let (_, rows) = f.rt.chains().run(r.execution_id.as_str()).await.unwrap();
+    let attempts: Vec<(u64, ToolStatus)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row.metadata["chain"]["attempt"].as_u64().unwrap(),
+                row.status,
+            )
+        })
+        .collect();
+    assert_eq!(
+        attempts,
+        vec![
+            (1, ToolStatus::Timeout),
+            (2, ToolStatus::Timeout),
+            (3, ToolStatus::Timeout)
+        ]
+    );
+    // Invalid arguments are not transient: one attempt.
+    let r = f.run("invalid", json!({})).await;
+    assert_eq!(f.statuses(&r).await, vec![st("bad", "failed", 1)]);
+}
+
+#[tokio::test]
+async fn a_failed_step_skips_what_needs_it_and_the_rest_goes_on_when_allowed() {
+    let f = fixture("").await;
+    f.install(vec![
+        Chain::builder("partial")
+            .step(StepBuilder::new("broken", "fail").on_error(OnError::Continue))
+            .step(emit("after", r#"{"n": 1}"#).depends_on("broken"))
+            .step(emit("later", r#"{"n": 2}"#).arg("json", "{\"from\": \"${after.n}\"}"))
+            .step(emit("alone", r#"{"n": 3}"#))
+            .step(emit("cleanup", r#"{"cleaned": true}"#).when("$steps.broken.status == 'failed'"))
+            .step(emit("never", r#"{}"#).when("$alone.n > 5"))
+            .step(StepBuilder::new("fallback", "fail").on_error(OnError::Default(json!({"n": 0}))))
+            .output(json!({"alone": "$alone.n", "fallback": "$fallback.n"})),
+        Chain::builder("stops")
+            .step(StepBuilder::new("broken", "fail"))
+            .step(emit("after", r#"{}"#).depends_on("broken")),
+    ]);
+    let r = f.run("partial", json!({})).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    assert_eq!(
+        r.output.clone().unwrap(),
+        json!({"alone": 3, "fallback": 0})
+    );
+    assert_eq!(
+        f.statuses(&r).await,
+        vec![
+            st("broken", "failed", 1),
+            st("after", "skipped", 0),
+            st("later", "skipped", 0),
+            st("alone", "completed", 1),
+            st("cleanup", "completed", 1),
+            st("never", "skipped", 0),
+            st("fallback", "completed", 1),
+        ]
+    );
+    let r = f.run("stops", json!({})).await;
+    assert_eq!(r.status, ToolStatus::Failed);
+    assert_eq!(
+        f.statuses(&r).await,
+        vec![st("broken", "failed", 1), st("after", "skipped", 0)]
+    );
+}
+
+#[tokio::test]
+async fn a_step_policy_denies_is_denied_and_stops_the_run_unless_told_otherwise() {
+    let f = fixture("deny = [\"write_file\"]\n").await;
+    f.install(vec![
+        Chain::builder("writes")
+            .step(
+                StepBuilder::new("w", "write_file")
+                    .arg("path", "x")
+                    .arg("content", "y"),
+            )
+            .step(emit("after", "{}").depends_on("w")),
+        Chain::builder("writes_anyway")
+            .step(
+                StepBuilder::new("w", "write_file")
+                    .arg("path", "x")
+                    .arg("content", "y")
+                    .on_error(OnError::Continue),
+            )
+            .step(emit("other", r#"{"ok": true}"#)),
+    ]);
+    let r = f.run("writes", json!({})).await;
+    assert_eq!(r.status, ToolStatus::Failed, "{r:?}");
+    assert!(
+        r.error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("step \"w\" denied"),
+        "{r:?}"
+    );
+    assert_eq!(
+        f.statuses(&r).await,
+        vec![st("w", "denied", 1), st("after", "skipped", 0)]
+    );
+    let (_, rows) = f.rt.chains().run(r.execution_id.as_str()).await.unwrap();
+    assert_eq!(rows[0].status, ToolStatus::PermissionDenied);
+    assert_eq!(rows[0].decision.as_deref(), Some("deny"));
+
+    let r = f.run("writes_anyway", json!({})).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    assert_eq!(r.output.clone().unwrap(), json!({"ok": true}));
+    assert_eq!(
+        f.statuses(&r).await,
+        vec![st("w", "denied", 1), st("other", "completed", 1)]
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_run_cancels_its_running_steps_and_each_keeps_its_row() {
+    let f = fixture("").await;
+    f.install(vec![
+        Chain::builder("long")
+            .step(StepBuilder::new("sleep", "nap").arg("seconds", "30"))
+            .step(emit("after", "{}").depends_on("sleep")),
+    ]);
+    let call =
+        f.rt.call("chain__long", json!({}), Caller::agent("agent-7"));
+    let id = call.execution_id.clone();
+    let cancel = CancellationToken::new();
+    let rt = f.rt.clone();
+    let token = cancel.clone();
+    let running = tokio::spawn(async move { rt.execute_with_cancel(call, token).await });
+    // Wait until the step's call is running, then cancel the chain's.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while f
+        .rt
+        .pipeline()
+        .running_calls()
+        .iter()
+        .all(|c| c.tool != "nap")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the step never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    cancel.cancel();
+    let r = running.await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(r.status, ToolStatus::Cancelled, "{r:?}");
+    let (run, rows) = f.rt.chains().run(id.as_str()).await.unwrap();
+    assert_eq!(run.status, "cancelled");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].status, ToolStatus::Cancelled);
+    assert_eq!(
+        f.statuses(&r).await,
+        vec![st("sleep", "cancelled", 1), st("after", "cancelled", 0)]
+    );
+}
+
+#[tokio::test]
+async fn for_each_runs_the_step_once_per_item_and_collects_the_outputs() {
+    let f = fixture("").await;
+    f.install(vec![
+        Chain::builder("each")
+            .input(json!({"type": "object", "properties": {"names": {"type": "array"}}}))
+            .step(
+                emit("greet", "")
+                    .arg("json", "{\"hello\": \"${item}\", \"at\": ${index}}")
+                    .for_each("$input.names", 2),
+            )
+            .output(json!("$greet")),
+    ]);
+    let r = f.run("each", json!({"names": ["ann", "bo", "cy"]})).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    assert_eq!(
+        r.output.unwrap(),
+        json!([{"hello": "ann", "at": 0}, {"hello": "bo", "at": 1}, {"hello": "cy", "at": 2}])
+    );
+    let (_, rows) = f.rt.chains().run(r.execution_id.as_str()).await.unwrap();
+    let mut items: Vec<u64> = rows
+        .iter()
+        .map(|r| r.metadata["chain"]["item"].as_u64().unwrap())
+        .collect();
+    items.sort_unstable();
+    assert_eq!(items, vec![0, 1, 2]);
+}

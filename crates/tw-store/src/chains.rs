@@ -1,0 +1,210 @@
+//! Chain runs: one row per run of a tool chain, with its input, its output and every step's
+//! status and timing. The steps' own calls are audit rows (their metadata names the run), read
+//! back here through the `chain_run_id` column the schema computes from that metadata.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
+
+use crate::codec;
+use crate::error::{Result, StoreError};
+use crate::record::{AuditRow, COLUMNS as AUDIT_COLUMNS, decode_row};
+
+/// A run as it starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewChainRun {
+    /// The run's id: the execution id of the chain tool's call.
+    pub id: String,
+    /// The chain's name.
+    pub chain: String,
+    /// The trace the run and its steps share.
+    pub trace_id: String,
+    /// Who called it.
+    pub agent_id: String,
+    /// The skill it runs under.
+    pub skill: Option<String>,
+    /// The person behind the agent.
+    pub user_id: Option<String>,
+    /// Its input (redacted).
+    pub input: Value,
+    /// Every step, pending.
+    pub steps: Value,
+    /// When it started (µs since the epoch).
+    pub started_at: i64,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainRunEnd {
+    /// `completed`, `failed`, `cancelled` or `timeout`.
+    pub status: String,
+    /// What it returned.
+    pub output: Option<Value>,
+    /// Why it did not complete.
+    pub error: Option<String>,
+    /// Every step's final state.
+    pub steps: Value,
+    /// When it ended.
+    pub completed_at: i64,
+}
+
+/// A stored run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainRunRow {
+    /// The run's id (the chain call's execution id).
+    pub id: String,
+    /// The chain's name.
+    pub chain: String,
+    /// The trace the run and its steps share.
+    pub trace_id: String,
+    /// Who called it.
+    pub agent_id: String,
+    /// The skill it ran under.
+    pub skill: Option<String>,
+    /// The person behind the agent.
+    pub user_id: Option<String>,
+    /// `running`, `completed`, `failed`, `cancelled`, `timeout` or `interrupted`.
+    pub status: String,
+    /// Its input.
+    pub input: Value,
+    /// What it returned.
+    pub output: Option<Value>,
+    /// Why it did not complete.
+    pub error: Option<String>,
+    /// Each step: `{id, status, started_at, completed_at, attempts, execution_ids, error}`.
+    pub steps: Value,
+    /// When it started (µs since the epoch).
+    pub started_at: i64,
+    /// When it ended.
+    pub completed_at: Option<i64>,
+}
+
+/// Which runs to list: newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChainRunQuery {
+    /// Only runs of this chain.
+    pub chain: Option<String>,
+    /// Only runs that ended (or are) this way.
+    pub status: Option<String>,
+    /// At most this many (1 to 1000; 50 when absent).
+    pub limit: Option<u32>,
+}
+
+const COLUMNS: &str = "id, chain, trace_id, agent_id, skill, user_id, status, input, output, \
+     error, steps, started_at, completed_at";
+
+pub(crate) async fn start(conn: &mut SqliteConnection, run: &NewChainRun) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO chain_runs (id, chain, trace_id, agent_id, skill, user_id, status, input, \
+         steps, started_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+    )
+    .bind(run.id.clone())
+    .bind(run.chain.clone())
+    .bind(run.trace_id.clone())
+    .bind(run.agent_id.clone())
+    .bind(run.skill.clone())
+    .bind(run.user_id.clone())
+    .bind(run.input.to_string())
+    .bind(run.steps.to_string())
+    .bind(run.started_at)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn finish(
+    conn: &mut SqliteConnection,
+    id: &str,
+    end: &ChainRunEnd,
+) -> Result<bool> {
+    if !matches!(
+        end.status.as_str(),
+        "completed" | "failed" | "cancelled" | "timeout"
+    ) {
+        return Err(StoreError::InvalidQuery {
+            field: "status",
+            message: format!("{:?} is not how a run ends", end.status),
+        });
+    }
+    let done = sqlx::query(
+        "UPDATE chain_runs SET status = ?, output = ?, error = ?, steps = ?, completed_at = ? \
+         WHERE id = ? AND status = 'running'",
+    )
+    .bind(end.status.clone())
+    .bind(end.output.as_ref().map(Value::to_string))
+    .bind(end.error.clone())
+    .bind(end.steps.to_string())
+    .bind(end.completed_at)
+    .bind(id.to_owned())
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub(crate) async fn get(pool: &SqlitePool, id: &str) -> Result<Option<ChainRunRow>> {
+    let mut qb =
+        QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM chain_runs WHERE id = "));
+    qb.push_bind(id.to_owned());
+    let row = qb.build().fetch_optional(pool).await?;
+    row.as_ref().map(decode).transpose()
+}
+
+pub(crate) async fn list(pool: &SqlitePool, q: &ChainRunQuery) -> Result<Vec<ChainRunRow>> {
+    let mut qb =
+        QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM chain_runs WHERE 1 = 1"));
+    if let Some(chain) = &q.chain {
+        qb.push(" AND chain = ").push_bind(chain.clone());
+    }
+    if let Some(status) = &q.status {
+        qb.push(" AND status = ").push_bind(status.clone());
+    }
+    qb.push(" ORDER BY started_at DESC, id LIMIT ")
+        .push_bind(i64::from(q.limit.unwrap_or(50).clamp(1, 1000)));
+    qb.build()
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(decode)
+        .collect()
+}
+
+/// The audit rows of a run's steps, in the order they were written.
+pub(crate) async fn step_rows(pool: &SqlitePool, run_id: &str) -> Result<Vec<AuditRow>> {
+    let mut qb = QueryBuilder::<Sqlite>::new(format!(
+        "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE chain_run_id = "
+    ));
+    qb.push_bind(run_id.to_owned()).push(" ORDER BY id");
+    qb.build()
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(decode_row)
+        .collect()
+}
+
+fn decode(row: &SqliteRow) -> Result<ChainRunRow> {
+    let id: String = row.try_get("id")?;
+    let what = |column: &str| format!("chain run {id}, column {column}");
+    let input: String = row.try_get("input")?;
+    let output: Option<String> = row.try_get("output")?;
+    let steps: String = row.try_get("steps")?;
+    Ok(ChainRunRow {
+        chain: row.try_get("chain")?,
+        trace_id: row.try_get("trace_id")?,
+        agent_id: row.try_get("agent_id")?,
+        skill: row.try_get("skill")?,
+        user_id: row.try_get("user_id")?,
+        status: row.try_get("status")?,
+        input: codec::json(|| what("input"), &input)?,
+        output: output
+            .map(|t| codec::json(|| what("output"), &t))
+            .transpose()?,
+        error: row.try_get("error")?,
+        steps: codec::json(|| what("steps"), &steps)?,
+        started_at: row.try_get("started_at")?,
+        completed_at: row.try_get("completed_at")?,
+        id,
+    })
+}

@@ -12,13 +12,19 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Map, Value, json};
 
+pub mod check;
 pub mod expr;
+pub mod parse;
 pub mod reference;
+pub mod yaml;
 
+pub use check::{ChainCatalog, ChainInfo, ToolInfo, check, output_schema};
 pub use expr::{CmpOp, Expr, ExprError};
+pub use parse::{ChainParse, ChainSource, parse_chain_file, parse_chains};
 pub use reference::{
     Piece, Ref, RefError, Root, Scope, Segment, StepStatus, StepValue, Template, check_step_id,
 };
+pub use yaml::{LineMap, YamlError, YamlRead};
 
 /// What registered chains are called as tools: `chain__NAME`, the convention imported tools
 /// use (`server__tool`), since MCP clients refuse `:` in tool names.

@@ -7,13 +7,14 @@
 //! build (none if an error makes the skill unusable) and every diagnostic, each with the line it
 //! is about, so one broken skill is reported precisely and does not stop the others from loading.
 //! Unknown fields are warnings: the format grows, and a skill written for a newer tool should
-//! still load.
+//! still load. An error in one of its `chains` leaves that chain out, not the skill: the skill's
+//! tools mean the same without it.
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
 use serde_yaml_ng::{Mapping, Value as Yaml};
 
+use crate::chain::ChainSource;
 use crate::policy::access::AccessLevel;
 
 pub mod envelope;
@@ -53,6 +54,15 @@ pub struct Diagnostic {
     pub field: Option<String>,
     /// What is wrong.
     pub message: String,
+}
+
+impl Diagnostic {
+    /// Whether it is about the skill's `chains`, whose errors leave a chain out, not the skill.
+    pub fn is_about_chains(&self) -> bool {
+        self.field
+            .as_deref()
+            .is_some_and(|f| f == "chains" || f.starts_with("chains.") || f.starts_with("chains["))
+    }
 }
 
 impl std::fmt::Display for Diagnostic {
@@ -118,8 +128,10 @@ pub struct SkillManifest {
     pub inherit_tools_from: Vec<String>,
     /// Capability names its tools are resolved from.
     pub permissions: Vec<String>,
-    /// Tool chains, kept as written for the chains work.
-    pub chains: Vec<Value>,
+    /// Its tool chains without errors (a chain with one is left out, and said so). Not
+    /// serialized: a chain is written back as YAML (`Chain::to_yaml`), not as a manifest field.
+    #[serde(skip)]
+    pub chains: Vec<ChainSource>,
     /// The Markdown after the front matter.
     pub body: String,
     /// Line of the body's first line.
@@ -129,7 +141,8 @@ pub struct SkillManifest {
 /// What parsing a SKILL.md gives.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillParse {
-    /// The manifest, unless an error makes the skill unusable.
+    /// The manifest, unless an error makes the skill unusable (one about its `chains` does
+    /// not: [`Diagnostic::is_about_chains`]).
     pub manifest: Option<SkillManifest>,
     /// Every problem found, in file order.
     pub diagnostics: Vec<Diagnostic>,
@@ -348,8 +361,19 @@ pub fn parse_skill(text: &str, folder: Option<&str>) -> SkillParse {
         start: front_line - 1,
         diagnostics: Vec::new(),
     };
-    let manifest = build(&map, folder, body, body_line, &mut r);
+    let mut manifest = build(&map, folder, body, body_line, &mut r);
     let usable = !r.diagnostics.iter().any(|d| d.severity == Severity::Error);
+    if map.contains_key("chains")
+        && let Some(m) = &mut manifest
+    {
+        let last = (front_line + front.lines().count()).max(front_line);
+        let (chains, diagnostics) = chains(front, front_line, &m.name);
+        m.chains = chains;
+        r.diagnostics.extend(diagnostics.into_iter().map(|mut d| {
+            d.line = d.line.clamp(front_line, last);
+            d
+        }));
+    }
     r.diagnostics.sort_by_key(|d| d.line);
     SkillParse {
         manifest: manifest.filter(|_| usable),
@@ -530,12 +554,8 @@ fn build(
                 }
             }
             "permissions" => m.permissions = strings(value, "permissions", false, r),
-            "chains" => match serde_json::to_value(value) {
-                Ok(Value::Array(chains)) => m.chains = chains,
-                Ok(Value::Null) => {}
-                Ok(_) => r.error("chains", "must be a list of chains"),
-                Err(e) => r.error("chains", format!("cannot be read: {e}")),
-            },
+            // Read from the text again, with lines, once the skill's name is known.
+            "chains" => {}
             other => r.warn(other, format!("unknown field {other:?} is ignored")),
         }
     }
@@ -546,6 +566,28 @@ fn build(
         r.error("", "the required field `description` is missing");
     }
     Some(m)
+}
+
+/// The chains of the front matter `front` (whose first line is `front_line`), read again with
+/// positions: a list (an unnamed chain named after the skill) or a mapping from names to chains.
+fn chains(front: &str, front_line: usize, skill: &str) -> (Vec<ChainSource>, Vec<Diagnostic>) {
+    let read = crate::chain::yaml::read(front, front_line);
+    let Some(root) = read.value else {
+        let diagnostics = read
+            .errors
+            .into_iter()
+            .map(|e| Diagnostic {
+                severity: Severity::Error,
+                line: e.line,
+                field: Some("chains".to_owned()),
+                message: format!("the chains cannot be read: {}", e.message),
+            })
+            .collect();
+        return (Vec::new(), diagnostics);
+    };
+    let unnamed = skill.replace('-', "_");
+    let parse = crate::chain::parse_chains(&root, &read.lines, "/chains", Some(&unnamed));
+    (parse.chains, parse.diagnostics)
 }
 
 fn tools(value: &Yaml, r: &mut Report) -> Vec<SkillTool> {
@@ -630,8 +672,28 @@ fn domains(v: &Yaml, field: &str, r: &mut Report) -> Vec<String> {
 }
 
 fn rate(v: &Yaml, field: &str, r: &mut Report) -> Option<SkillRate> {
+    // A bare number is calls a minute, as the seed writes it.
+    if let Yaml::Number(n) = v {
+        return match n
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+        {
+            Some(n) => Some(SkillRate {
+                per_minute: Some(n),
+                per_hour: None,
+            }),
+            None => {
+                r.error(field, "must be a whole number of calls a minute above 0");
+                None
+            }
+        };
+    }
     let Yaml::Mapping(m) = v else {
-        r.error(field, "must be {per_minute: N} and/or {per_hour: N}");
+        r.error(
+            field,
+            "must be calls a minute (N), or {per_minute: N} and/or {per_hour: N}",
+        );
         return None;
     };
     let mut rate = SkillRate {

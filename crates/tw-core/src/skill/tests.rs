@@ -2,7 +2,8 @@
 //! the diagnostic (severity, line, message) it must give.
 
 use pretty_assertions::assert_eq;
-use serde_json::json;
+
+use crate::chain::{Chain, StepBuilder};
 
 use super::*;
 
@@ -61,10 +62,17 @@ fn a_full_manifest_loads_with_every_field() {
     );
     assert_eq!(m.inherit_tools_from, ["synthesis"]);
     assert_eq!(m.permissions, ["web_search", "web_read"]);
-    assert_eq!(
-        m.chains,
-        vec![json!({"steps": ["web_search", "http_fetch"]})]
-    );
+    // The seed's shape: an unnamed chain of bare tool names, named after the skill, each step
+    // waiting for the one before.
+    let chains: Vec<&crate::chain::Chain> = m.chains.iter().map(|c| &c.chain).collect();
+    let want = Chain::builder("research")
+        .step(StepBuilder::new("step1", "web_search"))
+        .step(StepBuilder::new("step2", "http_fetch").depends_on("step1"))
+        .build()
+        .unwrap();
+    assert_eq!(chains, vec![&want]);
+    assert_eq!(m.chains[0].line_of("/steps/1"), 22);
+    assert_eq!(m.chains[0].field, "chains[0]");
     assert_eq!(m.body_line, 24);
     assert!(m.body.starts_with("# Research"));
 }
@@ -289,14 +297,6 @@ const CORPUS: &[(&str, &str, Severity, usize, &str, bool)] = &[
         "must be a string",
         false,
     ),
-    (
-        "chains not a list",
-        "---\nname: a\ndescription: d\nchains: nope\n---\n",
-        Severity::Error,
-        4,
-        "must be a list of chains",
-        false,
-    ),
 ];
 
 #[test]
@@ -492,5 +492,118 @@ fn a_problem_inside_a_tools_entry_points_at_its_own_line() {
             (9, Some("tools[1].access_level")),
             (11, Some("tools[2].access_level")),
         ]
+    );
+}
+
+/// What a SKILL.md's `chains:` gives: (what it tests, the chains part of the front matter (from
+/// line 4), the chains loaded, and each diagnostic as (line, field, message)).
+type ChainCase = (
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    &'static [(usize, &'static str, &'static str)],
+);
+
+const CHAIN_CASES: &[ChainCase] = &[
+    (
+        "the seed's map of names to step lists",
+        "chains:\n  research: [web_search, http_fetch]\n  other:\n    steps: [read_file]\n",
+        &["research", "other"],
+        &[],
+    ),
+    (
+        "several unnamed chains get the skill's name and their position",
+        "chains:\n  - steps: [a_tool]\n  - name: named\n    steps: [b_tool]\n  - [c_tool]\n",
+        &["my_skill_1", "named", "my_skill_3"],
+        &[],
+    ),
+    (
+        "a chain that is not a list or a mapping",
+        "chains: nope\n",
+        &[],
+        &[(
+            4,
+            "chains",
+            "must be a list of chains, or a mapping from chain names to chains",
+        )],
+    ),
+    (
+        "a broken chain is left out, the others load",
+        "chains:\n  - name: good\n    steps: [a_tool]\n  - name: bad\n    steps:\n      - id: s\n        tool: a_tool\n        arguments: {x: $nowhere.y}\n",
+        &["good"],
+        &[(
+            11,
+            "chains[1].steps[0].arguments.x",
+            "$steps.nowhere.output.y: no step has id \"nowhere\"",
+        )],
+    ),
+    (
+        "a key that disagrees with the name",
+        "chains:\n  research:\n    name: other\n    steps: [a_tool]\n",
+        &[],
+        &[(
+            6,
+            "chains.research.name",
+            "the chain is under the key \"research\" but its `name` is \"other\"",
+        )],
+    ),
+    (
+        "an anchor elsewhere in the front matter stops the chains, not the skill",
+        "metadata:\n  a: &x b\nchains: [[a_tool]]\n",
+        &[],
+        &[(
+            5,
+            "chains",
+            "the chains cannot be read: anchors (`&name`) are not supported: write the value out",
+        )],
+    ),
+];
+
+#[test]
+fn chains_load_with_their_lines_and_a_broken_one_leaves_the_skill_usable() {
+    for (what, chains, names, want) in CHAIN_CASES {
+        let text = format!("---\nname: my-skill\ndescription: d\n{chains}---\n");
+        let p = parse_skill(&text, Some("my-skill"));
+        let m = p
+            .manifest
+            .unwrap_or_else(|| panic!("{what}: the skill does not load: {:?}", p.diagnostics));
+        let got: Vec<&str> = m.chains.iter().map(|c| c.chain.name.as_str()).collect();
+        assert_eq!(&got, names, "{what}");
+        let found: Vec<(usize, &str, &str)> = p
+            .diagnostics
+            .iter()
+            .map(|d| (d.line, d.field.as_deref().unwrap_or(""), d.message.as_str()))
+            .collect();
+        assert_eq!(&found, want, "{what}");
+        assert!(
+            p.diagnostics.iter().all(Diagnostic::is_about_chains),
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn a_rate_limit_may_be_a_bare_number_of_calls_a_minute() {
+    let text = "---\nname: a\ndescription: d\ntools:\n  - {name: exec, rate_limit: 30}\n  - {name: ls, rate_limit: 0}\n---\n";
+    let p = parse_skill(text, Some("a"));
+    let found: Vec<(usize, &str)> = p
+        .diagnostics
+        .iter()
+        .map(|d| (d.line, d.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![(6, "must be a whole number of calls a minute above 0")]
+    );
+    let p = parse_skill(
+        "---\nname: a\ndescription: d\ntools:\n  - {name: exec, rate_limit: 30}\n---\n",
+        Some("a"),
+    );
+    assert_eq!(
+        p.manifest.unwrap().tools[0].rate_limit,
+        Some(SkillRate {
+            per_minute: Some(30),
+            per_hour: None
+        })
     );
 }

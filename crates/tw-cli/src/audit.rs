@@ -88,6 +88,29 @@ async fn show(rt: &Runtime, execution_id: &str) -> anyhow::Result<u8> {
         bail!("no audit record with execution id {execution_id:?}");
     };
     print_row(&row)?;
+    // A step of a chain names its run; a chain's call lists its steps' calls.
+    if let Some(link) = row.metadata.get("chain") {
+        outln!(
+            "chain run {} (`toolwarden chains runs {}`): step {}, attempt {}",
+            link["run_id"].as_str().unwrap_or_default(),
+            link["run_id"].as_str().unwrap_or_default(),
+            link["step"].as_str().unwrap_or_default(),
+            link["attempt"]
+        )?;
+    }
+    if row.metadata.get("chain_run").is_some() {
+        let steps = rt.store().chain_step_rows(execution_id).await?;
+        outln!("steps of this chain run ({} calls):", steps.len())?;
+        for s in steps {
+            outln!(
+                "  {}  {}  {}  {}",
+                s.metadata["chain"]["step"].as_str().unwrap_or_default(),
+                s.tool,
+                s.status,
+                s.execution_id
+            )?;
+        }
+    }
     Ok(0)
 }
 

@@ -46,7 +46,7 @@ pub(crate) fn cancel_on_signal() -> CancellationToken {
     token
 }
 
-fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
+pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
     if path.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin()

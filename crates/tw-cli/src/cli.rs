@@ -82,6 +82,9 @@ pub(crate) enum Command {
     /// Inspect and check the skills (SKILL.md folders) and the tools each may use.
     #[command(subcommand)]
     Skills(SkillsCommand),
+    /// Tool chains: several governed calls run as one (the tool chain__NAME).
+    #[command(subcommand)]
+    Chains(ChainsCommand),
     /// List the calls in flight in every process on the data directory.
     Running {
         /// Print JSON instead of a table.
@@ -398,6 +401,64 @@ pub(crate) struct ListArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `toolwarden chains ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ChainsCommand {
+    /// Every chain loaded (from the chains directory and the skills), and every problem with
+    /// those that did not load, as FILE:LINE.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a chain file against the tools registered now (every problem as FILE:LINE), or
+    /// with no file every chain loaded. Exits 1 if any has an error; nothing is saved.
+    Check {
+        /// The chain file ("-" for stdin).
+        file: Option<PathBuf>,
+        /// Check it as a chain of this skill (its steps held to the skill's tools).
+        #[arg(long)]
+        skill: Option<String>,
+    },
+    /// One chain in YAML, as `chains check` and a chain file read it.
+    Show {
+        /// The chain's name.
+        name: String,
+        /// Print JSON instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a chain: the call chain__NAME, each step a governed call of its own. Prints the
+    /// result like `call` and exits with its status's code.
+    Run {
+        /// The chain's name.
+        name: String,
+        /// The chain's input as a JSON object.
+        #[arg(long, default_value = "{}")]
+        input: String,
+        /// Time limit in milliseconds (the chain's own still applies).
+        #[arg(long, value_name = "MS")]
+        timeout: Option<u64>,
+        /// Do not wait for a person: a step that needs approval ends the run at once.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Runs, newest first; with a run id, that run with each step's status, timing and calls.
+    Runs {
+        /// One run's id (the chain call's execution id).
+        id: Option<String>,
+        /// Only runs of this chain.
+        #[arg(long)]
+        chain: Option<String>,
+        /// At most this many runs.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `toolwarden call`

@@ -9,6 +9,7 @@
 
 mod audit;
 mod call;
+mod chains;
 mod cli;
 mod confirm;
 mod exit;
@@ -97,6 +98,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         cli.command,
         Command::Call(_)
             | Command::Batch(_)
+            | Command::Chains(crate::cli::ChainsCommand::Run { .. })
             | Command::Mcp { cmd: None }
             | Command::Serve { cmd: None, .. }
     ) {
@@ -116,6 +118,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Mode { cmd } => confirm::mode(&rt, &ctx, cmd).await,
         Command::Sandbox(cmd) => sandbox::run(&rt, cmd).await,
         Command::Skills(cmd) => skills::run(&rt, &ctx, cmd).await,
+        Command::Chains(cmd) => chains::run(&rt, &ctx, cmd).await,
         Command::Running { json } => running::running(&rt, json).await,
         Command::Cancel { execution_id } => running::cancel(&rt, &execution_id).await,
         Command::Mcp { cmd: None } => mcp::serve(&rt, &ctx, cli.global.agent.clone()).await,

@@ -174,6 +174,7 @@ fn show_json(
                     "upstream_server": u.server(),
                     "upstream_tool": u.upstream_name(),
                 }),
+                ToolKind::Chain(c) => json!({"chain": c.chain.to_value(), "origin": c.origin}),
                 ToolKind::Builtin(_) | ToolKind::Process(_) => serde_json::Value::Null,
             },
             "policy": explanation,

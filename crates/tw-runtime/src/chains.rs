@@ -5,7 +5,8 @@
 //! stage ([`crate::pipeline`]'s chain engine), where each step is judged again on its own.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 use serde_json::Value;
 use tw_core::chain::{self, Chain};
@@ -59,18 +60,241 @@ struct State {
 /// Tool chains: loaded, registered as tools, and their runs.
 pub struct ChainService {
     shared: Arc<Shared>,
+    this: Weak<ChainService>,
     state: RwLock<State>,
+    /// The chain files' directory.
+    dir: PathBuf,
+    settings: Arc<crate::settings::SettingsService>,
+    skills: Arc<crate::skills::SkillService>,
+    upstreams: Arc<crate::upstream::UpstreamService>,
+    watcher: crate::watch::FileWatcher,
+    watching: Mutex<Option<crate::watch::Subscription>>,
+    /// Whether the first load is done (its problems are a start-up warning instead).
+    opened: std::sync::atomic::AtomicBool,
 }
+
+/// The directory chain files are read from: the config's `chains_dir`, else the first
+/// workspace root's `chains` folder (as skills are found).
+pub fn chains_dir(config: &crate::config::Config, workspace: &[PathBuf]) -> PathBuf {
+    match &config.chains_dir {
+        Some(d) => d.clone(),
+        None => workspace
+            .first()
+            .map_or_else(|| PathBuf::from("chains"), |w| w.join("chains")),
+    }
+}
+
+/// The largest chain file read, in bytes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// The longest a chain may run unless it says.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 
 impl ChainService {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Self {
+    pub(crate) fn open(
+        shared: Arc<Shared>,
+        dir: PathBuf,
+        settings: Arc<crate::settings::SettingsService>,
+        skills: Arc<crate::skills::SkillService>,
+        upstreams: Arc<crate::upstream::UpstreamService>,
+        watcher: crate::watch::FileWatcher,
+    ) -> Arc<Self> {
+        let service = Arc::new_cyclic(|this| Self {
             shared,
+            this: this.clone(),
             state: RwLock::default(),
+            dir,
+            settings,
+            skills,
+            upstreams,
+            watcher,
+            watching: Mutex::new(None),
+            opened: std::sync::atomic::AtomicBool::new(false),
+        });
+        service.reload();
+        service
+    }
+
+    fn opened(&self) -> bool {
+        self.opened.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many chains did not load, as a start-up warning, when some did not.
+    pub(crate) fn warning(&self) -> Option<String> {
+        let state = self.read();
+        let failed: std::collections::BTreeSet<&str> = state
+            .problems
+            .iter()
+            .filter(|p| p.message.starts_with("error"))
+            .map(|p| p.chain.as_deref().unwrap_or(p.origin.as_str()))
+            .collect();
+        (!failed.is_empty()).then(|| {
+            format!(
+                "{} chains did not load ({}); `toolwarden chains check` says why",
+                failed.len(),
+                failed.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
+    /// Where chain files are read from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Follows the chains directory: a change there reloads the chains within a second.
+    pub(crate) fn watch(&self) {
+        let mut slot = self.watching.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_some() || !self.dir.is_dir() {
+            return;
         }
+        let this = self.this.clone();
+        let action: crate::watch::Action = Box::new(move || {
+            let this = this.clone();
+            Box::pin(async move { this.upgrade().map(|s| s.reload()).is_some() })
+        });
+        match self.watcher.subscribe(&self.dir, false, |_| true, action) {
+            Ok(sub) => *slot = Some(sub),
+            Err(e) => {
+                tracing::warn!(error = %e, "the chains cannot be watched; changes need a restart")
+            }
+        }
+    }
+
+    /// Reads every chain again (the chain files and the skills' `chains:`), checks each
+    /// against the tools registered now, and puts the valid ones in force. A chain with an
+    /// error never runs; the others still load.
+    pub fn reload(&self) {
+        let (mut entries, mut problems) = self.read_files();
+        for skill in &self.skills.loaded().skills {
+            let Some(m) = &skill.manifest else { continue };
+            for source in &m.chains {
+                let origin = skill.path.display().to_string();
+                let found = self.check_source(source, Some(&m.name));
+                let failed = found
+                    .iter()
+                    .any(|d| d.severity == tw_core::skill::Severity::Error);
+                problems.extend(
+                    found
+                        .into_iter()
+                        .map(|d| problem(&origin, Some(&source.chain.name), &d)),
+                );
+                if !failed {
+                    entries.push(ChainEntry {
+                        chain: source.chain.clone(),
+                        origin,
+                        skill: Some(m.name.clone()),
+                    });
+                }
+            }
+        }
+        // Said once, when it first appears: a process that opens the runtime for one command
+        // should not repeat every old problem (`chains check` lists them).
+        let before = self.problems();
+        for p in problems.iter().filter(|p| !before.contains(p)) {
+            if self.opened() {
+                tracing::warn!("chain: {p}");
+            }
+        }
+        self.install(entries, problems);
+        self.opened
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The chain files as read and checked: the valid chains and every problem.
+    fn read_files(&self) -> (Vec<ChainEntry>, Vec<ChainProblem>) {
+        let mut entries = Vec::new();
+        let mut problems = Vec::new();
+        let listing = match std::fs::read_dir(&self.dir) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (entries, problems),
+            Err(e) => {
+                problems.push(ChainProblem {
+                    origin: self.dir.display().to_string(),
+                    line: 0,
+                    chain: None,
+                    message: format!("the chains directory cannot be read: {e}"),
+                });
+                return (entries, problems);
+            }
+        };
+        let mut files: Vec<PathBuf> = listing
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        for path in files {
+            let origin = path.display().to_string();
+            let text = match read_capped(&path) {
+                Ok(t) => t,
+                Err(message) => {
+                    problems.push(ChainProblem {
+                        origin,
+                        line: 0,
+                        chain: None,
+                        message,
+                    });
+                    continue;
+                }
+            };
+            let (chains, found) = self.check_text(&text, None);
+            problems.extend(
+                found
+                    .iter()
+                    .map(|(chain, d)| problem(&origin, chain.as_deref(), d)),
+            );
+            entries.extend(chains.into_iter().map(|chain| ChainEntry {
+                chain,
+                origin: origin.clone(),
+                skill: None,
+            }));
+        }
+        (entries, problems)
+    }
+
+    /// Reads a chain file's text and checks every chain in it against the tools registered
+    /// now (under `skill`'s tools, when given): the chains without errors, and every
+    /// diagnostic with the chain it is about. Nothing is saved.
+    pub fn check_text(
+        &self,
+        text: &str,
+        skill: Option<&str>,
+    ) -> (
+        Vec<Chain>,
+        Vec<(Option<String>, tw_core::skill::Diagnostic)>,
+    ) {
+        let parsed = chain::parse_chain_file(text);
+        let mut found: Vec<(Option<String>, tw_core::skill::Diagnostic)> =
+            parsed.diagnostics.into_iter().map(|d| (None, d)).collect();
+        let mut chains = Vec::new();
+        for source in parsed.chains {
+            let own = self.check_source(&source, skill);
+            let failed = own
+                .iter()
+                .any(|d| d.severity == tw_core::skill::Severity::Error);
+            found.extend(
+                own.into_iter()
+                    .map(|d| (Some(source.chain.name.clone()), d)),
+            );
+            if !failed {
+                chains.push(source.chain);
+            }
+        }
+        found.sort_by_key(|(_, d)| d.line);
+        (chains, found)
+    }
+
+    /// The checks that need the registry, for one chain.
+    fn check_source(
+        &self,
+        source: &chain::ChainSource,
+        skill: Option<&str>,
+    ) -> Vec<tw_core::skill::Diagnostic> {
+        let catalog = Catalog {
+            service: self,
+            skill,
+        };
+        chain::check(source, &catalog)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -216,6 +440,82 @@ pub(crate) fn execute_step(
     cancel: tokio_util::sync::CancellationToken,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = tw_core::ToolResult> + Send>> {
     Box::pin(async move { pipeline.execute_with_cancel(call, cancel).await })
+}
+
+/// What the chain checks see of the registry, the loaded chains, quarantine and a skill.
+struct Catalog<'a> {
+    service: &'a ChainService,
+    skill: Option<&'a str>,
+}
+
+impl chain::ChainCatalog for Catalog<'_> {
+    fn tool(&self, name: &str) -> Option<chain::ToolInfo> {
+        let entry = self.service.shared.registry.get(name)?;
+        let d = &entry.definition;
+        Some(chain::ToolInfo {
+            parameters: d.parameters.value().clone(),
+            output: d.output_schema.as_ref().map(|s| s.value().clone()),
+            quarantined: self.service.upstreams.quarantine_reason(name).is_some(),
+        })
+    }
+
+    fn chain(&self, name: &str) -> Option<chain::ChainInfo> {
+        let entry = self.service.get(name)?;
+        Some(chain::ChainInfo {
+            input: entry.chain.input.clone(),
+            output: chain::output_schema(&entry.chain, self),
+        })
+    }
+
+    fn outside_skill(&self, tool: &str) -> Option<String> {
+        let skill = self.skill?;
+        let entry = self.service.shared.registry.get(tool)?;
+        let policy = self.service.settings.policy();
+        let (needed, _) = policy.access.needed(&entry.definition);
+        let judged = self.service.skills.judge(
+            skill,
+            &entry.definition,
+            needed,
+            &Value::Object(serde_json::Map::new()),
+            None,
+            false,
+        );
+        (judged.verdict.decision != tw_core::Decision::Allow).then_some(judged.verdict.reason)
+    }
+}
+
+fn problem(origin: &str, chain: Option<&str>, d: &tw_core::skill::Diagnostic) -> ChainProblem {
+    ChainProblem {
+        origin: origin.to_owned(),
+        line: d.line,
+        chain: chain.map(str::to_owned),
+        message: match d.severity {
+            tw_core::skill::Severity::Error => format!("error: {}", field_message(d)),
+            tw_core::skill::Severity::Warning => format!("warning: {}", field_message(d)),
+        },
+    }
+}
+
+fn field_message(d: &tw_core::skill::Diagnostic) -> String {
+    match &d.field {
+        Some(f) => format!("{f}: {}", d.message),
+        None => d.message.clone(),
+    }
+}
+
+/// A chain file's text, refused when it is too large or not UTF-8.
+fn read_capped(path: &Path) -> std::result::Result<String, String> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("is larger than {MAX_FILE_BYTES} bytes"));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| format!("is not UTF-8 (byte {})", e.utf8_error().valid_up_to()))
 }
 
 /// The tool a chain is called as.

@@ -71,6 +71,8 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
     /// The skills directory (one folder with a SKILL.md per skill), when set in the file.
     pub skills_dir: Option<PathBuf>,
+    /// The chains directory (chain files, `*.yaml`), when set in the file.
+    pub chains_dir: Option<PathBuf>,
     /// How many compiled schema validators to keep.
     pub schema_cache_capacity: usize,
     /// Audit durability.
@@ -274,6 +276,7 @@ impl Default for Config {
             workspace: Vec::new(),
             data_dir: None,
             skills_dir: None,
+            chains_dir: None,
             schema_cache_capacity: tw_core::validate::DEFAULT_CAPACITY,
             audit_synchronous: Synchronous::Normal,
             policy: None,
@@ -299,6 +302,7 @@ struct Doc {
     workspace: Vec<String>,
     data_dir: Option<String>,
     skills_dir: Option<String>,
+    chains_dir: Option<String>,
     schema_cache_capacity: Option<Spanned<usize>>,
     policy: Option<PolicyDoc>,
     #[serde(default)]
@@ -448,6 +452,7 @@ impl Config {
             .collect();
         config.data_dir = doc.data_dir.as_deref().map(|d| expand(d, base, home));
         config.skills_dir = doc.skills_dir.as_deref().map(|d| expand(d, base, home));
+        config.chains_dir = doc.chains_dir.as_deref().map(|d| expand(d, base, home));
         if let Some(cap) = doc.schema_cache_capacity {
             if *cap.get_ref() == 0 {
                 return Err(err(

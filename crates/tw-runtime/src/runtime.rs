@@ -114,6 +114,7 @@ impl Runtime {
             return Err(RuntimeError::NoWorkspace);
         };
         let skills_dir = crate::skills::skills_dir(&config, &workspace);
+        let chains_dir = crate::chains::chains_dir(&config, &workspace);
         let workspace = Arc::new(Workspace::open(&workspace)?);
         let policy = crate::policy::load(&config, crate::policy::env(&first_root))?;
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
@@ -161,7 +162,23 @@ impl Runtime {
             Arc::clone(&shared),
             Arc::clone(&skills),
         ));
-        let chains = Arc::new(ChainService::new(Arc::clone(&shared)));
+        let chains = ChainService::open(
+            Arc::clone(&shared),
+            chains_dir,
+            Arc::clone(&settings),
+            Arc::clone(&skills),
+            Arc::clone(&upstreams),
+            watcher.clone(),
+        );
+        {
+            // The skills' `chains:` change with their SKILL.md files.
+            let chains = Arc::downgrade(&chains);
+            skills.on_reload(Box::new(move || {
+                if let Some(c) = chains.upgrade() {
+                    c.reload();
+                }
+            }));
+        }
         let pipeline = Arc::new_cyclic(|me| {
             Pipeline::new(
                 Arc::clone(&shared),
@@ -179,6 +196,8 @@ impl Runtime {
         });
         let policy_watch = watch_policy(&watcher, &config, &settings);
         skills.watch();
+        chains.watch();
+        warnings.extend(chains.warning());
         let changes = crate::changes::follow(
             Followers {
                 shared: Arc::downgrade(&shared),

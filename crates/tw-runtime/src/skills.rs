@@ -52,6 +52,8 @@ pub struct SkillService {
     /// The language model that classifies new tools, when one is configured.
     classifier: Option<LlmClassifier>,
     counters: SkillCounters,
+    /// Run after every reload.
+    on_reload: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
 /// Every problem of the skills directory, in the order a person reads them.
@@ -109,6 +111,7 @@ impl SkillService {
             overrides: RwLock::new(Arc::new(overrides)),
             classifier,
             counters: SkillCounters::default(),
+            on_reload: Mutex::new(Vec::new()),
         }))
     }
 
@@ -208,6 +211,22 @@ impl SkillService {
             _ => {}
         }
         *self.loaded.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        for hook in self
+            .on_reload
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            hook();
+        }
+    }
+
+    /// Runs `hook` after every reload (the chain service reads the skills' `chains:`).
+    pub(crate) fn on_reload(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        self.on_reload
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(hook);
     }
 
     /// Starts watching the skills directory, unless it already is watched (it must exist).

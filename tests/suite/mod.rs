@@ -4,6 +4,7 @@ mod architecture;
 mod audit;
 mod batch;
 mod browser;
+mod chains;
 mod custom_tools;
 mod egress;
 mod escapes;

@@ -340,9 +340,9 @@ impl Chain {
         Value::Object(m)
     }
 
-    /// The chain in YAML, as a chain file holds it.
+    /// The chain in YAML, as a chain file holds it; reading it back gives the same chain.
     pub fn to_yaml(&self) -> String {
-        serde_yaml_ng::to_string(&self.to_value()).unwrap_or_default()
+        yaml::write(&self.to_value())
     }
 }
 
@@ -668,5 +668,7 @@ pub fn structure(chain: &Chain) -> Vec<(String, String)> {
     out
 }
 
+#[cfg(test)]
+mod parse_tests;
 #[cfg(test)]
 mod tests;

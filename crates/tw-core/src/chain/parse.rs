@@ -316,6 +316,7 @@ impl<'a> Ctx<'a> {
             max_parallel: DEFAULT_PARALLEL,
         };
         let mut written_name: Option<String> = None;
+        let name_written = value.get("name").is_some();
         // Where the steps are: `steps:`, or the chain itself when written as its list of steps.
         let mut steps_at: Option<String> = None;
         let shorthand = value.is_array();
@@ -355,7 +356,9 @@ impl<'a> Ctx<'a> {
             (Naming::Written | Naming::Default(_), Some(n)) => chain.name = n,
             (Naming::Written, None) => {
                 name_missing = true;
-                self.error(at, "a chain needs a `name`");
+                if !name_written {
+                    self.error(at, "a chain needs a `name`");
+                }
             }
             (Naming::Default(d), None) => chain.name = d,
             (Naming::Key(k), written) => {
@@ -368,9 +371,11 @@ impl<'a> Ctx<'a> {
                 chain.name = k;
             }
         }
+        let mut steps_broken = false;
         if let Some(p) = &steps_at
             && let Some(v) = root.pointer(p)
         {
+            steps_broken = !v.is_array();
             chain.steps = self.steps(p, v);
         }
         // A chain written as its steps has them at its own pointer; everything else (line map,
@@ -389,7 +394,8 @@ impl<'a> Ctx<'a> {
             self.lines.within(at)
         };
         for (path, message) in structure(&chain) {
-            if name_missing && path == "name" {
+            // Said already, in the words of what was written.
+            if (name_missing && path == "name") || (steps_broken && path == "steps") {
                 continue;
             }
             let rel = structure_pointer(&path);
@@ -466,7 +472,15 @@ impl<'a> Ctx<'a> {
                         .and_then(|r| r.split_once(']'))
                         .and_then(|(i, _)| i.parse::<usize>().ok());
                     let at = entry.map_or_else(|| p.to_owned(), |i| format!("{p}/{i}"));
-                    self.error(&at, e);
+                    // The field names the entry; the message keeps what is after it.
+                    let message = match e.split_once(']') {
+                        Some((_, rest)) if entry.is_some() => rest
+                            .trim_start_matches('.')
+                            .trim_start_matches(": ")
+                            .to_owned(),
+                        _ => e,
+                    };
+                    self.error(&at, message);
                     empty
                 }
             },
@@ -603,6 +617,8 @@ impl<'a> Ctx<'a> {
                     &p,
                     "write `max_retries` or `on_error`, not both (`on_error: {retry: {max: N}}`)",
                 );
+            } else if n > super::MAX_RETRIES {
+                self.error(&p, format!("must be 0 to {}", super::MAX_RETRIES));
             } else if n > 0 {
                 step.on_error = OnError::Retry {
                     max: n,

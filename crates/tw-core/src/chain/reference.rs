@@ -470,8 +470,16 @@ impl Template {
                     pointer.truncate(len);
                     out.push(t?);
                 }
+                // All literal: the value as read (`$$` is `$`), not as written.
                 if out.iter().all(|t| matches!(t, Template::Literal(_))) {
-                    Template::Literal(value.clone())
+                    Template::Literal(Value::Array(
+                        out.into_iter()
+                            .filter_map(|t| match t {
+                                Template::Literal(v) => Some(v),
+                                _ => None,
+                            })
+                            .collect(),
+                    ))
                 } else {
                     Template::Array(out)
                 }
@@ -487,7 +495,14 @@ impl Template {
                     out.push((k.clone(), t?));
                 }
                 if out.iter().all(|(_, t)| matches!(t, Template::Literal(_))) {
-                    Template::Literal(value.clone())
+                    Template::Literal(Value::Object(
+                        out.into_iter()
+                            .filter_map(|(k, t)| match t {
+                                Template::Literal(v) => Some((k, v)),
+                                _ => None,
+                            })
+                            .collect(),
+                    ))
                 } else {
                     Template::Object(out)
                 }

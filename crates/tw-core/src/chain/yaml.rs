@@ -1,4 +1,5 @@
-//! YAML read with positions, so every problem in a chain file can name its line.
+//! YAML read with positions, so every problem in a chain file can name its line, and written so
+//! that reading it back gives the same value.
 //!
 //! `serde_yaml_ng` gives values without positions; chain diagnostics point at the line of the step,
 //! argument or reference at fault. This reads saphyr-parser's event stream (each event carries
@@ -513,6 +514,131 @@ fn float_form(text: &str) -> Option<String> {
         out.push_str(e);
     }
     Some(out)
+}
+
+/// `value` as block YAML that [`read`] gives back exactly. Strings are plain only where they
+/// cannot read as anything else, else double-quoted with escapes; YAML 1.1 emitters (libyaml,
+/// serde_yaml_ng) break lines at U+2028 and U+0085, which a YAML 1.2 reader keeps as text.
+pub fn write(value: &Value) -> String {
+    let mut out = String::new();
+    match value {
+        Value::Object(m) if !m.is_empty() => block_map(m, 0, &mut out),
+        Value::Array(a) if !a.is_empty() => block_seq(a, 0, &mut out),
+        other => {
+            out.push_str(&inline(other));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn pad(out: &mut String, indent: usize) {
+    out.extend(std::iter::repeat_n(' ', indent));
+}
+
+fn block_map(m: &Map<String, Value>, indent: usize, out: &mut String) {
+    for (k, v) in m {
+        pad(out, indent);
+        entry(k, v, indent, out);
+    }
+}
+
+/// `key: value` from where the key starts; a non-empty collection goes on the lines below.
+fn entry(k: &str, v: &Value, indent: usize, out: &mut String) {
+    out.push_str(&string(k));
+    out.push(':');
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            out.push('\n');
+            block_map(m, indent + 2, out);
+        }
+        Value::Array(a) if !a.is_empty() => {
+            out.push('\n');
+            block_seq(a, indent + 2, out);
+        }
+        other => {
+            out.push(' ');
+            out.push_str(&inline(other));
+            out.push('\n');
+        }
+    }
+}
+
+fn block_seq(a: &[Value], indent: usize, out: &mut String) {
+    for v in a {
+        pad(out, indent);
+        out.push('-');
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                out.push(' ');
+                for (n, (k, v)) in m.iter().enumerate() {
+                    if n > 0 {
+                        pad(out, indent + 2);
+                    }
+                    entry(k, v, indent + 2, out);
+                }
+            }
+            Value::Array(inner) if !inner.is_empty() => {
+                out.push('\n');
+                block_seq(inner, indent + 2, out);
+            }
+            other => {
+                out.push(' ');
+                out.push_str(&inline(other));
+                out.push('\n');
+            }
+        }
+    }
+}
+
+/// A scalar, or an empty collection, on one line.
+fn inline(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => string(s),
+        Value::Array(_) => "[]".to_owned(),
+        Value::Object(_) => "{}".to_owned(),
+    }
+}
+
+/// A string plain when it reads back as itself, else double-quoted.
+fn string(s: &str) -> String {
+    let first_ok = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '/' | '('));
+    let rest_ok = s
+        .chars()
+        .all(|c| (c.is_ascii_graphic() || c == ' ') && !matches!(c, '#' | ':'));
+    let plain_ok =
+        first_ok && rest_ok && !s.ends_with(' ') && plain(s).is_ok_and(|v| v.as_str() == Some(s));
+    if plain_ok {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            // YAML's printable characters, less the ones a reader may take for line breaks or
+            // a byte order mark.
+            ' '..='~'
+            | '\u{a0}'..='\u{2027}'
+            | '\u{202a}'..='\u{d7ff}'
+            | '\u{e000}'..='\u{fefe}'
+            | '\u{ff00}'..='\u{fffd}'
+            | '\u{10000}'.. => out.push(c),
+            c if (c as u32) <= 0xffff => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
 }
 
 #[cfg(test)]

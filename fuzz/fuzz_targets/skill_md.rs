@@ -4,9 +4,11 @@
 //! crash:
 //! - a diagnostic's `line` is a 1-based line of the file (or the one just past its end);
 //! - diagnostics come in file order;
-//! - there is a manifest exactly when there is no error (`Severity::Error`: "the skill cannot be
-//!   used as written"; `SkillParse::manifest`: "unless an error makes the skill unusable"), so a
-//!   skill is never dropped without a diagnostic saying why;
+//! - there is a manifest exactly when there is no error outside its `chains` (`Severity::Error`:
+//!   "the skill cannot be used as written"; `SkillParse::manifest`: "unless an error makes the
+//!   skill unusable (one about its `chains` does not)"), so a skill is never dropped without a
+//!   diagnostic saying why;
+//! - a chain it keeps has a valid name, no structural problem, and reads back from `to_yaml`;
 //! - a manifest's fields keep the limits their docs state (name valid and equal to the folder,
 //!   description not empty, ...) and its body is the text after the front matter;
 //! - the folder only adds the name check: a manifest parsed with a folder is the one parsed
@@ -20,7 +22,10 @@
 use std::fmt::Write as _;
 
 use libfuzzer_sys::fuzz_target;
-use tw_core::skill::{MAX_COMPATIBILITY, MAX_DESCRIPTION, SkillParse, check_name, parse_skill};
+use tw_core::chain::{check_chain_name, parse_chain_file, structure};
+use tw_core::skill::{
+    MAX_COMPATIBILITY, MAX_DESCRIPTION, Severity, SkillParse, check_name, parse_skill,
+};
 use tw_core::target::DomainPattern;
 
 /// The folder the second parse pretends the file is in.
@@ -61,19 +66,39 @@ fn check(text: &str, folder: Option<&str>, parse: &SkillParse) {
         let _ = write!(shown, "{d}");
     }
 
+    let blocking = parse
+        .diagnostics
+        .iter()
+        .any(|d| d.severity == Severity::Error && !d.is_about_chains());
     let Some(m) = &parse.manifest else {
         assert!(
-            parse.has_errors(),
+            blocking,
             "no manifest and no error to say why: {:?}",
             parse.diagnostics
         );
         return;
     };
     assert!(
-        !parse.has_errors(),
+        !blocking,
         "a skill with an error has a manifest: {:?}",
         parse.diagnostics
     );
+    for c in &m.chains {
+        assert!(
+            check_chain_name(&c.chain.name).is_ok(),
+            "chain {:?}",
+            c.chain.name
+        );
+        assert_eq!(structure(&c.chain), vec![], "chain {:?}", c.chain.name);
+        let again = parse_chain_file(&c.chain.to_yaml());
+        assert_eq!(
+            again.chains.first().map(|a| &a.chain),
+            Some(&c.chain),
+            "chain {:?} does not read back: {:?}",
+            c.chain.name,
+            again.diagnostics
+        );
+    }
 
     assert!(
         check_name(&m.name).is_ok(),

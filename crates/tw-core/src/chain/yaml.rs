@@ -148,6 +148,9 @@ enum Open {
 
 struct Reader {
     first_line: usize,
+    /// Character positions of the text's `\n`s: YAML also breaks lines at a lone `\r`, the
+    /// file's lines (what an editor and the rest of Toolwarden count) do not.
+    breaks: Vec<usize>,
     stack: Vec<Open>,
     root: Option<Value>,
     lines: LineMap,
@@ -155,8 +158,9 @@ struct Reader {
 }
 
 impl Reader {
-    fn line(&self, parser_line: usize) -> usize {
-        self.first_line + parser_line.saturating_sub(1)
+    /// The file line of a position the parser gives.
+    fn line(&self, at: &saphyr_parser::Marker) -> usize {
+        self.first_line + self.breaks.partition_point(|&b| b < at.index())
     }
 
     fn error(&mut self, line: usize, message: impl Into<String>) {
@@ -240,6 +244,7 @@ pub fn read(text: &str, first_line: usize) -> YamlRead {
     let first_line = first_line.max(1);
     let mut r = Reader {
         first_line,
+        breaks: Vec::new(),
         stack: Vec::new(),
         root: None,
         lines: LineMap::with_first(first_line),
@@ -255,17 +260,22 @@ pub fn read(text: &str, first_line: usize) -> YamlRead {
         );
         return r.finish();
     }
+    r.breaks = text
+        .chars()
+        .enumerate()
+        .filter_map(|(i, c)| (c == '\n').then_some(i))
+        .collect();
     let mut documents = 0usize;
     for event in Parser::new_from_str(text) {
         let (event, span) = match event {
             Ok(e) => e,
             Err(e) => {
-                let line = r.line(e.marker().line());
+                let line = r.line(e.marker());
                 r.error(line, format!("not valid YAML: {}", e.info()));
                 return r.finish();
             }
         };
-        let line = r.line(span.start.line());
+        let line = r.line(&span.start);
         let is_map = matches!(event, Event::MappingStart(..));
         match event {
             Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
@@ -837,5 +847,21 @@ mod tests {
         assert_eq!(step.line_of(""), 12);
         // `/steps/1` is not inside `/steps/0`, nor `/steps/10` inside `/steps/1`.
         assert_eq!(lines.within("/steps/1").line_of("/id"), 18);
+    }
+
+    #[test]
+    fn a_lone_cr_breaks_a_yaml_line_but_not_a_file_line() {
+        // Found by fuzzing: the parser counts `\r` as a line break, so lines went past the
+        // file's last one.
+        let got = read("a: 1\rb: [x,\r  y]\nc: 3\n", 1);
+        assert_eq!(got.errors, vec![]);
+        let lines: Vec<usize> = ["/a", "/b/1", "/c"]
+            .iter()
+            .map(|p| got.lines.line_of(p))
+            .collect();
+        assert_eq!(lines, vec![1, 1, 2]);
+        let bad = read("a: 1\r\r\rb: [\n", 1);
+        assert_eq!(bad.errors.len(), 1);
+        assert!(bad.errors[0].line <= 2, "{:?}", bad.errors);
     }
 }

@@ -167,9 +167,18 @@ impl ChainService {
     pub fn reload(&self) {
         let (mut entries, mut problems) = self.read_files();
         for skill in &self.skills.loaded().skills {
+            let origin = skill.path.display().to_string();
+            // What reading the skill's `chains:` found: those chains are left out.
+            problems.extend(
+                skill
+                    .diagnostics
+                    .iter()
+                    .filter(|d| d.is_about_chains())
+                    .map(|d| problem(&origin, None, d)),
+            );
             let Some(m) = &skill.manifest else { continue };
             for source in &m.chains {
-                let origin = skill.path.display().to_string();
+                let origin = origin.clone();
                 let found = self.check_source(source, Some(&m.name));
                 let failed = found
                     .iter()

@@ -425,3 +425,138 @@ async fn for_each_runs_the_step_once_per_item_and_collects_the_outputs() {
     items.sort_unstable();
     assert_eq!(items, vec![0, 1, 2]);
 }
+
+#[tokio::test]
+async fn a_step_its_skill_no_longer_reaches_is_denied_at_run_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("skills/notes")).unwrap();
+    std::fs::write(
+        ws.join("skills/notes/SKILL.md"),
+        "---
+name: notes
+description: Keeps notes.
+tools: [read_file, write_file]
+chains:
+  - name: note
+    input: [{name: text, type: string, required: true}]
+    steps:
+      - {id: save, tool: write_file, arguments: {path: n.txt, content: $input.text}}
+      - {id: read, tool: read_file, arguments: {path: n.txt}, depends_on: save}
+---
+Notes.
+",
+    )
+    .unwrap();
+    let config = Config::parse(
+        "[policy]\ndefault = \"allow\"\n",
+        Path::new("/etc/tw/config.toml"),
+        None,
+    )
+    .unwrap();
+    let rt = Runtime::open(RuntimeOptions::new(
+        dir.path().join("data"),
+        vec![ws],
+        config,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(rt.chains().problems(), vec![]);
+    let call = |text: &str| rt.call("chain__note", json!({"text": text}), Caller::agent("a"));
+    let r = rt.execute(call("one")).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+
+    // Taken out of the skill while the chain is loaded: the step's own call is judged again
+    // and refused by the skill layer; the run stops there.
+    rt.skills()
+        .change_override(
+            "notes",
+            "write_file",
+            crate::skills::OverrideChange::Remove,
+            None,
+            "admin",
+        )
+        .await
+        .unwrap();
+    let r = rt.execute(call("two")).await;
+    assert_eq!(r.status, ToolStatus::Failed, "{r:?}");
+    let (run, rows) = rt.chains().run(r.execution_id.as_str()).await.unwrap();
+    assert_eq!(run.status, "failed");
+    assert_eq!(run.skill.as_deref(), Some("notes"));
+    let save = &rows[0];
+    assert_eq!(
+        (save.tool.as_str(), save.status, save.skill.as_deref()),
+        ("write_file", ToolStatus::PermissionDenied, Some("notes"))
+    );
+    let deciding: Vec<String> = save
+        .explanation
+        .as_ref()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["decision"] == "deny")
+        .map(|v| v["layer"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(deciding, vec!["skill".to_owned()]);
+    assert_eq!(rows.len(), 1, "the step after a denied one does not run");
+}
+
+/// The seed's research chain (search, fetch the first result, keep what it says), as the
+/// bundled research skill declares it, against a local search provider and page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_research_chain_runs_against_local_fixtures() {
+    use crate::net::test_server::{Reply, serve};
+    let page = serve(vec![(
+        "/tokio",
+        Reply::Body(b"<html><head><title>Tokio</title></head><body><article><h1>Tokio</h1><p>An asynchronous runtime for Rust, with a scheduler, timers and I/O.</p></article></body></html>".to_vec()),
+    )])
+    .await;
+    let results = json!({"results": [
+        {"title": "Tokio", "url": format!("http://site.test:{}/tokio", page.port), "content": "runtime"},
+    ]});
+    let search = serve(vec![(
+        "/search?q=tokio+runtime&format=json",
+        Reply::Body(results.to_string().into_bytes()),
+    )])
+    .await;
+    let install = super::policy_tests::Install::new("");
+    let config = format!(
+        "[policy]\ndefault = \"allow\"\n[[policy.rules]]\nname = \"web\"\ntools = [\"http_fetch\", \"web_search\"]\nallow_domains = [\"site.test\", \"search.test\"]\n[network.search]\nprovider = \"searxng\"\nurl = \"http://search.test:{}\"\n",
+        search.port
+    );
+    let rt = super::net_tests::open_with(&install, &config, &["site.test", "search.test"]).await;
+    let bundled = include_str!("../../../../skills/research/SKILL.md");
+    let parsed = tw_core::skill::parse_skill(bundled, Some("research"));
+    let manifest = parsed.manifest.unwrap();
+    let source = manifest
+        .chains
+        .into_iter()
+        .find(|c| c.chain.name == "research")
+        .unwrap();
+    rt.chains().install(
+        vec![ChainEntry {
+            chain: source.chain,
+            origin: "skills/research/SKILL.md".to_owned(),
+            skill: None,
+        }],
+        Vec::new(),
+    );
+    let r = rt
+        .execute(rt.call(
+            "chain__research",
+            json!({"query": "tokio runtime"}),
+            Caller::agent("a"),
+        ))
+        .await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    let out = r.output.unwrap();
+    assert_eq!(out["title"], "Tokio");
+    assert!(
+        out["text"]
+            .as_str()
+            .unwrap()
+            .contains("An asynchronous runtime for Rust"),
+        "{out}"
+    );
+}

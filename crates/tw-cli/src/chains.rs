@@ -18,6 +18,20 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ChainsCommand) -> anyh
         ChainsCommand::List { json } => list(rt, json),
         ChainsCommand::Show { name, json } => show(rt, &name, json),
         ChainsCommand::Check { file, skill } => check(rt, file.as_deref(), skill.as_deref()),
+        ChainsCommand::Plan {
+            goal,
+            skill,
+            accept,
+        } => plan(rt, ctx, &goal, skill.as_deref(), accept).await,
+        ChainsCommand::Save { file, skill } => {
+            let text = crate::call::read_input(&file)?;
+            let saved = rt
+                .chains()
+                .save(&text, skill.as_deref(), &crate::confirm::actor(ctx))
+                .await?;
+            outln!("saved and loaded: {}", saved.join(", "))?;
+            Ok(0)
+        }
         ChainsCommand::Run {
             name,
             input,
@@ -151,6 +165,43 @@ fn check(rt: &Runtime, file: Option<&std::path::Path>, skill: Option<&str>) -> a
         }
     )?;
     Ok(u8::from(errors > 0))
+}
+
+async fn plan(
+    rt: &Runtime,
+    ctx: &Context,
+    goal: &str,
+    skill: Option<&str>,
+    accept: bool,
+) -> anyhow::Result<u8> {
+    let plan = rt.chains().plan(goal, skill).await?;
+    outln!("# planned by {}", plan.model)?;
+    out!("{}", plan.text)?;
+    if !plan.text.ends_with('\n') {
+        outln!()?;
+    }
+    for d in &plan.diagnostics {
+        errln!("plan:{d}");
+    }
+    let errors = plan
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == tw_core::skill::Severity::Error)
+        .count();
+    if errors > 0 || plan.valid.is_empty() {
+        errln!("the plan has {errors} errors: not saved");
+        return Ok(1);
+    }
+    if accept {
+        let saved = rt
+            .chains()
+            .save(&plan.text, skill, &crate::confirm::actor(ctx))
+            .await?;
+        errln!("saved and loaded: {}", saved.join(", "));
+    } else {
+        errln!("not saved: run again with --accept, or edit it and `toolwarden chains save FILE`");
+    }
+    Ok(0)
 }
 
 fn show(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {

@@ -445,6 +445,28 @@ pub(crate) enum ChainsCommand {
         #[arg(long)]
         no_wait: bool,
     },
+    /// Ask the configured language model ([classifier] endpoint) for a chain reaching GOAL with
+    /// the skill's tools; prints it as YAML with every problem. Nothing is saved or run unless
+    /// --accept (and then only a chain without errors). Exits 1 when the plan has errors.
+    Plan {
+        /// What the chain should do.
+        goal: String,
+        /// Plan within this skill's tools (its steps then run under it).
+        #[arg(long)]
+        skill: Option<String>,
+        /// Save the plan into the chains directory once it checks clean.
+        #[arg(long)]
+        accept: bool,
+    },
+    /// Save a chain file (checked first; nothing is written if it has an error) into the
+    /// chains directory, one NAME.yaml per chain, and load it.
+    Save {
+        /// The chain file ("-" for stdin).
+        file: PathBuf,
+        /// Check it as a chain of this skill.
+        #[arg(long)]
+        skill: Option<String>,
+    },
     /// Runs, newest first; with a run id, that run with each step's status, timing and calls.
     Runs {
         /// One run's id (the chain call's execution id).

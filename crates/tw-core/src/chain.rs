@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 pub mod check;
 pub mod expr;
 pub mod parse;
+pub mod plan;
 pub mod reference;
 pub mod yaml;
 

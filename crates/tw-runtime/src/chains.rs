@@ -71,6 +71,25 @@ pub struct ChainService {
     watching: Mutex<Option<crate::watch::Subscription>>,
     /// Whether the first load is done (its problems are a start-up warning instead).
     opened: std::sync::atomic::AtomicBool,
+    /// The language model `plan` asks (the `[classifier]` endpoint), if one is configured.
+    planner: Option<crate::classifier::LlmClassifier>,
+}
+
+/// How long a planning request may take, at least (the classifier's own limit is for a short
+/// answer; a chain is a longer one).
+pub const PLAN_TIMEOUT_MS: u64 = 60_000;
+
+/// A chain a language model proposed, checked, not saved.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ChainPlan {
+    /// The chain file text: the chain as YAML when it reads, else what the model answered.
+    pub text: String,
+    /// The chains in it without errors (one, when the plan is usable).
+    pub valid: Vec<String>,
+    /// Every problem, each with its line in `text`.
+    pub diagnostics: Vec<tw_core::skill::Diagnostic>,
+    /// The model asked.
+    pub model: String,
 }
 
 /// The directory chain files are read from: the config's `chains_dir`, else the first
@@ -93,12 +112,17 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 impl ChainService {
     pub(crate) fn open(
         shared: Arc<Shared>,
+        config: &crate::config::Config,
         dir: PathBuf,
         settings: Arc<crate::settings::SettingsService>,
         skills: Arc<crate::skills::SkillService>,
         upstreams: Arc<crate::upstream::UpstreamService>,
         watcher: crate::watch::FileWatcher,
-    ) -> Arc<Self> {
+    ) -> Result<Arc<Self>> {
+        let mut settings_for_plan = config.classifier.clone();
+        settings_for_plan.timeout_ms = settings_for_plan.timeout_ms.max(PLAN_TIMEOUT_MS);
+        let planner = crate::classifier::LlmClassifier::from_settings(&settings_for_plan)
+            .map_err(|e| RuntimeError::invalid("classifier", e))?;
         let service = Arc::new_cyclic(|this| Self {
             shared,
             this: this.clone(),
@@ -110,9 +134,131 @@ impl ChainService {
             watcher,
             watching: Mutex::new(None),
             opened: std::sync::atomic::AtomicBool::new(false),
+            planner,
         });
         service.reload();
-        service
+        Ok(service)
+    }
+
+    /// Asks the configured language model for a chain reaching `goal`, using only the tools
+    /// `skill` reaches (every registered tool but chains without one), and checks its answer
+    /// like a chain file. Nothing is saved or run: a person accepts a plan with [`Self::save`].
+    pub async fn plan(&self, goal: &str, skill: Option<&str>) -> Result<ChainPlan> {
+        let goal = goal.trim();
+        if goal.is_empty() {
+            return Err(RuntimeError::invalid(
+                "goal",
+                "say what the chain should do",
+            ));
+        }
+        let Some(model) = &self.planner else {
+            return Err(RuntimeError::Unavailable(
+                "no language model is configured: set [classifier] endpoint (an OpenAI-compatible API) to plan chains".to_owned(),
+            ));
+        };
+        if let Some(s) = skill {
+            self.skills.existing("skill", s)?;
+        }
+        let entries: Vec<_> = self
+            .shared
+            .registry
+            .list()
+            .into_iter()
+            .filter(|e| !matches!(e.kind, ToolKind::Chain(_)))
+            .filter(|e| {
+                let catalog = Catalog {
+                    service: self,
+                    skill,
+                };
+                chain::ChainCatalog::outside_skill(&catalog, e.definition.name.as_str()).is_none()
+            })
+            .collect();
+        let outputs: Vec<Option<Value>> = entries
+            .iter()
+            .map(|e| {
+                e.definition
+                    .output_schema
+                    .as_ref()
+                    .map(|s| s.value().clone())
+            })
+            .collect();
+        let tools: Vec<chain::plan::PlanTool<'_>> = entries
+            .iter()
+            .zip(&outputs)
+            .map(|(e, out)| chain::plan::PlanTool {
+                name: e.definition.name.as_str(),
+                description: &e.definition.description,
+                parameters: e.definition.parameters.value(),
+                output: out.as_ref(),
+            })
+            .collect();
+        let request = chain::plan::plan_request(goal, &tools, model.model());
+        let response = model.complete(&request).await.map_err(|e| {
+            RuntimeError::Unavailable(format!("model {} gave no plan: {e}", model.model()))
+        })?;
+        let answer = chain::plan::plan_answer(&response).map_err(|e| {
+            RuntimeError::Unavailable(format!("model {} gave no plan: {e}", model.model()))
+        })?;
+        let (chains, found) = self.check_text(&answer, skill);
+        // A chain that reads is shown as the YAML it will be saved as; lines then refer to it.
+        let (text, diagnostics) = match chains.as_slice() {
+            [one] if found.is_empty() => (one.to_yaml(), Vec::new()),
+            _ => (answer, found.into_iter().map(|(_, d)| d).collect()),
+        };
+        Ok(ChainPlan {
+            text,
+            valid: chains.into_iter().map(|c| c.name).collect(),
+            diagnostics,
+            model: model.model().to_owned(),
+        })
+    }
+
+    /// Saves a chain file a person accepted (a plan, or one they wrote) into the chains
+    /// directory as `NAME.yaml`, one file per chain, and loads it. Refused whole when any chain
+    /// in it has an error, or when a chain of that name exists; records who saved it.
+    pub async fn save(&self, text: &str, skill: Option<&str>, actor: &str) -> Result<Vec<String>> {
+        let (chains, found) = self.check_text(text, skill);
+        let errors: Vec<String> = found
+            .iter()
+            .filter(|(_, d)| d.severity == tw_core::skill::Severity::Error)
+            .map(|(_, d)| d.to_string())
+            .collect();
+        if !errors.is_empty() {
+            return Err(RuntimeError::invalid("chain", errors.join("; ")));
+        }
+        if chains.is_empty() {
+            return Err(RuntimeError::invalid("chain", "the text holds no chain"));
+        }
+        for c in &chains {
+            if self.get(&c.name).is_some() || self.dir.join(format!("{}.yaml", c.name)).exists() {
+                return Err(RuntimeError::Conflict {
+                    code: "chain_exists",
+                    message: format!("a chain named {:?} exists already", c.name),
+                });
+            }
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| {
+            RuntimeError::Unavailable(format!("cannot create {}: {e}", self.dir.display()))
+        })?;
+        let mut saved = Vec::new();
+        for c in &chains {
+            let path = self.dir.join(format!("{}.yaml", c.name));
+            std::fs::write(&path, c.to_yaml()).map_err(|e| {
+                RuntimeError::Unavailable(format!("cannot write {}: {e}", path.display()))
+            })?;
+            self.shared
+                .admin(
+                    actor,
+                    "chain_saved",
+                    format!("chain {} saved to {}", c.name, path.display()),
+                    serde_json::json!({"chain": c.name, "path": path, "yaml": c.to_yaml()}),
+                )
+                .await;
+            saved.push(c.name.clone());
+        }
+        self.reload();
+        self.watch();
+        Ok(saved)
     }
 
     fn opened(&self) -> bool {

@@ -74,10 +74,17 @@ impl LlmClassifier {
         def: &ToolDefinition,
         catalog: &Catalog,
     ) -> Result<Vec<Assigned>, String> {
-        let body = chat_request(def, catalog, &self.model);
+        let response = self
+            .complete(&chat_request(def, catalog, &self.model))
+            .await?;
+        parse_chat_answer(&response, catalog)
+    }
+
+    /// Sends one chat-completions request and returns the answer as JSON.
+    pub async fn complete(&self, body: &serde_json::Value) -> Result<serde_json::Value, String> {
         // The client's time limit covers the whole exchange, from connecting to the last byte.
         let describe = |e: reqwest::Error| self.describe(&e);
-        let mut request = self.client.post(&self.url).json(&body);
+        let mut request = self.client.post(&self.url).json(body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
@@ -97,8 +104,7 @@ impl LlmClassifier {
             let text: String = text.chars().take(200).collect();
             return Err(format!("the endpoint answered HTTP {status}: {text}"));
         }
-        let response = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .map_err(|e| format!("the answer is not JSON: {e}"))?;
-        parse_chat_answer(&response, catalog)
+        serde_json::from_slice::<serde_json::Value>(&bytes)
+            .map_err(|e| format!("the answer is not JSON: {e}"))
     }
 }

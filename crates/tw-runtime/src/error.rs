@@ -123,6 +123,14 @@ pub enum RuntimeError {
         /// Which, and where it was looked for.
         message: String,
     },
+    /// What the request would create exists already (a chain of that name, ...).
+    #[error("{message}")]
+    Conflict {
+        /// A stable name for the clash (`chain_exists`).
+        code: &'static str,
+        /// What exists, and where.
+        message: String,
+    },
     /// Part of the request is wrong.
     #[error("{message}")]
     Invalid {
@@ -171,7 +179,8 @@ impl RuntimeError {
             RuntimeError::NotFound { .. } => ErrorKind::NotFound,
             RuntimeError::BuiltinName(_)
             | RuntimeError::BuiltinRemoval(_)
-            | RuntimeError::ToolExists(_) => ErrorKind::Conflict,
+            | RuntimeError::ToolExists(_)
+            | RuntimeError::Conflict { .. } => ErrorKind::Conflict,
             RuntimeError::TierLimit { .. } => ErrorKind::Denied,
             RuntimeError::NoWorkspace
             | RuntimeError::Config(_)
@@ -199,7 +208,7 @@ impl RuntimeError {
     pub fn code(&self) -> &'static str {
         match self {
             RuntimeError::Core(CoreError::UnknownTool(_)) => "unknown_tool",
-            RuntimeError::NotFound { code, .. } => code,
+            RuntimeError::NotFound { code, .. } | RuntimeError::Conflict { code, .. } => code,
             RuntimeError::BuiltinName(_) | RuntimeError::BuiltinRemoval(_) => "builtin",
             RuntimeError::TierLimit { .. } => "tier_limit",
             RuntimeError::ToolExists(_) => "exists",

@@ -164,12 +164,13 @@ impl Runtime {
         ));
         let chains = ChainService::open(
             Arc::clone(&shared),
+            &config,
             chains_dir,
             Arc::clone(&settings),
             Arc::clone(&skills),
             Arc::clone(&upstreams),
             watcher.clone(),
-        );
+        )?;
         {
             // The skills' `chains:` change with their SKILL.md files.
             let chains = Arc::downgrade(&chains);

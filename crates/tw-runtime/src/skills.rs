@@ -395,7 +395,7 @@ impl SkillService {
     }
 
     /// The loaded skill named `skill`, or why there is none to change.
-    fn existing(&self, field: &'static str, skill: &str) -> Result<()> {
+    pub(crate) fn existing(&self, field: &'static str, skill: &str) -> Result<()> {
         check_skill_name(field, skill)?;
         let loaded = self.loaded();
         if let Some(e) = loaded.error() {

@@ -1,7 +1,7 @@
 //! The admin API (`/api/v1`): the operations the desktop app and the CLI offer, for scripts.
 //! Tools (list, show, create, replace, delete, switch on and off), policy (explain, reload), the
 //! operational mode (show, switch), confirmations (list, approve, deny), grants (`grants`: list,
-//! give, revoke), skills (`skills`: list, show, check, resolved tools, overrides, SKILL.md,
+//! give, revoke), chains (`chains`: list, show, check, runs), skills (`skills`: list, show, check, resolved tools, overrides, SKILL.md,
 //! capabilities, metrics), the audit log (query, one record, export, the usage report, the admin
 //! log), calls in flight (`running`: list, cancel), the sandbox's doctor report and the live
 //! events. Every handler is a thin call into the runtime; changes are recorded in the admin log
@@ -34,6 +34,7 @@ use tw_store::{
 use crate::Gateway;
 use crate::body;
 
+mod chains;
 mod grants;
 mod running;
 mod skills;
@@ -69,6 +70,7 @@ pub(crate) fn routes(state: Arc<Gateway>) -> Router {
         .route("/upstream/review/{tool}/accept", post(upstream_accept))
         .route("/sandbox/doctor", get(sandbox_doctor))
         .route("/events", get(crate::events::stream))
+        .merge(chains::routes())
         .merge(grants::routes())
         .merge(running::routes())
         .merge(skills::routes())

@@ -349,3 +349,17 @@ fn required<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, BodyError> 
     optional(body)?
         .ok_or_else(|| BodyError::bad("the request needs a JSON body".to_owned(), None, None))
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanBody {
+    goal: String,
+    skill: Option<String>,
+}
+
+/// `POST /chains/plan`: `{"goal", "skill"?}`. Whether the goal says anything is the chain
+/// service's to check.
+pub fn chain_plan(body: &str) -> Result<(String, Option<String>), BodyError> {
+    let b: PlanBody = required(body)?;
+    Ok((b.goal, b.skill))
+}

@@ -228,13 +228,26 @@ pub(crate) fn document() -> Value {
         }
     });
     if let Some(paths) = doc["paths"].as_object_mut() {
-        for more in [skill_paths(), control_paths()] {
+        for more in [skill_paths(), chain_paths(), control_paths()] {
             if let Value::Object(more) = more {
                 paths.extend(more);
             }
         }
     }
     doc
+}
+
+/// The chain operations (`/chains...`), added to the document's paths.
+fn chain_paths() -> Value {
+    let any = json!({"type": "object"});
+    json!({
+        "/chains/plan": {"post": {"operationId": "planChain", "summary": "Asks the configured language model ([classifier] endpoint) for a chain reaching a goal within a skill's tools; the plan is checked like a chain file and not saved.", "requestBody": body(json!({"type": "object", "required": ["goal"], "additionalProperties": false, "properties": {"goal": {"type": "string"}, "skill": {"type": "string"}}}), true), "responses": ok("The plan: its YAML, the valid chains, the diagnostics, the model.", any.clone(), &["400", "401", "403", "404", "422", "503"])}},
+        "/chains": {"post": {"operationId": "saveChain", "summary": "Saves a chain file a person accepted into the chains directory (NAME.yaml per chain) and loads it; refused whole with any error (422) or a name that exists (409). Recorded in the admin log.", "parameters": [query("skill", json!({"type": "string"}), "Check it as a chain of this skill.")], "requestBody": {"required": true, "content": {"application/yaml": {"schema": {"type": "string"}}}}, "responses": {"201": {"description": "The chains saved.", "content": {"application/json": {"schema": {"type": "object", "properties": {"saved": {"type": "array", "items": {"type": "string"}}}}}}}, "400": {"description": "Bad request."}, "401": {"description": "No or bad token."}, "403": {"description": "Refused."}, "409": {"description": "A chain of that name exists."}, "422": {"description": "The chain has errors."}}}, "get": {"operationId": "listChains", "summary": "Every chain loaded (from the chains directory and the skills), each registered as the tool chain__NAME, and every problem of those that did not load (FILE:LINE).", "responses": ok("The chains and the problems.", json!({"type": "object", "properties": {"chains": {"type": "array", "items": any.clone()}, "problems": {"type": "array", "items": any.clone()}}}), &["401", "403"])}},
+        "/chains/check": {"post": {"operationId": "checkChain", "summary": "A chain file's diagnostics against the tools registered now, each with its line, and the chains in it without errors. Nothing is saved.", "parameters": [query("skill", json!({"type": "string"}), "Check it as a chain of this skill.")], "requestBody": {"required": true, "content": {"application/yaml": {"schema": {"type": "string"}}}}, "responses": ok("The valid chains and the diagnostics.", json!({"type": "object", "properties": {"valid": {"type": "array", "items": {"type": "string"}}, "diagnostics": {"type": "array", "items": any.clone()}}}), &["400", "401", "403"])}},
+        "/chains/runs": {"get": {"operationId": "chainRuns", "summary": "Chain runs, newest first: status, input, output, and each step's status, timing and calls.", "parameters": [query("chain", json!({"type": "string"}), "Only runs of this chain."), query("status", json!({"type": "string", "enum": ["running", "completed", "failed", "cancelled", "timeout", "interrupted"]}), "Only runs that ended this way."), query("limit", json!({"type": "integer", "minimum": 1, "maximum": 1000}), "At most this many (50 unless given).")], "responses": ok("The runs.", json!({"type": "array", "items": any.clone()}), &["400", "401", "403"])}},
+        "/chains/runs/{id}": {"get": {"operationId": "chainRun", "summary": "One run and the audit records of its steps' calls.", "parameters": [path("id", "The run's id: the chain call's execution id.")], "responses": ok("The run and its calls.", any.clone(), &["401", "403", "404"])}},
+        "/chains/{name}": {"get": {"operationId": "getChain", "summary": "One chain: its model as a chain file writes it, and that YAML.", "parameters": [path("name", "The chain's name.")], "responses": ok("The chain.", any, &["401", "403", "404"])}}
+    })
 }
 
 /// The skills operations (`/skills...`), added to the document's paths.

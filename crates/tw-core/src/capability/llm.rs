@@ -99,29 +99,7 @@ fn truncated(schema: &Value) -> String {
 /// only, most confident first (then by name), duplicates merged at their highest confidence.
 /// `Err` says exactly what made the answer unusable.
 pub fn parse_chat_answer(response: &Value, catalog: &Catalog) -> Result<Vec<Assigned>, String> {
-    let choices = match response.get("choices") {
-        None => return Err(no_choices(response)),
-        Some(Value::Array(choices)) => choices,
-        Some(other) => return Err(format!("choices is {}, expected a list", kind(other))),
-    };
-    let Some(first) = choices.first() else {
-        return Err("no choices: the response's choices list is empty".to_owned());
-    };
-    let Some(message) = first.get("message") else {
-        return Err("choices[0] has no message".to_owned());
-    };
-    let content = match message.get("content") {
-        Some(Value::String(s)) => s,
-        other => {
-            if let Some(Value::String(refusal)) = message.get("refusal") {
-                return Err(format!("the model refused: {}", excerpt(refusal, 200)));
-            }
-            return Err(format!(
-                "choices[0].message.content is {}, expected a string",
-                other.map_or("missing", kind)
-            ));
-        }
-    };
+    let content = answer_content(response)?;
     let answer = extract_json(content).ok_or_else(|| {
         format!(
             "choices[0].message.content is not JSON: {:?}",
@@ -189,6 +167,34 @@ pub fn parse_chat_answer(response: &Value, catalog: &Catalog) -> Result<Vec<Assi
             .then_with(|| a.capability.cmp(&b.capability))
     });
     Ok(out)
+}
+
+/// The text of a chat-completions response's first choice, or what made it unusable (no
+/// choices, the endpoint's error, a refusal, no text).
+pub fn answer_content(response: &Value) -> Result<&str, String> {
+    let choices = match response.get("choices") {
+        None => return Err(no_choices(response)),
+        Some(Value::Array(choices)) => choices,
+        Some(other) => return Err(format!("choices is {}, expected a list", kind(other))),
+    };
+    let Some(first) = choices.first() else {
+        return Err("no choices: the response's choices list is empty".to_owned());
+    };
+    let Some(message) = first.get("message") else {
+        return Err("choices[0] has no message".to_owned());
+    };
+    match message.get("content") {
+        Some(Value::String(s)) => Ok(s),
+        other => {
+            if let Some(Value::String(refusal)) = message.get("refusal") {
+                return Err(format!("the model refused: {}", excerpt(refusal, 200)));
+            }
+            Err(format!(
+                "choices[0].message.content is {}, expected a string",
+                other.map_or("missing", kind)
+            ))
+        }
+    }
 }
 
 fn no_choices(response: &Value) -> String {

@@ -323,6 +323,20 @@ impl Pipeline {
             .map(|(i, s)| (s.id.as_str(), i))
             .collect();
         let order = chain.order().unwrap_or_default();
+        // Worked out once per run: which steps each one waits for, and which it cannot do
+        // without. What references read is kept up to date as steps end, not rebuilt.
+        let lookup = |ids: Vec<&str>| -> Vec<usize> {
+            ids.into_iter()
+                .filter_map(|n| index.get(n).copied())
+                .collect()
+        };
+        let needs: Vec<Vec<usize>> = chain
+            .steps
+            .iter()
+            .map(|s| lookup(s.needs().into_iter().collect()))
+            .collect();
+        let hard: Vec<Vec<usize>> = chain.steps.iter().map(|s| lookup(hard_needs(s))).collect();
+        let mut values = values(chain, states);
         let slots = chain.max_parallel.max(1) as usize;
         let mut running: FuturesUnordered<StepFuture> = FuturesUnordered::new();
         let mut stop: Option<(Stop, String)> = None;
@@ -339,28 +353,22 @@ impl Pipeline {
                         continue;
                     }
                     let step = &chain.steps[i];
-                    let needs_ended = step
-                        .needs()
-                        .iter()
-                        .filter_map(|n| index.get(n))
-                        .all(|&n| states[n].status.is_final());
-                    if !needs_ended {
+                    if !needs[i].iter().all(|&n| states[n].status.is_final()) {
                         continue;
                     }
                     let now = self.shared.now_us();
-                    if let Some(missing) = hard_needs(step).into_iter().find(|n| {
-                        index
-                            .get(n)
-                            .is_some_and(|&j| states[j].status != StepStatus::Completed)
-                    }) {
+                    if let Some(&j) = hard[i]
+                        .iter()
+                        .find(|&&j| states[j].status != StepStatus::Completed)
+                    {
                         let why = format!(
-                            "needs step {missing:?}, which is {}",
-                            states[index[missing]].status
+                            "needs step {:?}, which is {}",
+                            chain.steps[j].id, states[j].status
                         );
                         settle(&mut states[i], StepStatus::Skipped, now, why);
+                        sync(&mut values, step, &states[i]);
                         continue;
                     }
-                    let values = values(chain, states);
                     let scope = Scope {
                         input,
                         steps: &values,
@@ -369,12 +377,9 @@ impl Pipeline {
                     if let Some(w) = &step.when
                         && !w.eval(&scope)
                     {
-                        settle(
-                            &mut states[i],
-                            StepStatus::Skipped,
-                            now,
-                            format!("`when` is false: {w}"),
-                        );
+                        let why = format!("`when` is false: {w}");
+                        settle(&mut states[i], StepStatus::Skipped, now, why);
+                        sync(&mut values, step, &states[i]);
                         continue;
                     }
                     match prepare(step, &scope) {
@@ -391,7 +396,9 @@ impl Pipeline {
                         }
                         Err(message) => {
                             settle(&mut states[i], StepStatus::Failed, now, message.clone());
-                            if let Some(s) = on_failure(step, &mut states[i], &message) {
+                            let stops = on_failure(step, &mut states[i], &message);
+                            sync(&mut values, step, &states[i]);
+                            if let Some(s) = stops {
                                 stop = Some((s, format!("step {:?} failed: {message}", step.id)));
                                 steps_cancel.cancel();
                                 break;
@@ -422,6 +429,7 @@ impl Pipeline {
                             steps_cancel.cancel();
                         }
                     }
+                    sync(&mut values, step, &states[i]);
                 }
                 () = cancel.cancelled(), if stop.is_none() => {
                     stop = Some((Stop::Cancelled, String::new()));
@@ -446,6 +454,16 @@ impl Pipeline {
             settle(st, status, now, why.to_owned());
         }
         stop
+    }
+}
+
+/// Makes what references read of `step` what its state says now.
+fn sync(values: &mut HashMap<String, StepValue>, step: &Step, st: &StepState) {
+    if let Some(v) = values.get_mut(&step.id) {
+        v.status = st.status;
+        if st.status.produced_output() {
+            v.output = st.output.clone();
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use crate::OverrideChange;
 
 /// How the fake model answers.
 #[derive(Debug, Clone)]
-enum Answer {
+pub(super) enum Answer {
     /// A chat completion whose message content is this text.
     Content(String),
     /// This HTTP status with a plain body.
@@ -31,7 +31,7 @@ enum Answer {
 }
 
 /// An OpenAI-compatible endpoint on 127.0.0.1 that records each request's path and body.
-struct FakeModel {
+pub(super) struct FakeModel {
     base: String,
     answer: Arc<Mutex<Answer>>,
     requests: Arc<Mutex<Vec<(String, Value)>>>,
@@ -39,7 +39,7 @@ struct FakeModel {
 }
 
 impl FakeModel {
-    async fn start(answer: Answer) -> Self {
+    pub(super) async fn start(answer: Answer) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}/v1", listener.local_addr().unwrap());
         let answer = Arc::new(Mutex::new(answer));
@@ -119,11 +119,11 @@ impl FakeModel {
         }
     }
 
-    fn answer(&self, a: Answer) {
+    pub(super) fn answer(&self, a: Answer) {
         *self.answer.lock().unwrap() = a;
     }
 
-    fn requests(&self) -> Vec<(String, Value)> {
+    pub(super) fn requests(&self) -> Vec<(String, Value)> {
         self.requests.lock().unwrap().clone()
     }
 }
@@ -145,7 +145,7 @@ command = {{ argv = ["echo", "{{url}}"] }}
         .remove(0)
 }
 
-fn config(model: &FakeModel) -> String {
+pub(super) fn config(model: &FakeModel) -> String {
     format!(
         "license_tier = \"pro\"\n[policy]\ndefault = \"allow\"\n[classifier]\nendpoint = \"{}\"\nmodel = \"test-model\"\ntimeout_ms = 400\n",
         model.base

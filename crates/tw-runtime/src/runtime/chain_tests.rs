@@ -560,3 +560,104 @@ async fn the_seed_research_chain_runs_against_local_fixtures() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planned_chain_is_checked_shown_and_saved_only_when_accepted() {
+    use super::capability_tests::{Answer, FakeModel, config};
+    let good = r#"```json
+{"name": "digest", "description": "Read the notes and echo them.",
+ "input": [{"name": "file", "type": "string", "required": true}],
+ "steps": [{"id": "read", "tool": "read_file", "arguments": {"path": "$input.file"}},
+           {"id": "say", "tool": "echo", "arguments": {"text": "$read.content"}}],
+ "output": "$say"}
+```"#;
+    let model = FakeModel::start(Answer::Content(good.to_owned())).await;
+    let install = super::policy_tests::Install::new(&config(&model));
+    let rt = install.open().await.unwrap();
+
+    let plan = rt.chains().plan("echo my notes", None).await.unwrap();
+    assert_eq!(plan.valid, vec!["digest".to_owned()]);
+    assert_eq!(plan.diagnostics, vec![]);
+    assert!(plan.text.starts_with("name: digest\n"), "{}", plan.text);
+    assert_eq!(plan.model, "test-model");
+    // Shown, not saved: no tool yet.
+    assert!(rt.registry().get("chain__digest").is_none());
+    let asked: Vec<Value> = model
+        .requests()
+        .into_iter()
+        .map(|(_, body)| body)
+        .filter(|b| {
+            b["messages"][0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("You plan tool chains")
+        })
+        .collect();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["messages"][1]["content"], "Goal: echo my notes");
+    assert!(
+        asked[0]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("- read_file: ")
+    );
+
+    // Accepted: saved as a chain file, loaded, callable; a second save of the name is refused.
+    let saved = rt.chains().save(&plan.text, None, "tester").await.unwrap();
+    assert_eq!(saved, vec!["digest".to_owned()]);
+    assert!(install.path("ws/chains/digest.yaml").is_file());
+    assert!(rt.registry().get("chain__digest").is_some());
+    let again = rt
+        .chains()
+        .save(&plan.text, None, "tester")
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), "chain_exists");
+
+    // A plan naming a tool that does not exist is reported with its line, and cannot be saved.
+    model.answer(Answer::Content(
+        "name: wrong\nsteps:\n  - id: a\n    tool: teleport\n".to_owned(),
+    ));
+    let plan = rt.chains().plan("go somewhere", None).await.unwrap();
+    assert_eq!(plan.valid, Vec::<String>::new());
+    let found: Vec<(usize, String)> = plan
+        .diagnostics
+        .iter()
+        .map(|d| (d.line, d.message.clone()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![(4, "no tool \"teleport\" is registered".to_owned())]
+    );
+    let refused = rt
+        .chains()
+        .save(&plan.text, None, "tester")
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), crate::ErrorKind::Invalid);
+    assert!(!install.path("ws/chains/wrong.yaml").exists());
+
+    // Prose is reported as what it is, and nothing can be saved from it.
+    model.answer(Answer::Content(
+        "Sure! First you search, then...".to_owned(),
+    ));
+    let plan = rt.chains().plan("anything", None).await.unwrap();
+    assert_eq!(plan.valid, Vec::<String>::new());
+    assert_eq!(
+        plan.diagnostics[0].message,
+        "a chain file holds a chain (a mapping), a list of chains, or `chains:` with a list"
+    );
+    // An endpoint that fails is unavailable, with its reason.
+    model.answer(Answer::Status(500));
+    let e = rt.chains().plan("anything", None).await.unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains("HTTP 500"), "{e}");
+}
+
+#[tokio::test]
+async fn planning_without_a_model_says_how_to_configure_one() {
+    let f = fixture("").await;
+    let e = f.rt.chains().plan("do things", None).await.unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Unavailable);
+    assert!(e.to_string().contains("[classifier] endpoint"), "{e}");
+}

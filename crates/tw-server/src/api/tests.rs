@@ -268,3 +268,63 @@ async fn the_sandbox_report_is_the_doctors() {
         .collect();
     assert_eq!(levels, ["standard", "strict", "restricted"]);
 }
+
+#[tokio::test]
+async fn a_chain_file_is_checked_over_the_api_and_a_run_is_found_by_its_id() {
+    let f = crate::tests::fixture_configured("[policy]\ndefault = \"allow\"\n").await;
+    let text = "name: twice\nsteps:\n  - id: a\n    tool: read_file\n    arguments: {path: notes.txt}\n  - id: b\n    tool: read_file\n    arguments: {path: $a.nope}\n";
+    let (status, body) = crate::tests::send(
+        &f.router,
+        crate::tests::request(
+            Method::POST,
+            "/api/v1/chains/check",
+            Some(&f.admin),
+            Some(text),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["valid"], json!([]));
+    assert_eq!(body["diagnostics"][0]["line"], 8, "{body}");
+    assert_eq!(
+        body["diagnostics"][0]["field"], "steps[1].arguments.path",
+        "{body}"
+    );
+
+    // Installed, it is a tool; its run is found by the chain call's execution id.
+    let good = text.replace("$a.nope", "notes.txt");
+    let (chains, found) = f.rt.chains().check_text(&good, None);
+    assert_eq!(found, vec![]);
+    f.rt.chains().install(
+        chains
+            .into_iter()
+            .map(|chain| tw_runtime::chains::ChainEntry {
+                chain,
+                origin: "api test".to_owned(),
+                skill: None,
+            })
+            .collect(),
+        Vec::new(),
+    );
+    let (_, listed) = admin(&f, Method::GET, "/api/v1/chains", None).await;
+    assert_eq!(listed["chains"][0]["tool"], "chain__twice");
+    let r =
+        f.rt.execute(f.rt.call("chain__twice", json!({}), Caller::agent("agent-7")))
+            .await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    let (status, run) = admin(
+        &f,
+        Method::GET,
+        &format!("/api/v1/chains/runs/{}", r.execution_id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(run["run"]["status"], "completed");
+    assert_eq!(run["calls"].as_array().unwrap().len(), 2);
+    let (status, body) = admin(&f, Method::GET, "/api/v1/chains/runs/nope", None).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (StatusCode::NOT_FOUND, &json!("unknown_chain_run"))
+    );
+}

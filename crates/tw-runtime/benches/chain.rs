@@ -1,0 +1,145 @@
+//! Tool chains on the real pipeline, audit on (a real SQLite file in WAL mode), no-op steps
+//! (`echo`), measured from a task on a 2-worker runtime as a transport's handler would call:
+//! - the engine's own cost per step, above the governed calls it makes (goal: p50 <= 10 us):
+//!   a chain of one step costs F + (S + C) and one of ten steps in a row F + 10 (S + C), where
+//!   C is a governed call, S the engine's per-step cost and F the run's fixed cost (its run
+//!   record and its own audit row); so S = (ten - one) / 9 - C;
+//! - a fan-out of ten independent steps with ten parallel slots against a one-step chain
+//!   (goal <= 1.5x).
+//!
+//! Machine noise matters (2 shared cores): compare the figures printed by one run.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use tw_core::chain::{Chain, ChainBuilder, StepBuilder};
+use tw_core::{Caller, ToolStatus};
+use tw_runtime::chains::ChainEntry;
+use tw_runtime::{Config, Runtime, RuntimeOptions};
+
+fn p50(mut samples: Vec<Duration>) -> Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+fn echo(id: &str) -> StepBuilder {
+    StepBuilder::new(id, "echo").arg("ping", 1)
+}
+
+fn chains() -> Vec<ChainBuilder> {
+    let mut seq = Chain::builder("seq10");
+    let mut fan = Chain::builder("fan10").max_parallel(10);
+    for i in 0..10 {
+        let id = format!("s{i}");
+        let mut step = echo(&id);
+        if i > 0 {
+            step = step.depends_on(&format!("s{}", i - 1));
+        }
+        seq = seq.step(step);
+        fan = fan.step(echo(&id));
+    }
+    vec![Chain::builder("one").step(echo("s0")), seq, fan]
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // The built-in policy denies tools no rule names, chains included: allow them.
+    let config = Config::parse(
+        "[policy]\ndefault = \"allow\"\n",
+        &dir.path().join("config.toml"),
+        None,
+    )
+    .unwrap();
+    let options = RuntimeOptions::new(dir.path().join("data"), vec![ws], config);
+    let rt = tokio.block_on(Runtime::open(options)).unwrap();
+    rt.chains().install(
+        chains()
+            .into_iter()
+            .map(|b| ChainEntry {
+                chain: b.build().unwrap(),
+                origin: "bench".to_owned(),
+                skill: None,
+            })
+            .collect(),
+        Vec::new(),
+    );
+    let caller = Caller::agent("bench");
+    for tool in ["echo", "chain__one", "chain__seq10", "chain__fan10"] {
+        let args = if tool == "echo" {
+            json!({"ping": 1})
+        } else {
+            json!({})
+        };
+        let r = tokio.block_on(rt.execute(rt.call(tool, args, caller.clone())));
+        assert_eq!(r.status, ToolStatus::Success, "{tool}: {r:?}");
+    }
+
+    let mut group = c.benchmark_group("chain");
+    for tool in ["chain__one", "chain__fan10"] {
+        group.bench_function(tool, |b| {
+            b.to_async(&tokio).iter(|| async {
+                black_box(rt.execute(rt.call(tool, json!({}), caller.clone())).await)
+            })
+        });
+    }
+    group.finish();
+
+    // The four kinds of call taken in turn, so that machine noise falls on all of them alike.
+    const N: usize = 1_500;
+    let samples = {
+        let (rt, caller) = (rt.clone(), caller.clone());
+        tokio
+            .block_on(tokio.spawn(async move {
+                let mut s: [Vec<Duration>; 4] = Default::default();
+                for _ in 0..N {
+                    for (k, tool) in ["echo", "chain__one", "chain__seq10", "chain__fan10"]
+                        .into_iter()
+                        .enumerate()
+                    {
+                        let args = if k == 0 {
+                            json!({"ping": 1})
+                        } else {
+                            json!({})
+                        };
+                        let call = rt.call(tool, args, caller.clone());
+                        let t = Instant::now();
+                        black_box(rt.execute(call).await);
+                        s[k].push(t.elapsed());
+                    }
+                }
+                s
+            }))
+            .unwrap()
+    };
+    let [call, one, seq, fan] = samples.map(p50);
+    let per_step = (seq.saturating_sub(one)) / 9;
+    let engine = per_step.saturating_sub(call);
+    let fixed = one.saturating_sub(per_step);
+    println!(
+        "governed no-op call p50 {call:?}; chain of 1 step p50 {one:?}; 10 steps in a row p50 {seq:?}; 10 in parallel (10 slots) p50 {fan:?}"
+    );
+    println!(
+        "engine cost per step above its governed call: p50 {engine:?} (goal <= 10us); fixed cost of a run (run record, its own row): {fixed:?}"
+    );
+    println!(
+        "10-step fan-out / one step: {:.2}x (goal <= 1.5x)",
+        fan.as_secs_f64() / one.as_secs_f64()
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(50).measurement_time(Duration::from_secs(5));
+    targets = bench
+}
+criterion_main!(benches);

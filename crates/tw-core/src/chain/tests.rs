@@ -308,3 +308,18 @@ fn a_cycle_names_the_steps_on_it_and_not_those_waiting_behind_it() {
         ]
     );
 }
+
+#[test]
+fn a_call_read_from_the_wire_cannot_file_itself_under_a_chain_run() {
+    let call: crate::ToolCall = serde_json::from_value(json!({
+        "tool": "write_file",
+        "arguments": {},
+        "caller": {"agent_id": "a"},
+        "execution_id": "e1",
+        "trace_id": "t1",
+        "chain": {"run_id": "someone-elses-run", "step": "s", "attempt": 1, "depth": 1}
+    }))
+    .unwrap();
+    assert_eq!(call.chain, None);
+    assert!(serde_json::to_value(&call).unwrap().get("chain").is_none());
+}

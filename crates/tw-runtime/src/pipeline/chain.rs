@@ -170,9 +170,22 @@ impl Pipeline {
         }
         let chain = &entry.chain;
         let mut caller = call.caller.sanitized();
-        // A chain a skill declares runs its steps under that skill, held to its tools.
-        if let Some(skill) = &entry.skill {
-            caller.skill = Some(skill.clone());
+        // A chain a skill declares runs its steps under that skill, held to its tools. A caller
+        // under another skill may not borrow it: a skill narrows, never widens (0006).
+        match (&caller.skill, &entry.skill) {
+            (Some(own), Some(declared)) if own != declared => {
+                return Err(fail(
+                    ToolStatus::PermissionDenied,
+                    tw_core::skill::SKILL_DENIED,
+                    format!(
+                        "chain {} belongs to skill {declared}; a call under skill {own} cannot run its steps under {declared}",
+                        chain.name
+                    ),
+                    Map::new(),
+                ));
+            }
+            (_, Some(declared)) => caller.skill = Some(declared.clone()),
+            (_, None) => {}
         }
         let run_id = call.execution_id.to_string();
         let ctx = RunContext {

@@ -448,6 +448,12 @@ Notes.
 ",
     )
     .unwrap();
+    std::fs::create_dir_all(ws.join("skills/other")).unwrap();
+    std::fs::write(
+        ws.join("skills/other/SKILL.md"),
+        "---\nname: other\ndescription: Reaches the chain, not its tools.\ntools: [chain__note]\n---\n",
+    )
+    .unwrap();
     let config = Config::parse(
         "[policy]\ndefault = \"allow\"\n",
         Path::new("/etc/tw/config.toml"),
@@ -465,6 +471,27 @@ Notes.
     let call = |text: &str| rt.call("chain__note", json!({"text": text}), Caller::agent("a"));
     let r = rt.execute(call("one")).await;
     assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+
+    // A caller under another skill that reaches the chain may not borrow the chain's skill.
+    let borrowed = rt
+        .execute(rt.call(
+            "chain__note",
+            json!({"text": "x"}),
+            Caller::agent("a").with_skill("other"),
+        ))
+        .await;
+    assert_eq!(
+        borrowed.status,
+        ToolStatus::PermissionDenied,
+        "{borrowed:?}"
+    );
+    let error = borrowed.error.unwrap();
+    assert_eq!(error.code, "skill_denied");
+    assert!(
+        error.message.contains("chain note belongs to skill notes"),
+        "{}",
+        error.message
+    );
 
     // Taken out of the skill while the chain is loaded: the step's own call is judged again
     // and refused by the skill layer; the run stops there.

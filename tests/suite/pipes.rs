@@ -40,7 +40,7 @@ enum Shape {
 }
 
 /// Every command that writes to stdout, with each `--json`/`--format` variant. `{exec}`,
-/// `{grant}`, `{c1}`, `{c2}`, `{running}` and `{root}` come from [`setup`]; rows that change
+/// `{grant}`, `{c1}`, `{c2}`, `{running}`, `{chainrun}` and `{root}` come from [`setup`]; rows that change
 /// something run in this order (add before remove).
 const PRINTING: &[(&[&str], Shape)] = &[
     (&["--help"], Shape::Prints),
@@ -150,6 +150,19 @@ const PRINTING: &[(&[&str], Shape)] = &[
         &["skills", "save", "writer", "{root}/writer.md"],
         Shape::Prints,
     ),
+    (&["chains", "list"], Shape::Prints),
+    (&["chains", "list", "--json"], Shape::Prints),
+    (&["chains", "show", "echoes"], Shape::Prints),
+    (&["chains", "show", "echoes", "--json"], Shape::Prints),
+    (&["chains", "check"], Shape::Prints),
+    (&["chains", "check", "{root}/other.yaml"], Shape::Prints),
+    (&["chains", "run", "echoes"], Shape::Prints),
+    (&["chains", "runs"], Shape::Prints),
+    (&["chains", "runs", "--json"], Shape::Prints),
+    (&["chains", "runs", "{chainrun}"], Shape::Prints),
+    (&["chains", "save", "{root}/other.yaml"], Shape::Prints),
+    // Planning needs a language model; its printing goes through the same `out` as `show`'s.
+    (&["chains", "plan", "--help"], Shape::Prints),
     (&["running"], Shape::Prints),
     (&["running", "--json"], Shape::Prints),
     (&["cancel", "{running}"], Shape::Prints),
@@ -170,7 +183,7 @@ const PRINTING: &[(&[&str], Shape)] = &[
 /// flight here is one waiting for a person, which needs no sandbox (so these tests hold for an
 /// unprivileged user on any host).
 const CONFIG: &str = r#"[policy]
-allow = ["group:fs", "group:system"]
+allow = ["group:fs", "group:system", "group:chains"]
 [policy.modes.normal]
 ask = ["write_file"]
 "#;
@@ -233,6 +246,15 @@ fn setup() -> (Env, BTreeMap<&'static str, String>, Background) {
     )
     .unwrap();
     std::fs::write(root.join("proposed.toml"), "allow = [\"echo\"]\n").unwrap();
+    env.write(
+        "chains/echoes.yaml",
+        "name: echoes\nsteps:\n  - {id: a, tool: echo, arguments: {n: 1}}\n",
+    );
+    std::fs::write(
+        root.join("other.yaml"),
+        "name: other\nsteps:\n  - {id: a, tool: echo, arguments: {n: 2}}\n",
+    )
+    .unwrap();
     std::fs::write(
         root.join("calls.jsonl"),
         "{\"tool\": \"echo\", \"arguments\": {\"n\": 1}}\n{\"tool\": \"echo\", \"arguments\": {\"n\": 2}}\n",
@@ -250,6 +272,11 @@ fn setup() -> (Env, BTreeMap<&'static str, String>, Background) {
     fill.insert(
         "exec",
         call.json()["execution_id"].as_str().unwrap().to_owned(),
+    );
+    let ran = env.cmd(&["chains", "run", "echoes"]).run().ok();
+    fill.insert(
+        "chainrun",
+        ran.json()["execution_id"].as_str().unwrap().to_owned(),
     );
     let granted = env
         .cmd(&["grants", "add", "echo", "--for", "1h"])

@@ -14,19 +14,9 @@ use tw_core::{ParameterSchema, RiskLevel, ToolCategory, ToolDefinition, ToolGrou
 use tw_store::{AuditRow, ChainRunQuery, ChainRunRow};
 
 use crate::error::{Result, RuntimeError};
+pub use crate::kind::ChainEntry;
 use crate::kind::ToolKind;
 use crate::shared::Shared;
-
-/// A chain the runtime knows, with where it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChainEntry {
-    /// The chain.
-    pub chain: Chain,
-    /// Where it was written: a chain file's path, or `skill NAME`.
-    pub origin: String,
-    /// The skill that declares it; its steps run under that skill.
-    pub skill: Option<String>,
-}
 
 /// A problem with a chain as loaded.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -583,18 +573,6 @@ impl ChainService {
         let steps = self.shared.store.chain_step_rows(id).await?;
         Ok((run, steps))
     }
-}
-
-/// A step's call through the pipeline, behind a boxed future. The pipeline runs chains and
-/// chains run calls through the pipeline; the compiler cannot see through that circle of
-/// `async fn`s to prove the futures `Send` unless the circle passes through a named type
-/// outside the pipeline's module, which this is.
-pub(crate) fn execute_step(
-    pipeline: Arc<crate::pipeline::Pipeline>,
-    call: tw_core::ToolCall,
-    cancel: tokio_util::sync::CancellationToken,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = tw_core::ToolResult> + Send>> {
-    Box::pin(async move { pipeline.execute_with_cancel(call, cancel).await })
 }
 
 /// What the chain checks see of the registry, the loaded chains, quarantine and a skill.

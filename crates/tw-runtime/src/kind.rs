@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use tw_core::chain::Chain;
 use tw_core::{CommandTemplate, RegisteredTool};
 
 use crate::builtins::BuiltinTool;
 use crate::builtins::exec::ProcessTool;
-use crate::chains::ChainEntry;
 use crate::imported::UpstreamTool;
 
 /// How a registered tool runs.
@@ -21,7 +21,7 @@ pub enum ToolKind {
     Process(Arc<dyn ProcessTool>),
     /// Imported from another MCP server, called through its client (`crate::upstream`).
     Upstream(Arc<UpstreamTool>),
-    /// A tool chain: its steps run as calls of their own (`crate::chains`).
+    /// A tool chain: its steps run as calls of their own (`crate::pipeline::chain`).
     Chain(Arc<ChainEntry>),
 }
 
@@ -51,3 +51,14 @@ impl std::fmt::Debug for ToolKind {
 
 /// A registered tool as the runtime holds it.
 pub type Entry = RegisteredTool<ToolKind>;
+
+/// A chain the runtime knows, with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainEntry {
+    /// The chain.
+    pub chain: Chain,
+    /// Where it was written: a chain file's path, or `skill NAME`.
+    pub origin: String,
+    /// The skill that declares it; its steps run under that skill.
+    pub skill: Option<String>,
+}

@@ -81,6 +81,8 @@ pub struct Pipeline {
     flights: Flights,
     /// Itself, for the chain engine, whose steps are calls of their own.
     me: Weak<Pipeline>,
+    /// How the chain engine makes a step's call (see [`chain::StepRunner`]).
+    step_runner: chain::StepRunner,
 }
 
 /// What the pipeline reads from: every service it consults.
@@ -125,6 +127,7 @@ impl Pipeline {
         schema_cache_capacity: usize,
         commands: Commands,
         me: Weak<Pipeline>,
+        step_runner: chain::StepRunner,
     ) -> Self {
         let Services {
             settings,
@@ -144,6 +147,7 @@ impl Pipeline {
             commands,
             flights: Flights::default(),
             me,
+            step_runner,
         }
     }
 

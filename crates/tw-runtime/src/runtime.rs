@@ -193,6 +193,7 @@ impl Runtime {
                 config.schema_cache_capacity,
                 config.commands.clone(),
                 me.clone(),
+                run_step,
             )
         });
         let policy_watch = watch_policy(&watcher, &config, &settings);
@@ -536,6 +537,15 @@ fn gatekeeper(
         Some(limiter) => gate.with_limiter(Arc::new(limiter)),
         None => gate,
     }
+}
+
+/// A chain step's call through the pipeline (see [`crate::pipeline::chain::StepRunner`]).
+fn run_step(
+    pipeline: Arc<Pipeline>,
+    call: ToolCall,
+    cancel: CancellationToken,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolResult> + Send>> {
+    Box::pin(async move { pipeline.execute_with_cancel(call, cancel).await })
 }
 
 #[cfg(test)]

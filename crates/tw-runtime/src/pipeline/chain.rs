@@ -27,8 +27,19 @@ use tw_core::{ChainLink, ErrorCode, ToolCall, ToolError, ToolStatus};
 use tw_store::{ChainRunEnd, NewChainRun};
 
 use super::Pipeline;
-use crate::chains::ChainEntry;
+use crate::kind::ChainEntry;
 use crate::sandboxed::{ExecFailure, Produced};
+
+/// How a step's call goes through the pipeline: a boxed future behind a plain function the
+/// facade supplies. The pipeline runs chains and chains run calls through the pipeline; the
+/// compiler proves that circle of `async fn`s `Send` only when it passes through a named type
+/// defined outside the pipeline's module, and the facade is the one module that may import the
+/// pipeline without being imported by it.
+pub type StepRunner = fn(
+    Arc<Pipeline>,
+    ToolCall,
+    CancellationToken,
+) -> Pin<Box<dyn Future<Output = tw_core::ToolResult> + Send>>;
 
 /// How many chains deep a step may call another chain.
 pub const MAX_DEPTH: u32 = 8;
@@ -663,9 +674,8 @@ async fn call_with_retries(
             depth: ctx.depth,
         });
         ids.push(call.execution_id.to_string());
-        let result =
-            crate::chains::execute_step(Arc::clone(&ctx.pipeline), call, cancel.child_token())
-                .await;
+        let run = ctx.pipeline.step_runner;
+        let result = run(Arc::clone(&ctx.pipeline), call, cancel.child_token()).await;
         if result.status == ToolStatus::Success {
             return (item, attempt, ids, Ok(result.output.unwrap_or(Value::Null)));
         }

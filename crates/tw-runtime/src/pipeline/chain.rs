@@ -105,6 +105,8 @@ enum Stop {
 #[derive(Clone)]
 struct RunContext {
     pipeline: Arc<Pipeline>,
+    /// The chain (shared, so a running step borrows its definition instead of copying it).
+    entry: Arc<ChainEntry>,
     caller: tw_core::Caller,
     trace_id: tw_core::TraceId,
     run_id: String,
@@ -157,7 +159,7 @@ impl Pipeline {
     /// Runs `entry`'s chain for `call` (the `chain__NAME` call, already judged and validated).
     pub(super) async fn run_chain(
         &self,
-        entry: &ChainEntry,
+        entry: &Arc<ChainEntry>,
         call: &ToolCall,
         limit: Duration,
         cancel: &CancellationToken,
@@ -201,6 +203,7 @@ impl Pipeline {
         let run_id = call.execution_id.to_string();
         let ctx = RunContext {
             pipeline,
+            entry: Arc::clone(entry),
             caller: caller.clone(),
             trace_id: call.trace_id.clone(),
             run_id: run_id.clone(),
@@ -412,7 +415,6 @@ impl Pipeline {
                             states[i].started_at = Some(now);
                             running.push(Box::pin(run_step(
                                 ctx.clone(),
-                                step.clone(),
                                 calls,
                                 steps_cancel.child_token(),
                                 i,
@@ -573,11 +575,12 @@ fn prepare(step: &Step, scope: &Scope<'_>) -> Result<Vec<(Value, Option<usize>)>
 /// Runs a step's calls (with retries), `for_each` items up to their parallel slots.
 async fn run_step(
     ctx: RunContext,
-    step: Step,
     calls: Vec<(Value, Option<usize>)>,
     cancel: CancellationToken,
     index: usize,
 ) -> (usize, StepDone) {
+    let entry = Arc::clone(&ctx.entry);
+    let step = &entry.chain.steps[index];
     let fan_out = step.for_each.is_some();
     let slots = step
         .for_each
@@ -601,7 +604,7 @@ async fn run_step(
             };
             flight.push(call_with_retries(
                 ctx.clone(),
-                &step,
+                step,
                 arguments,
                 item,
                 items_cancel.child_token(),

@@ -46,9 +46,7 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ChainsCommand) -> anyh
                 trace_id: None,
                 no_wait,
             };
-            if rt.chains().get(&name).is_none() {
-                return Err(unknown(rt, &name));
-            }
+            rt.chains().require(&name)?;
             crate::call::call(rt, ctx, args).await
         }
         ChainsCommand::Runs {
@@ -63,44 +61,14 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ChainsCommand) -> anyh
     }
 }
 
-fn unknown(rt: &Runtime, name: &str) -> anyhow::Error {
-    let mut message = format!("no chain named {name:?} is loaded (see `toolwarden chains list`)");
-    if let Some(p) = rt
-        .chains()
-        .problems()
-        .into_iter()
-        .find(|p| p.chain.as_deref() == Some(name))
-    {
-        message = format!("chain {name:?} did not load: {p}");
-    }
-    tw_runtime::RuntimeError::NotFound {
-        code: "unknown_chain",
-        message,
-    }
-    .into()
-}
-
 fn list(rt: &Runtime, as_json: bool) -> anyhow::Result<u8> {
-    let chains = rt.chains().list();
+    let chains = rt.chains().summaries();
     let problems = rt.chains().problems();
     if as_json {
-        let rows: Vec<Value> = chains
-            .iter()
-            .map(|e| {
-                json!({
-                    "name": e.chain.name,
-                    "tool": chain_tool(&e.chain.name),
-                    "description": e.chain.description,
-                    "steps": e.chain.steps.len(),
-                    "origin": e.origin,
-                    "skill": e.skill,
-                })
-            })
-            .collect();
         let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
         outln!(
             "{}",
-            serde_json::to_string_pretty(&json!({"chains": rows, "problems": problems}))?
+            serde_json::to_string_pretty(&json!({"chains": chains, "problems": problems}))?
         )?;
         return Ok(0);
     }
@@ -108,13 +76,13 @@ fn list(rt: &Runtime, as_json: bool) -> anyhow::Result<u8> {
         outln!("No chains are loaded.")?;
     } else {
         let mut t = Table::new(&["NAME", "TOOL", "STEPS", "FROM", "DESCRIPTION"]);
-        for e in &chains {
+        for c in chains {
             t.row(vec![
-                e.chain.name.clone(),
-                chain_tool(&e.chain.name),
-                e.chain.steps.len().to_string(),
-                e.origin.clone(),
-                e.chain.description.clone(),
+                c.name,
+                c.tool,
+                c.steps.to_string(),
+                c.origin,
+                c.description,
             ]);
         }
         out!("{}", t.render())?;
@@ -131,10 +99,7 @@ fn check(rt: &Runtime, file: Option<&std::path::Path>, skill: Option<&str>) -> a
         for p in &problems {
             outln!("{p}")?;
         }
-        let errors = problems
-            .iter()
-            .filter(|p| p.message.starts_with("error"))
-            .count();
+        let errors = problems.iter().filter(|p| p.is_error()).count();
         outln!(
             "{} chains loaded, {errors} errors",
             rt.chains().list().len()
@@ -205,9 +170,7 @@ async fn plan(
 }
 
 fn show(rt: &Runtime, name: &str, as_json: bool) -> anyhow::Result<u8> {
-    let Some(e) = rt.chains().get(name) else {
-        return Err(unknown(rt, name));
-    };
+    let e = rt.chains().require(name)?;
     if as_json {
         outln!("{}", serde_json::to_string_pretty(&e.chain.to_value())?)?;
     } else {

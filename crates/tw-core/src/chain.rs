@@ -229,15 +229,21 @@ impl Chain {
     /// A chain builder.
     pub fn builder(name: &str) -> ChainBuilder {
         ChainBuilder {
-            chain: Chain {
-                name: name.to_owned(),
-                description: String::new(),
-                input: json!({"type": "object", "properties": {}}),
-                steps: Vec::new(),
-                output: None,
-                timeout_ms: None,
-                max_parallel: DEFAULT_PARALLEL,
-            },
+            chain: Chain::empty(name),
+        }
+    }
+
+    /// A chain with no steps, an empty object as input and the defaults: what the builder and
+    /// the parser start from.
+    pub(crate) fn empty(name: &str) -> Chain {
+        Chain {
+            name: name.to_owned(),
+            description: String::new(),
+            input: json!({"type": "object", "properties": {}}),
+            steps: Vec::new(),
+            output: None,
+            timeout_ms: None,
+            max_parallel: DEFAULT_PARALLEL,
         }
     }
 

@@ -85,7 +85,8 @@ pub enum SchemaError {
     TooLarge(usize),
 }
 
-fn kind_of(v: &Value) -> &'static str {
+/// The JSON type name of a value, as messages say it ("a string", "an array").
+pub fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

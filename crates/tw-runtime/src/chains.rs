@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 use serde_json::Value;
 use tw_core::chain::{self, Chain};
+use tw_core::skill::{Diagnostic, Severity};
 use tw_core::{ParameterSchema, RiskLevel, ToolCategory, ToolDefinition, ToolGroup, ToolName};
 use tw_store::{AuditRow, ChainRunQuery, ChainRunRow};
 
@@ -27,18 +28,73 @@ pub struct ChainProblem {
     pub line: usize,
     /// The chain, when known.
     pub chain: Option<String>,
-    /// What is wrong.
+    /// An error leaves the chain out; a warning does not.
+    pub severity: Severity,
+    /// What is wrong (with the field, when one is at fault).
     pub message: String,
+}
+
+impl ChainProblem {
+    /// An error with no line: what the service finds when it puts chains in force.
+    fn error(origin: &str, chain: Option<&str>, message: impl Into<String>) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            line: 0,
+            chain: chain.map(str::to_owned),
+            severity: Severity::Error,
+            message: message.into(),
+        }
+    }
+
+    /// A diagnostic of a chain file or SKILL.md at `origin`.
+    fn from_diagnostic(origin: &str, chain: Option<&str>, d: &Diagnostic) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            line: d.line,
+            chain: chain.map(str::to_owned),
+            severity: d.severity,
+            message: match &d.field {
+                Some(f) => format!("{f}: {}", d.message),
+                None => d.message.clone(),
+            },
+        }
+    }
+
+    /// Whether it leaves the chain out.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
 }
 
 impl std::fmt::Display for ChainProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.origin)?;
         if self.line > 0 {
-            write!(f, "{}:{}: {}", self.origin, self.line, self.message)
-        } else {
-            write!(f, "{}: {}", self.origin, self.message)
+            write!(f, ":{}", self.line)?;
         }
+        let level = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, ": {level}: {}", self.message)
     }
+}
+
+/// A loaded chain as listings show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChainSummary {
+    /// The chain's name.
+    pub name: String,
+    /// The tool it is called as.
+    pub tool: String,
+    /// What it does.
+    pub description: String,
+    /// How many steps it has.
+    pub steps: usize,
+    /// Where it was written.
+    pub origin: String,
+    /// The skill that declares it.
+    pub skill: Option<String>,
 }
 
 #[derive(Default)]
@@ -77,7 +133,7 @@ pub struct ChainPlan {
     /// The chains in it without errors (one, when the plan is usable).
     pub valid: Vec<String>,
     /// Every problem, each with its line in `text`.
-    pub diagnostics: Vec<tw_core::skill::Diagnostic>,
+    pub diagnostics: Vec<Diagnostic>,
     /// The model asked.
     pub model: String,
 }
@@ -93,8 +149,8 @@ pub fn chains_dir(config: &crate::config::Config, workspace: &[PathBuf]) -> Path
     }
 }
 
-/// The largest chain file read, in bytes.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// The largest chain file read, in bytes: the most the chain parser reads.
+const MAX_FILE_BYTES: u64 = chain::yaml::MAX_BYTES as u64;
 
 /// The longest a chain may run unless it says.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10 * 60 * 1000;
@@ -149,6 +205,10 @@ impl ChainService {
         if let Some(s) = skill {
             self.skills.existing("skill", s)?;
         }
+        let catalog = Catalog {
+            service: self,
+            skill,
+        };
         let entries: Vec<_> = self
             .shared
             .registry
@@ -156,10 +216,6 @@ impl ChainService {
             .into_iter()
             .filter(|e| !matches!(e.kind, ToolKind::Chain(_)))
             .filter(|e| {
-                let catalog = Catalog {
-                    service: self,
-                    skill,
-                };
                 chain::ChainCatalog::outside_skill(&catalog, e.definition.name.as_str()).is_none()
             })
             .collect();
@@ -210,7 +266,7 @@ impl ChainService {
         let (chains, found) = self.check_text(text, skill);
         let errors: Vec<String> = found
             .iter()
-            .filter(|(_, d)| d.severity == tw_core::skill::Severity::Error)
+            .filter(|(_, d)| d.severity == Severity::Error)
             .map(|(_, d)| d.to_string())
             .collect();
         if !errors.is_empty() {
@@ -261,7 +317,7 @@ impl ChainService {
         let failed: std::collections::BTreeSet<&str> = state
             .problems
             .iter()
-            .filter(|p| p.message.starts_with("error"))
+            .filter(|p| p.is_error())
             .map(|p| p.chain.as_deref().unwrap_or(p.origin.as_str()))
             .collect();
         (!failed.is_empty()).then(|| {
@@ -280,21 +336,14 @@ impl ChainService {
 
     /// Follows the chains directory: a change there reloads the chains within a second.
     pub(crate) fn watch(&self) {
-        let mut slot = self.watching.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_some() || !self.dir.is_dir() {
-            return;
-        }
-        let this = self.this.clone();
-        let action: crate::watch::Action = Box::new(move || {
-            let this = this.clone();
-            Box::pin(async move { this.upgrade().map(|s| s.reload()).is_some() })
-        });
-        match self.watcher.subscribe(&self.dir, false, |_| true, action) {
-            Ok(sub) => *slot = Some(sub),
-            Err(e) => {
-                tracing::warn!(error = %e, "the chains cannot be watched; changes need a restart")
-            }
-        }
+        self.watcher.keep(
+            &self.watching,
+            &self.dir,
+            false,
+            self.this.clone(),
+            Self::reload,
+            "chains",
+        );
     }
 
     /// Reads every chain again (the chain files and the skills' `chains:`), checks each
@@ -310,19 +359,17 @@ impl ChainService {
                     .diagnostics
                     .iter()
                     .filter(|d| d.is_about_chains())
-                    .map(|d| problem(&origin, None, d)),
+                    .map(|d| ChainProblem::from_diagnostic(&origin, None, d)),
             );
             let Some(m) = &skill.manifest else { continue };
             for source in &m.chains {
                 let origin = origin.clone();
                 let found = self.check_source(source, Some(&m.name));
-                let failed = found
-                    .iter()
-                    .any(|d| d.severity == tw_core::skill::Severity::Error);
+                let failed = found.iter().any(|d| d.severity == Severity::Error);
                 problems.extend(
-                    found
-                        .into_iter()
-                        .map(|d| problem(&origin, Some(&source.chain.name), &d)),
+                    found.into_iter().map(|d| {
+                        ChainProblem::from_diagnostic(&origin, Some(&source.chain.name), &d)
+                    }),
                 );
                 if !failed {
                     entries.push(ChainEntry {
@@ -354,12 +401,11 @@ impl ChainService {
             Ok(l) => l,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (entries, problems),
             Err(e) => {
-                problems.push(ChainProblem {
-                    origin: self.dir.display().to_string(),
-                    line: 0,
-                    chain: None,
-                    message: format!("the chains directory cannot be read: {e}"),
-                });
+                problems.push(ChainProblem::error(
+                    &self.dir.display().to_string(),
+                    None,
+                    format!("the chains directory cannot be read: {e}"),
+                ));
                 return (entries, problems);
             }
         };
@@ -373,12 +419,7 @@ impl ChainService {
             let text = match read_capped(&path) {
                 Ok(t) => t,
                 Err(message) => {
-                    problems.push(ChainProblem {
-                        origin,
-                        line: 0,
-                        chain: None,
-                        message,
-                    });
+                    problems.push(ChainProblem::error(&origin, None, message));
                     continue;
                 }
             };
@@ -386,7 +427,7 @@ impl ChainService {
             problems.extend(
                 found
                     .iter()
-                    .map(|(chain, d)| problem(&origin, chain.as_deref(), d)),
+                    .map(|(chain, d)| ChainProblem::from_diagnostic(&origin, chain.as_deref(), d)),
             );
             entries.extend(chains.into_iter().map(|chain| ChainEntry {
                 chain,
@@ -404,19 +445,14 @@ impl ChainService {
         &self,
         text: &str,
         skill: Option<&str>,
-    ) -> (
-        Vec<Chain>,
-        Vec<(Option<String>, tw_core::skill::Diagnostic)>,
-    ) {
+    ) -> (Vec<Chain>, Vec<(Option<String>, Diagnostic)>) {
         let parsed = chain::parse_chain_file(text);
-        let mut found: Vec<(Option<String>, tw_core::skill::Diagnostic)> =
+        let mut found: Vec<(Option<String>, Diagnostic)> =
             parsed.diagnostics.into_iter().map(|d| (None, d)).collect();
         let mut chains = Vec::new();
         for source in parsed.chains {
             let own = self.check_source(&source, skill);
-            let failed = own
-                .iter()
-                .any(|d| d.severity == tw_core::skill::Severity::Error);
+            let failed = own.iter().any(|d| d.severity == Severity::Error);
             found.extend(
                 own.into_iter()
                     .map(|d| (Some(source.chain.name.clone()), d)),
@@ -430,11 +466,7 @@ impl ChainService {
     }
 
     /// The checks that need the registry, for one chain.
-    fn check_source(
-        &self,
-        source: &chain::ChainSource,
-        skill: Option<&str>,
-    ) -> Vec<tw_core::skill::Diagnostic> {
+    fn check_source(&self, source: &chain::ChainSource, skill: Option<&str>) -> Vec<Diagnostic> {
         let catalog = Catalog {
             service: self,
             skill,
@@ -456,6 +488,43 @@ impl ChainService {
         self.read().chains.get(name).cloned()
     }
 
+    /// Every loaded chain as listings show it, by name.
+    pub fn summaries(&self) -> Vec<ChainSummary> {
+        self.read()
+            .chains
+            .values()
+            .map(|e| ChainSummary {
+                name: e.chain.name.clone(),
+                tool: chain_tool(&e.chain.name),
+                description: e.chain.description.clone(),
+                steps: e.chain.steps.len(),
+                origin: e.origin.clone(),
+                skill: e.skill.clone(),
+            })
+            .collect()
+    }
+
+    /// The chain named `name`, or why there is none: not declared, or declared and refused
+    /// (with the first problem that kept it out).
+    pub fn require(&self, name: &str) -> Result<Arc<ChainEntry>> {
+        let state = self.read();
+        if let Some(e) = state.chains.get(name) {
+            return Ok(Arc::clone(e));
+        }
+        let message = match state
+            .problems
+            .iter()
+            .find(|p| p.chain.as_deref() == Some(name) && p.is_error())
+        {
+            Some(p) => format!("chain {name:?} did not load: {p}"),
+            None => format!("no chain named {name:?} is loaded (see `toolwarden chains list`)"),
+        };
+        Err(RuntimeError::NotFound {
+            code: "unknown_chain",
+            message,
+        })
+    }
+
     /// What was wrong with the chains that did not load (and warnings about those that did).
     pub fn problems(&self) -> Vec<ChainProblem> {
         self.read().problems.clone()
@@ -475,15 +544,14 @@ impl ChainService {
             if list.len() > 1 {
                 // Which one was meant is not ours to guess: neither loads.
                 let origins: Vec<&str> = list.iter().map(|e| e.origin.as_str()).collect();
-                problems.push(ChainProblem {
-                    origin: list[0].origin.clone(),
-                    line: 0,
-                    chain: Some(name.clone()),
-                    message: format!(
+                problems.push(ChainProblem::error(
+                    &list[0].origin,
+                    Some(&name),
+                    format!(
                         "chain {name:?} is declared more than once ({}); none of them is loaded",
                         origins.join(", ")
                     ),
-                });
+                ));
                 continue;
             }
             if let Some(e) = list.pop() {
@@ -492,12 +560,11 @@ impl ChainService {
         }
         for name in calling_in_a_circle(&chains) {
             if let Some(e) = chains.remove(&name) {
-                problems.push(ChainProblem {
-                    origin: e.origin.clone(),
-                    line: 0,
-                    chain: Some(name.clone()),
-                    message: format!("chain {name:?} calls itself through other chains"),
-                });
+                problems.push(ChainProblem::error(
+                    &e.origin,
+                    Some(&name),
+                    format!("chain {name:?} calls itself through other chains"),
+                ));
             }
         }
         let registry = &self.shared.registry;
@@ -512,12 +579,7 @@ impl ChainService {
             let def = match definition(&e, |t| registry.get(t).map(|r| r.definition.clone())) {
                 Ok(d) => d,
                 Err(message) => {
-                    problems.push(ChainProblem {
-                        origin: e.origin.clone(),
-                        line: 0,
-                        chain: Some(name.clone()),
-                        message,
-                    });
+                    problems.push(ChainProblem::error(&e.origin, Some(&name), message));
                     continue;
                 }
             };
@@ -527,23 +589,17 @@ impl ChainService {
                     registry.update(def, kind).map(|_| ())
                 }
                 Some(_) => {
-                    problems.push(ChainProblem {
-                        origin: e.origin.clone(),
-                        line: 0,
-                        chain: Some(name.clone()),
-                        message: format!("another tool is named {}", chain_tool(&name)),
-                    });
+                    problems.push(ChainProblem::error(
+                        &e.origin,
+                        Some(&name),
+                        format!("another tool is named {}", chain_tool(&name)),
+                    ));
                     continue;
                 }
                 None => registry.register(def, kind).map(|_| ()),
             };
             if let Err(err) = done {
-                problems.push(ChainProblem {
-                    origin: e.origin.clone(),
-                    line: 0,
-                    chain: Some(name.clone()),
-                    message: err.to_string(),
-                });
+                problems.push(ChainProblem::error(&e.origin, Some(&name), err.to_string()));
                 continue;
             }
             installed.insert(name, e);
@@ -614,25 +670,6 @@ impl chain::ChainCatalog for Catalog<'_> {
             false,
         );
         (judged.verdict.decision != tw_core::Decision::Allow).then_some(judged.verdict.reason)
-    }
-}
-
-fn problem(origin: &str, chain: Option<&str>, d: &tw_core::skill::Diagnostic) -> ChainProblem {
-    ChainProblem {
-        origin: origin.to_owned(),
-        line: d.line,
-        chain: chain.map(str::to_owned),
-        message: match d.severity {
-            tw_core::skill::Severity::Error => format!("error: {}", field_message(d)),
-            tw_core::skill::Severity::Warning => format!("warning: {}", field_message(d)),
-        },
-    }
-}
-
-fn field_message(d: &tw_core::skill::Diagnostic) -> String {
-    match &d.field {
-        Some(f) => format!("{f}: {}", d.message),
-        None => d.message.clone(),
     }
 }
 

@@ -224,7 +224,7 @@ impl Pipeline {
         let caller = call.caller.sanitized();
         let hidden = redacted(&call.arguments);
         let mut decision = None;
-        let outcome = match self
+        let mut outcome = match self
             .stages(
                 &call,
                 hidden.as_ref().unwrap_or(&call.arguments),
@@ -237,7 +237,6 @@ impl Pipeline {
             Ok(o) | Err(o) => o,
         };
         let duration_us = i64::try_from(clock.elapsed().as_micros()).unwrap_or(i64::MAX);
-        let mut outcome = outcome;
         if let Some(link) = &call.chain {
             outcome
                 .execution

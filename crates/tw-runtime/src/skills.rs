@@ -231,21 +231,14 @@ impl SkillService {
 
     /// Starts watching the skills directory, unless it already is watched (it must exist).
     pub(crate) fn watch(&self) {
-        let mut slot = self.watching.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_some() || !self.dir.is_dir() {
-            return;
-        }
-        let this = self.this.clone();
-        let action: crate::watch::Action = Box::new(move || {
-            let this = this.clone();
-            Box::pin(async move { this.upgrade().map(|s| s.reload()).is_some() })
-        });
-        match self.watcher.subscribe(&self.dir, true, |_| true, action) {
-            Ok(sub) => *slot = Some(sub),
-            Err(e) => {
-                tracing::warn!(error = %e, "the skills cannot be watched; changes need a restart")
-            }
-        }
+        self.watcher.keep(
+            &self.watching,
+            &self.dir,
+            true,
+            self.this.clone(),
+            Self::reload,
+            "skills",
+        );
     }
 
     /// Looks again at a directory that could not be read, or that appeared after the start and

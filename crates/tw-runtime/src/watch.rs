@@ -69,6 +69,35 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl FileWatcher {
+    /// Keeps `slot` subscribed to `dir` (an existing directory, below it too when `recursive`)
+    /// so that every settled burst of changes calls `reload` on the service `this` points to,
+    /// for as long as it lives. Nothing happens when `slot` already holds a subscription or
+    /// `dir` is not a directory; a directory that cannot be watched is logged as `what`.
+    pub(crate) fn keep<T: Send + Sync + 'static>(
+        &self,
+        slot: &Mutex<Option<Subscription>>,
+        dir: &Path,
+        recursive: bool,
+        this: std::sync::Weak<T>,
+        reload: fn(&T),
+        what: &str,
+    ) {
+        let mut slot = lock(slot);
+        if slot.is_some() || !dir.is_dir() {
+            return;
+        }
+        let action: Action = Box::new(move || {
+            let this = this.clone();
+            Box::pin(async move { this.upgrade().map(|s| reload(&s)).is_some() })
+        });
+        match self.subscribe(dir, recursive, |_| true, action) {
+            Ok(sub) => *slot = Some(sub),
+            Err(e) => {
+                tracing::warn!(error = %e, "the {what} cannot be watched; changes need a restart")
+            }
+        }
+    }
+
     /// Watches `dir` (and everything below it when `recursive`) for changes to paths `matches`
     /// accepts; `action` runs once per settled burst, on the async runtime.
     pub(crate) fn subscribe(

@@ -306,15 +306,7 @@ impl<'a> Ctx<'a> {
         let before = self.errors();
         let root = self.root;
         let value = root.pointer(at)?;
-        let mut chain = Chain {
-            name: String::new(),
-            description: String::new(),
-            input: json!({"type": "object", "properties": {}}),
-            steps: Vec::new(),
-            output: None,
-            timeout_ms: None,
-            max_parallel: DEFAULT_PARALLEL,
-        };
+        let mut chain = Chain::empty("");
         let mut written_name: Option<String> = None;
         let name_written = value.get("name").is_some();
         // Where the steps are: `steps:`, or the chain itself when written as its list of steps.

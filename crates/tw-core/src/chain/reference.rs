@@ -13,6 +13,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use crate::schema::kind_of;
+
 /// The longest reference or expression text, in bytes.
 pub const MAX_REFERENCE: usize = 1024;
 /// The most path segments a reference may have.
@@ -316,18 +318,6 @@ impl Ref {
             };
         }
         Ok(at.clone())
-    }
-}
-
-/// The JSON type name of a value, as messages say it.
-pub fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -23,12 +23,12 @@ use futures_util::stream::FuturesUnordered;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tw_core::chain::{self, Chain, OnError, Root, Scope, Step, StepStatus, StepValue};
-use tw_core::{ChainLink, ErrorCode, ToolCall, ToolError, ToolStatus};
+use tw_core::{ChainLink, ErrorCode, ToolCall, ToolStatus};
 use tw_store::{ChainRunEnd, NewChainRun};
 
 use super::Pipeline;
 use crate::kind::ChainEntry;
-use crate::sandboxed::{ExecFailure, Produced};
+use crate::sandboxed::{ExecFailure, Produced, failure as fail};
 
 /// How a step's call goes through the pipeline: a boxed future behind a plain function the
 /// facade supplies. The pipeline runs chains and chains run calls through the pipeline; the
@@ -112,20 +112,6 @@ struct RunContext {
     run_id: String,
     depth: u32,
     no_wait: bool,
-}
-
-fn fail(
-    status: ToolStatus,
-    code: &str,
-    message: String,
-    execution: Map<String, Value>,
-) -> ExecFailure {
-    ExecFailure {
-        status,
-        error: ToolError::new(code, message),
-        output: None,
-        execution,
-    }
 }
 
 /// Whether a failed call may succeed if tried again.
@@ -245,11 +231,9 @@ impl Pipeline {
                 )
             })?;
 
-        let stopped = self
+        let (stopped, values) = self
             .drive(chain, &ctx, &call.arguments, &mut states, limit, cancel)
             .await;
-
-        let values = values(chain, &states);
         let scope = Scope {
             input: &call.arguments,
             steps: &values,
@@ -332,7 +316,8 @@ impl Pipeline {
         }
     }
 
-    /// Runs the steps until none is left, or the run stops: then says why.
+    /// Runs the steps until none is left, or the run stops: then says why. Also gives what
+    /// references read of every step that ended (the chain's output is made from it).
     async fn drive(
         &self,
         chain: &Chain,
@@ -341,7 +326,7 @@ impl Pipeline {
         states: &mut [StepState],
         limit: Duration,
         cancel: &CancellationToken,
-    ) -> Option<(Stop, String)> {
+    ) -> (Option<(Stop, String)>, HashMap<String, StepValue>) {
         let steps_cancel = cancel.child_token();
         let index: HashMap<&str, usize> = chain
             .steps
@@ -422,7 +407,7 @@ impl Pipeline {
                         }
                         Err(message) => {
                             settle(&mut states[i], StepStatus::Failed, now, message.clone());
-                            let stops = on_failure(step, &mut states[i], &message);
+                            let stops = on_failure(step, &mut states[i]);
                             sync(&mut values, step, &states[i]);
                             if let Some(s) = stops {
                                 stop = Some((s, format!("step {:?} failed: {message}", step.id)));
@@ -450,7 +435,7 @@ impl Pipeline {
                     st.completed_at = Some(self.shared.now_us());
                     if stop.is_none() && matches!(done.status, StepStatus::Failed | StepStatus::Denied) {
                         let message = done.error.unwrap_or_default();
-                        if let Some(s) = on_failure(step, st, &message) {
+                        if let Some(s) = on_failure(step, st) {
                             stop = Some((s, format!("step {:?} {}: {message}", step.id, done.status)));
                             steps_cancel.cancel();
                         }
@@ -479,7 +464,7 @@ impl Pipeline {
             };
             settle(st, status, now, why.to_owned());
         }
-        stop
+        (stop, values)
     }
 }
 
@@ -500,7 +485,7 @@ fn settle(st: &mut StepState, status: StepStatus, now: i64, why: String) {
 }
 
 /// What a failed step does to the run: `None` to go on (its state settled), or why to stop.
-fn on_failure(step: &Step, st: &mut StepState, _message: &str) -> Option<Stop> {
+fn on_failure(step: &Step, st: &mut StepState) -> Option<Stop> {
     match &step.on_error {
         OnError::Continue => None,
         OnError::Default(v) => {
@@ -546,7 +531,7 @@ fn prepare(step: &Step, scope: &Scope<'_>) -> Result<Vec<(Value, Option<usize>)>
     let Value::Array(items) = items else {
         return Err(format!(
             "for_each: the items are {}, not an array",
-            tw_core::chain::reference::kind_of(&items)
+            tw_core::schema::kind_of(&items)
         ));
     };
     if items.len() > chain::MAX_ITEMS {

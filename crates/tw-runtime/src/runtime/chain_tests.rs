@@ -11,7 +11,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tw_core::chain::{Chain, ChainBuilder, OnError, StepBuilder};
-use tw_core::{Caller, DefinitionFormat, ToolStatus, load_tool_specs};
+use tw_core::{Caller, ToolStatus};
 
 use super::*;
 use crate::chains::ChainEntry;
@@ -51,28 +51,11 @@ parameters = []
 command = { argv = ["false"] }
 "#;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    rt: Runtime,
-}
+use super::tests::Fixture;
 
+/// A runtime whose policy allows what no rule names (`policy` adds to it), with [`TOOLS`].
 async fn fixture(policy: &str) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let config = format!("license_tier = \"enterprise\"\n[policy]\ndefault = \"allow\"\n{policy}");
-    let config = Config::parse(&config, Path::new("/etc/tw/config.toml"), None).unwrap();
-    let rt = Runtime::open(RuntimeOptions::new(
-        dir.path().join("data"),
-        vec![ws],
-        config,
-    ))
-    .await
-    .unwrap();
-    for spec in load_tool_specs(TOOLS, "tools.toml", DefinitionFormat::Toml).unwrap() {
-        rt.tools().add_custom_tool(spec, "tester").await.unwrap();
-    }
-    Fixture { dir, rt }
+    super::tests::fixture(&format!("[policy]\ndefault = \"allow\"\n{policy}"), TOOLS).await
 }
 
 impl Fixture {
@@ -151,7 +134,7 @@ async fn each_step_is_a_governed_call_whose_output_feeds_the_next() {
         json!({"top": "first", "text": "# rust: first\n"})
     );
     assert_eq!(
-        std::fs::read_to_string(f.dir.path().join("ws/notes.md")).unwrap(),
+        std::fs::read_to_string(f.rt.workspace().roots()[0].join("notes.md")).unwrap(),
         "# rust: first\n"
     );
     // One audit row per step, each naming the run and its step, sharing the chain's trace.

@@ -17,13 +17,13 @@ use crate::events::Received;
 use crate::{EventKind, ExecutionEvent};
 use tw_core::Decision;
 
-struct Fixture {
+pub(super) struct Fixture {
     _dir: tempfile::TempDir,
-    rt: Runtime,
+    pub(super) rt: Runtime,
 }
 
 /// A runtime on a fresh data directory and workspace, with `config` (TOML) and custom tools.
-async fn fixture(config: &str, custom_tools: &str) -> Fixture {
+pub(super) async fn fixture(config: &str, custom_tools: &str) -> Fixture {
     recorder();
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");

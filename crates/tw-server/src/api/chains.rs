@@ -12,7 +12,6 @@ use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
-use tw_runtime::RuntimeError;
 use tw_runtime::chains::chain_tool;
 use tw_store::ChainRunQuery;
 
@@ -32,33 +31,12 @@ pub(super) fn routes() -> Router<Arc<Gateway>> {
 
 /// Every chain loaded, and every problem of those that did not load.
 async fn list(State(g): Shared) -> Reply {
-    let chains: Vec<_> =
-        g.rt.chains()
-            .list()
-            .iter()
-            .map(|e| {
-                json!({
-                    "name": e.chain.name,
-                    "tool": chain_tool(&e.chain.name),
-                    "description": e.chain.description,
-                    "steps": e.chain.steps.len(),
-                    "origin": e.origin,
-                    "skill": e.skill,
-                })
-            })
-            .collect();
-    ok(json!({"chains": chains, "problems": g.rt.chains().problems()}))
+    ok(json!({"chains": g.rt.chains().summaries(), "problems": g.rt.chains().problems()}))
 }
 
 /// One chain: its model as a chain file writes it, and that file's text.
 async fn show(State(g): Shared, Path(name): Path<String>) -> Reply {
-    let Some(e) = g.rt.chains().get(&name) else {
-        return Err(RuntimeError::NotFound {
-            code: "unknown_chain",
-            message: format!("no chain named {name:?} is loaded"),
-        }
-        .into());
-    };
+    let e = g.rt.chains().require(&name)?;
     ok(json!({
         "name": e.chain.name,
         "tool": chain_tool(&e.chain.name),

@@ -262,3 +262,105 @@ fn a_chain_is_a_tool_over_mcp_with_the_official_client() {
         ]
     );
 }
+
+/// Polls `chains runs --json` until the newest run of `chain` has `status`.
+fn newest_run(env: &Env, status: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let runs = env.cmd(&["chains", "runs", "--json"]).run().ok().json();
+        if let Some(run) = runs.as_array().and_then(|r| r.first())
+            && run["status"] == status
+        {
+            return run.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no run became {status}: {runs}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_run_whose_process_is_killed_reads_interrupted_and_a_live_one_is_left_running() {
+    let env = Env::new().with_config(
+        "[policy]\ndefault = \"allow\"\nallow = [\"group:exec\", \"group:chains\"]\n\
+         [policy.exec]\nsecurity = \"full\"\n",
+    );
+    env.write(
+        "chains/slow.yaml",
+        "\
+name: slow
+steps:
+  - id: first
+    tool: exec
+    arguments: {argv: [echo, hi]}
+  - id: wait
+    tool: exec
+    arguments: {argv: [sleep, \"30\"]}
+    depends_on: first
+  - id: after
+    tool: exec
+    arguments: {argv: [echo, done]}
+    depends_on: wait
+",
+    );
+    let mut child = env.cmd(&["chains", "run", "slow", "--input", "{}"]).spawn();
+    // While the first process drives it, others opening the store leave it alone.
+    let live = newest_run(&env, "running");
+    let id = live["id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while env
+        .cmd(&["running", "--json"])
+        .run()
+        .ok()
+        .json()
+        .as_array()
+        .unwrap()
+        .len()
+        < 2
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sleep step never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let again = env
+        .cmd(&["chains", "runs", &id, "--json"])
+        .run()
+        .ok()
+        .json();
+    assert_eq!(again["run"]["status"], "running");
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run = newest_run(&env, "interrupted");
+    assert_eq!(run["id"], id.as_str());
+    let shown = env
+        .cmd(&["chains", "runs", &id, "--json"])
+        .run()
+        .ok()
+        .json();
+    let steps: Vec<(&str, &str)> = shown["run"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        steps,
+        vec![
+            ("first", "completed"),
+            ("wait", "cancelled"),
+            ("after", "cancelled")
+        ]
+    );
+    assert!(
+        shown["run"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("ended before the run did"),
+        "{shown}"
+    );
+}

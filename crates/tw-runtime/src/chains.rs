@@ -12,7 +12,7 @@ use serde_json::Value;
 use tw_core::chain::{self, Chain};
 use tw_core::skill::{Diagnostic, Severity};
 use tw_core::{ParameterSchema, RiskLevel, ToolCategory, ToolDefinition, ToolGroup, ToolName};
-use tw_store::{AuditRow, ChainRunQuery, ChainRunRow};
+use tw_store::{AuditRow, ChainRunEnd, ChainRunQuery, ChainRunRow};
 
 use crate::error::{Result, RuntimeError};
 pub use crate::kind::ChainEntry;
@@ -610,6 +610,36 @@ impl ChainService {
         };
     }
 
+    /// Marks `interrupted` every run held as running whose process has ended (a crash, a kill,
+    /// a power loss): its steps that had not ended read `cancelled`. Runs another live process
+    /// drives are left alone. Gives how many were marked.
+    pub async fn recover_interrupted(&self) -> Result<usize> {
+        let store = &self.shared.store;
+        let mut marked = 0;
+        for run in store.running_chain_runs().await? {
+            if run.owner.as_deref().is_some_and(crate::owner::is_alive) {
+                continue;
+            }
+            let now = self.shared.now_us();
+            let end = ChainRunEnd {
+                status: "interrupted".to_owned(),
+                output: None,
+                error: Some(
+                    "the process running this chain ended before the run did (a crash or a kill); \
+                     steps that were running may or may not have finished"
+                        .to_owned(),
+                ),
+                steps: interrupt_steps(run.steps, &store.chain_step_rows(&run.id).await?, now),
+                completed_at: now,
+            };
+            if store.finish_chain_run(&run.id, end).await? {
+                tracing::warn!(run = %run.id, "chain run interrupted: its process ended first");
+                marked += 1;
+            }
+        }
+        Ok(marked)
+    }
+
     /// Runs of chains, newest first.
     pub async fn runs(&self, q: &ChainRunQuery) -> Result<Vec<ChainRunRow>> {
         Ok(self.shared.store.chain_runs(q).await?)
@@ -629,6 +659,64 @@ impl ChainService {
         let steps = self.shared.store.chain_step_rows(id).await?;
         Ok((run, steps))
     }
+}
+
+/// A cut-short run's steps as far as its audit rows tell: the run record holds the steps as they
+/// were when it started, but each step's calls wrote their own rows as they ended. A step whose
+/// last call succeeded (and that made every call it was going to, as far as anyone can tell)
+/// reads `completed`, one whose last call failed or was denied reads so, and one that made no
+/// call, or whose call never ended, reads `cancelled`.
+fn interrupt_steps(mut steps: Value, rows: &[AuditRow], now: i64) -> Value {
+    for step in steps.as_array_mut().into_iter().flatten() {
+        let Some(step) = step.as_object_mut() else {
+            continue;
+        };
+        if !matches!(
+            step.get("status").and_then(Value::as_str),
+            Some("pending" | "running")
+        ) {
+            continue;
+        }
+        let id = step.get("id").and_then(Value::as_str).unwrap_or_default();
+        let calls: Vec<&AuditRow> = rows
+            .iter()
+            .filter(|r| r.metadata["chain"]["step"].as_str() == Some(id))
+            .collect();
+        let (status, error) = match calls.last() {
+            Some(last) => {
+                let status = chain::StepStatus::after_call(last.status);
+                let error = (status != chain::StepStatus::Completed).then(|| {
+                    format!(
+                        "{} ({}): {}",
+                        last.status,
+                        last.tool,
+                        last.error_message.as_deref().unwrap_or("")
+                    )
+                });
+                (status, error)
+            }
+            None => (
+                chain::StepStatus::Cancelled,
+                Some("the run was interrupted before this step ended".to_owned()),
+            ),
+        };
+        if let Some(first) = calls.first() {
+            step.insert("started_at".to_owned(), first.started_at.into());
+        }
+        let ids: Vec<Value> = calls
+            .iter()
+            .map(|r| r.execution_id.clone().into())
+            .collect();
+        step.insert("attempts".to_owned(), ids.len().into());
+        step.insert("execution_ids".to_owned(), ids.into());
+        step.insert("status".to_owned(), status.as_str().into());
+        step.insert(
+            "completed_at".to_owned(),
+            calls.last().map_or(now, |r| r.completed_at).into(),
+        );
+        step.insert("error".to_owned(), error.into());
+    }
+    steps
 }
 
 /// What the chain checks see of the registry, the loaded chains, quarantine and a skill.

@@ -91,6 +91,21 @@ pub enum EventKind {
         /// What.
         message: String,
     },
+    /// A step of a chain run changed state. The event's execution is the chain's own call
+    /// (`chain__NAME`), whose execution id is the run's id; the step's calls announce themselves
+    /// under their own execution ids too.
+    ChainStep {
+        /// The step's id.
+        step: String,
+        /// Where it is now: `running`, or how it ended.
+        status: tw_core::chain::StepStatus,
+        /// Calls made so far (retries and `for_each` items count).
+        attempts: u32,
+        /// The execution ids of its calls (several with `for_each`), once it has ended.
+        execution_ids: Vec<String>,
+        /// Why it failed, was denied or was skipped.
+        detail: Option<String>,
+    },
     /// A browser session's page as the call left it, for a person watching (the desktop's live
     /// view); made only while someone watches every event ([`EventBus::has_watchers`]).
     Frame {

@@ -29,6 +29,7 @@ mod imported;
 pub mod kind;
 pub mod live;
 pub mod net;
+mod owner;
 pub mod paths;
 pub mod pipeline;
 pub mod policy;

@@ -200,6 +200,10 @@ impl Runtime {
         skills.watch();
         chains.watch();
         warnings.extend(chains.warning());
+        // Runs a crashed process left `running` are marked once some runtime opens the store.
+        if let Err(e) = chains.recover_interrupted().await {
+            tracing::warn!(error = %e, "could not check for interrupted chain runs");
+        }
         let changes = crate::changes::follow(
             Followers {
                 shared: Arc::downgrade(&shared),

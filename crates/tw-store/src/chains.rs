@@ -32,12 +32,26 @@ pub struct NewChainRun {
     pub steps: Value,
     /// When it started (µs since the epoch).
     pub started_at: i64,
+    /// The process running it (see migration 0011), so a crash can be told from a live run.
+    #[serde(default)]
+    pub owner: Option<String>,
+}
+
+/// A run the store holds as running, as a runtime checks whether its process still lives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunningChainRun {
+    /// The run's id.
+    pub id: String,
+    /// The process running it; `None` for runs written before owners were recorded.
+    pub owner: Option<String>,
+    /// Each step's state as last written.
+    pub steps: Value,
 }
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChainRunEnd {
-    /// `completed`, `failed`, `cancelled` or `timeout`.
+    /// `completed`, `failed`, `cancelled`, `timeout`, or `interrupted` (its process ended first).
     pub status: String,
     /// What it returned.
     pub output: Option<Value>,
@@ -98,7 +112,7 @@ const COLUMNS: &str = "id, chain, trace_id, agent_id, skill, user_id, status, in
 pub(crate) async fn start(conn: &mut SqliteConnection, run: &NewChainRun) -> Result<()> {
     sqlx::query(
         "INSERT INTO chain_runs (id, chain, trace_id, agent_id, skill, user_id, status, input, \
-         steps, started_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+         steps, started_at, owner) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
     )
     .bind(run.id.clone())
     .bind(run.chain.clone())
@@ -109,6 +123,7 @@ pub(crate) async fn start(conn: &mut SqliteConnection, run: &NewChainRun) -> Res
     .bind(run.input.to_string())
     .bind(run.steps.to_string())
     .bind(run.started_at)
+    .bind(run.owner.clone())
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -121,7 +136,7 @@ pub(crate) async fn finish(
 ) -> Result<bool> {
     if !matches!(
         end.status.as_str(),
-        "completed" | "failed" | "cancelled" | "timeout"
+        "completed" | "failed" | "cancelled" | "timeout" | "interrupted"
     ) {
         return Err(StoreError::InvalidQuery {
             field: "status",
@@ -167,6 +182,24 @@ pub(crate) async fn list(pool: &SqlitePool, q: &ChainRunQuery) -> Result<Vec<Cha
         .await?
         .iter()
         .map(decode)
+        .collect()
+}
+
+/// Every run held as running, with its owner.
+pub(crate) async fn running(pool: &SqlitePool) -> Result<Vec<RunningChainRun>> {
+    let rows = sqlx::query("SELECT id, owner, steps FROM chain_runs WHERE status = 'running'")
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let id: String = row.try_get("id")?;
+            let steps: String = row.try_get("steps")?;
+            Ok(RunningChainRun {
+                steps: codec::json(|| format!("chain run {id}, column steps"), &steps)?,
+                owner: row.try_get("owner")?,
+                id,
+            })
+        })
         .collect()
 }
 

@@ -43,7 +43,7 @@ pub use capabilities::{
     CapabilityScore, ClassificationRow, ClassificationSource, OverrideAction, SkillOverrideRow,
     SkillUsageRow,
 };
-pub use chains::{ChainRunEnd, ChainRunQuery, ChainRunRow, NewChainRun};
+pub use chains::{ChainRunEnd, ChainRunQuery, ChainRunRow, NewChainRun, RunningChainRun};
 pub use changes::{ChangeCounters, WATCHED_TABLES};
 pub use confirmations::{
     ConfirmationQuery, ConfirmationRow, ConfirmationState, NewConfirmation, Resolution,
@@ -589,6 +589,11 @@ impl Store {
             .writer
             .with_conn(async |conn| chains::finish(conn, id, &end).await)
             .await
+    }
+
+    /// The chain runs held as running (live in some process, or cut short by a crash).
+    pub async fn running_chain_runs(&self) -> Result<Vec<RunningChainRun>> {
+        chains::running(&self.inner.pool).await
     }
 
     /// A chain run by id.

@@ -366,6 +366,17 @@ pub enum StepStatus {
 }
 
 impl StepStatus {
+    /// How a step whose (last) call ended with `status` stands.
+    pub fn after_call(status: crate::ToolStatus) -> Self {
+        use crate::ToolStatus as T;
+        match status {
+            T::Success => StepStatus::Completed,
+            T::PermissionDenied | T::RequiresConfirmation => StepStatus::Denied,
+            T::Cancelled => StepStatus::Cancelled,
+            _ => StepStatus::Failed,
+        }
+    }
+
     /// The snake_case name.
     pub fn as_str(self) -> &'static str {
         match self {

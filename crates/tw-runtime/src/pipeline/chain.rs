@@ -27,6 +27,7 @@ use tw_core::{ChainLink, ErrorCode, ToolCall, ToolStatus};
 use tw_store::{ChainRunEnd, NewChainRun};
 
 use super::Pipeline;
+use crate::events::EventKind;
 use crate::kind::ChainEntry;
 use crate::sandboxed::{ExecFailure, Produced, failure as fail};
 
@@ -220,6 +221,7 @@ impl Pipeline {
                 input,
                 steps: steps_json(&states),
                 started_at: self.shared.now_us(),
+                owner: crate::owner::this_process().map(str::to_owned),
             })
             .await
             .map_err(|e| {
@@ -232,7 +234,7 @@ impl Pipeline {
             })?;
 
         let (stopped, values) = self
-            .drive(chain, &ctx, &call.arguments, &mut states, limit, cancel)
+            .drive(chain, &ctx, call, &mut states, limit, cancel)
             .await;
         let scope = Scope {
             input: &call.arguments,
@@ -322,11 +324,12 @@ impl Pipeline {
         &self,
         chain: &Chain,
         ctx: &RunContext,
-        input: &Value,
+        call: &ToolCall,
         states: &mut [StepState],
         limit: Duration,
         cancel: &CancellationToken,
     ) -> (Option<(Stop, String)>, HashMap<String, StepValue>) {
+        let input = &call.arguments;
         let steps_cancel = cancel.child_token();
         let index: HashMap<&str, usize> = chain
             .steps
@@ -379,6 +382,7 @@ impl Pipeline {
                         );
                         settle(&mut states[i], StepStatus::Skipped, now, why);
                         sync(&mut values, step, &states[i]);
+                        self.announce_step(call, step, &states[i]);
                         continue;
                     }
                     let scope = Scope {
@@ -392,12 +396,14 @@ impl Pipeline {
                         let why = format!("`when` is false: {w}");
                         settle(&mut states[i], StepStatus::Skipped, now, why);
                         sync(&mut values, step, &states[i]);
+                        self.announce_step(call, step, &states[i]);
                         continue;
                     }
                     match prepare(step, &scope) {
                         Ok(calls) => {
                             states[i].status = StepStatus::Running;
                             states[i].started_at = Some(now);
+                            self.announce_step(call, step, &states[i]);
                             running.push(Box::pin(run_step(
                                 ctx.clone(),
                                 calls,
@@ -409,6 +415,7 @@ impl Pipeline {
                             settle(&mut states[i], StepStatus::Failed, now, message.clone());
                             let stops = on_failure(step, &mut states[i]);
                             sync(&mut values, step, &states[i]);
+                            self.announce_step(call, step, &states[i]);
                             if let Some(s) = stops {
                                 stop = Some((s, format!("step {:?} failed: {message}", step.id)));
                                 steps_cancel.cancel();
@@ -441,6 +448,7 @@ impl Pipeline {
                         }
                     }
                     sync(&mut values, step, &states[i]);
+                    self.announce_step(call, step, &states[i]);
                 }
                 () = cancel.cancelled(), if stop.is_none() => {
                     stop = Some((Stop::Cancelled, String::new()));
@@ -454,7 +462,10 @@ impl Pipeline {
         }
         // Steps the run never reached.
         let now = self.shared.now_us();
-        for st in states.iter_mut().filter(|s| !s.status.is_final()) {
+        for (step, st) in chain.steps.iter().zip(states.iter_mut()) {
+            if st.status.is_final() {
+                continue;
+            }
             let (status, why) = match stop {
                 Some((Stop::Aborted, _)) => {
                     (StepStatus::Skipped, "the run stopped at a failed step")
@@ -463,8 +474,25 @@ impl Pipeline {
                 _ => (StepStatus::Cancelled, "the run was cancelled"),
             };
             settle(st, status, now, why.to_owned());
+            self.announce_step(call, step, st);
         }
         (stop, values)
+    }
+
+    /// Tells the live feed where `step` is now (the chain call's event; its id is the run's).
+    fn announce_step(&self, call: &ToolCall, step: &Step, st: &StepState) {
+        if self.shared.events.has_subscribers() {
+            self.shared.emit_for(
+                call,
+                EventKind::ChainStep {
+                    step: step.id.clone(),
+                    status: st.status,
+                    attempts: st.attempts,
+                    execution_ids: st.execution_ids.clone(),
+                    detail: st.error.clone(),
+                },
+            );
+        }
     }
 }
 
@@ -678,11 +706,11 @@ async fn call_with_retries(
                 () = cancel.cancelled() => {}
             }
         }
-        let status = match result.status {
-            ToolStatus::PermissionDenied | ToolStatus::RequiresConfirmation => StepStatus::Denied,
-            ToolStatus::Cancelled => StepStatus::Cancelled,
-            _ => StepStatus::Failed,
-        };
-        return (item, attempt, ids, Err((status, message)));
+        return (
+            item,
+            attempt,
+            ids,
+            Err((StepStatus::after_call(result.status), message)),
+        );
     }
 }

@@ -10,11 +10,12 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tw_core::chain::{Chain, ChainBuilder, OnError, StepBuilder};
+use tw_core::chain::{Chain, ChainBuilder, OnError, StepBuilder, StepStatus};
 use tw_core::{Caller, ToolStatus};
 
 use super::*;
 use crate::chains::ChainEntry;
+use crate::events::{EventKind, Received};
 
 const TOOLS: &str = r#"
 [[tools]]
@@ -670,4 +671,123 @@ async fn planning_without_a_model_says_how_to_configure_one() {
     let e = f.rt.chains().plan("do things", None).await.unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Unavailable);
     assert!(e.to_string().contains("[classifier] endpoint"), "{e}");
+}
+
+#[tokio::test]
+async fn each_step_announces_when_it_starts_and_how_it_ends_under_the_chain_call() {
+    let f = fixture("").await;
+    f.install(vec![
+        Chain::builder("told")
+            .step(StepBuilder::new("broken", "fail").on_error(OnError::Continue))
+            .step(emit("after", r#"{"n": 1}"#).depends_on("broken"))
+            .step(emit("alone", r#"{"n": 2}"#)),
+    ]);
+    let call =
+        f.rt.call("chain__told", json!({}), Caller::agent("agent-7"));
+    let mut feed = f.rt.events().subscribe_execution(call.execution_id.clone());
+    let r = f.rt.execute(call).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+    let mut seen = Vec::new();
+    while let Some(Received::Event(e)) = feed.try_recv() {
+        assert_eq!(e.tool, "chain__told");
+        if let EventKind::ChainStep {
+            step,
+            status,
+            attempts,
+            execution_ids,
+            detail,
+        } = &e.kind
+        {
+            let ended = status.is_final();
+            assert_eq!(ended, *status != StepStatus::Running, "{status}");
+            // An ended step that ran names its calls; the skipped one made none.
+            assert_eq!(
+                execution_ids.len(),
+                usize::from(ended && *status != StepStatus::Skipped),
+                "{step}: {execution_ids:?}"
+            );
+            assert_eq!(*attempts as usize, execution_ids.len(), "{step}");
+            seen.push((step.clone(), status.to_string(), detail.is_some()));
+        }
+    }
+    let of = |id: &str| -> Vec<(String, bool)> {
+        seen.iter()
+            .filter(|(s, ..)| s == id)
+            .map(|(_, st, d)| (st.clone(), *d))
+            .collect()
+    };
+    let s = |st: &str, d: bool| (st.to_owned(), d);
+    assert_eq!(of("broken"), vec![s("running", false), s("failed", true)]);
+    assert_eq!(of("after"), vec![s("skipped", true)]);
+    assert_eq!(
+        of("alone"),
+        vec![s("running", false), s("completed", false)]
+    );
+    // The run's own events frame them: started first, completed last.
+    assert_eq!(seen.len(), 5);
+}
+
+#[tokio::test]
+async fn runs_a_dead_process_left_running_are_marked_interrupted_and_live_ones_are_not() {
+    let f = fixture("").await;
+    let store = f.rt.store();
+    let steps = json!([
+        {"id": "done", "status": "completed", "started_at": 1, "completed_at": 2,
+         "attempts": 1, "execution_ids": ["e1"], "error": null},
+        {"id": "going", "status": "running", "started_at": 2, "completed_at": null,
+         "attempts": 0, "execution_ids": [], "error": null},
+        {"id": "later", "status": "pending", "started_at": null, "completed_at": null,
+         "attempts": 0, "execution_ids": [], "error": null},
+    ]);
+    let me = crate::owner::this_process().unwrap();
+    let (boot, rest) = me.split_once(':').unwrap();
+    let (pid, _) = rest.split_once(':').unwrap();
+    let runs = [
+        ("crashed", Some(format!("{boot}:{pid}:1"))),
+        ("old", None),
+        ("live", Some(me.to_owned())),
+    ];
+    for (id, owner) in runs {
+        store
+            .start_chain_run(tw_store::NewChainRun {
+                id: id.to_owned(),
+                chain: "c".to_owned(),
+                trace_id: "t".to_owned(),
+                agent_id: "a".to_owned(),
+                skill: None,
+                user_id: None,
+                input: json!({}),
+                steps: steps.clone(),
+                started_at: 1,
+                owner,
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(f.rt.chains().recover_interrupted().await.unwrap(), 2);
+    let status = |row: &tw_store::ChainRunRow| -> Vec<String> {
+        row.steps
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["status"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for id in ["crashed", "old"] {
+        let (row, _) = f.rt.chains().run(id).await.unwrap();
+        assert_eq!(row.status, "interrupted", "{id}");
+        assert!(
+            row.error
+                .as_deref()
+                .unwrap()
+                .contains("ended before the run did")
+        );
+        assert!(row.completed_at.is_some());
+        assert_eq!(status(&row), ["completed", "cancelled", "cancelled"]);
+    }
+    let (row, _) = f.rt.chains().run("live").await.unwrap();
+    assert_eq!(row.status, "running");
+    assert_eq!(status(&row), ["completed", "running", "pending"]);
+    // Nothing left to mark.
+    assert_eq!(f.rt.chains().recover_interrupted().await.unwrap(), 0);
 }

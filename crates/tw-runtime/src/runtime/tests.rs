@@ -441,6 +441,7 @@ fn kinds(events: &[Arc<ExecutionEvent>]) -> Vec<&'static str> {
             EventKind::ConfirmationRequested { .. } => "confirmation_requested",
             EventKind::Frame { .. } => "frame",
             EventKind::ConfirmationResolved { .. } => "confirmation_resolved",
+            EventKind::ChainStep { .. } => "chain_step",
         })
         .collect()
 }

@@ -140,6 +140,7 @@ impl Runtime {
             gatekeeper,
             network: Arc::new(config.network.clone()),
             data_dir,
+            on_tools_changed: Mutex::default(),
         });
         let watcher = FileWatcher::default();
         let settings = Arc::new(SettingsService::open(Arc::clone(&shared), &config, policy).await?);
@@ -171,15 +172,22 @@ impl Runtime {
             Arc::clone(&upstreams),
             watcher.clone(),
         )?;
-        {
-            // The skills' `chains:` change with their SKILL.md files.
+        // The skills' `chains:` change with their SKILL.md files; what a chain may call changes
+        // with the registered tools and their quarantine.
+        let reload_chains = || {
             let chains = Arc::downgrade(&chains);
-            skills.on_reload(Box::new(move || {
+            Box::new(move || {
                 if let Some(c) = chains.upgrade() {
                     c.reload();
                 }
-            }));
-        }
+            })
+        };
+        skills.on_reload(reload_chains());
+        shared
+            .on_tools_changed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(reload_chains());
         let pipeline = Arc::new_cyclic(|me| {
             Pipeline::new(
                 Arc::clone(&shared),

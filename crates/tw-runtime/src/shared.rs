@@ -4,7 +4,7 @@
 //! admin log, which every administrative change goes through the same way.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 use tw_core::{ToolCall, ToolRegistry};
@@ -32,6 +32,9 @@ pub(crate) struct Shared {
     pub(crate) network: Arc<crate::config::NetworkSettings>,
     /// Where the runtime keeps its data (the database, the live feed's socket, tokens).
     pub(crate) data_dir: PathBuf,
+    /// Run after the registered tools or their quarantine changed (the chain service re-checks
+    /// its chains against them).
+    pub(crate) on_tools_changed: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
 impl Shared {
@@ -56,6 +59,18 @@ impl Shared {
             .registry
             .get(tool)
             .ok_or_else(|| tw_core::CoreError::UnknownTool(tool.to_owned()))?)
+    }
+
+    /// Tells whoever asked ([`Self::on_tools_changed`]) that the registered tools changed.
+    pub(crate) fn tools_changed(&self) {
+        for hook in self
+            .on_tools_changed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            hook();
+        }
     }
 
     /// Records an administrative change; a failure to record is logged, not fatal to the change.

@@ -160,6 +160,7 @@ impl ToolService {
                 .await;
             added.push(is_new);
         }
+        self.shared.tools_changed();
         Ok(added)
     }
 
@@ -208,6 +209,7 @@ impl ToolService {
         self.shared
             .admin(actor, "custom_tool_updated", summary, details)
             .await;
+        self.shared.tools_changed();
         Ok(())
     }
 
@@ -232,6 +234,7 @@ impl ToolService {
                 json!({ "tool": name }),
             )
             .await;
+        self.shared.tools_changed();
         Ok(())
     }
 
@@ -277,6 +280,7 @@ impl ToolService {
             self.skills.forget_classification(&name).await;
         }
         self.refresh_ranks().await?;
+        self.shared.tools_changed();
         tracing::info!("custom tools changed by another process; reloaded");
         Ok(())
     }

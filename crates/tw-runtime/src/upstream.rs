@@ -184,6 +184,8 @@ impl UpstreamService {
         }
         let pins = self.shared.store.upstream_pins().await?;
         self.upstreams().set_quarantine(&pins);
+        // Registered tools and their quarantine are what a chain's steps are checked against.
+        self.shared.tools_changed();
         Ok(())
     }
 

@@ -791,3 +791,48 @@ async fn runs_a_dead_process_left_running_are_marked_interrupted_and_live_ones_a
     // Nothing left to mark.
     assert_eq!(f.rt.chains().recover_interrupted().await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn a_chain_is_checked_again_when_the_tools_it_calls_come_and_go() {
+    let f = fixture("").await;
+    let dir = f.rt.chains().dir().to_path_buf();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("later.yaml"),
+        "name: later\nsteps:\n  - id: shout\n    tool: shout\n    arguments: {text: hi}\n",
+    )
+    .unwrap();
+    f.rt.chains().reload();
+    let problems = f.rt.chains().problems();
+    assert!(
+        problems.iter().any(|p| p.to_string().contains("shout")),
+        "{problems:?}"
+    );
+    assert!(f.rt.chains().get("later").is_none());
+
+    let spec = tw_core::load_tool_specs(
+        "[[tools]]\nname = \"shout\"\ndescription = \"Says it.\"\ncategory = \"system\"\n\
+         group = \"custom\"\nparameters = [{ name = \"text\", type = \"string\" }]\n\
+         command = { argv = [\"echo\", \"{text}\"] }\n",
+        "tools.toml",
+        tw_core::DefinitionFormat::Toml,
+    )
+    .unwrap()
+    .remove(0);
+    f.rt.tools().add_custom_tool(spec, "tester").await.unwrap();
+    assert_eq!(f.rt.chains().problems(), vec![]);
+    let r = f.run("later", json!({})).await;
+    assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+
+    f.rt.tools()
+        .remove_custom_tool("shout", "tester")
+        .await
+        .unwrap();
+    assert!(f.rt.chains().get("later").is_none());
+    assert!(
+        f.rt.chains()
+            .problems()
+            .iter()
+            .any(|p| p.to_string().contains("shout"))
+    );
+}

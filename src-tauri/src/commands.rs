@@ -20,6 +20,7 @@ use tw_store::{AuditFilter, AuditQuery};
 use crate::Desktop;
 use crate::convert;
 
+pub mod chains;
 pub mod custom;
 pub mod report;
 pub mod skills;

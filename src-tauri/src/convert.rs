@@ -14,6 +14,8 @@ use tw_runtime::skills::LoadedSkill;
 use tw_runtime::{EventKind, ExecutionEvent, ToolKind};
 use tw_store::{AuditRow, ConfirmationRow, SkillOverrideRow};
 
+pub(crate) mod chains;
+
 /// A grant as the grants list shows it.
 pub(crate) fn grant(g: &tw_store::GrantRow) -> tw_protocol::Grant {
     let arguments = match &g.scope {
@@ -215,6 +217,37 @@ pub(crate) fn live_event(e: &ExecutionEvent) -> LiveEvent {
         ),
         EventKind::Warning { message } => ("warning", None, Some(message.clone())),
         EventKind::Frame { url, .. } => ("frame", None, Some(url.clone())),
+        // A step's state is not the chain call's status: it goes in the detail (for the live
+        // view) and, structured, in `chain_step` (for the chains page's timeline).
+        EventKind::ChainStep {
+            step,
+            status,
+            detail,
+            ..
+        } => (
+            "chain_step",
+            None,
+            Some(match detail {
+                Some(d) => format!("{step}: {status}: {d}"),
+                None => format!("{step}: {status}"),
+            }),
+        ),
+    };
+    let chain_step = match &e.kind {
+        EventKind::ChainStep {
+            step,
+            status,
+            attempts,
+            execution_ids,
+            detail,
+        } => Some(tw_protocol::ChainStepUpdate {
+            step: step.clone(),
+            status: status.as_str().to_owned(),
+            attempts: *attempts,
+            execution_ids: execution_ids.clone(),
+            error: detail.clone(),
+        }),
+        _ => None,
     };
     LiveEvent {
         execution_id: e.execution_id.to_string(),
@@ -223,6 +256,7 @@ pub(crate) fn live_event(e: &ExecutionEvent) -> LiveEvent {
         status,
         at: e.at,
         detail,
+        chain_step,
     }
 }
 

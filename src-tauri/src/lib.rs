@@ -140,6 +140,13 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
             commands::skills::set_skill_override,
             commands::skills::check_skill,
             commands::skills::save_skill,
+            commands::chains::list_chains,
+            commands::chains::get_chain,
+            commands::chains::check_chain,
+            commands::chains::save_chain,
+            commands::chains::run_chain,
+            commands::chains::list_chain_runs,
+            commands::chains::get_chain_run,
         ])
         .on_window_event(|window, event| {
             if let tauri::WindowEvent::CloseRequested { api, .. } = event

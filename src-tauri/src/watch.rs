@@ -116,6 +116,7 @@ fn from_peer(
                     status: None,
                     at: call.started_at,
                     detail: Some(format!("{} (process {pid})", call.agent_id)),
+                    chain_step: None,
                 }
             })
             .collect(),
@@ -157,6 +158,7 @@ fn from_peer(
                     detail: Some(format!(
                         "process {pid} ended without reporting; see the audit log"
                     )),
+                    chain_step: None,
                 })
                 .collect()
         }

@@ -657,3 +657,166 @@ def test_the_audit_detail_shows_a_fetch_refused_by_the_gatekeeper(app, places):
     assert facts["Requests"] == "0", facts
     assert facts["Refused by"] == "address class (address 169.254.169.254)", facts
     shot(app, "audit-network")
+
+
+PEEK_CHAIN = """name: peek
+description: Read a note, then say what it holds.
+input:
+  - {name: path, type: string, required: true}
+steps:
+  - id: read
+    tool: read_file
+    arguments: {path: $input.path}
+  - id: say
+    tool: echo
+    arguments: {message: $read.content}
+"""
+
+BAD_CHAIN = """name: bad
+description: Calls a tool that does not exist.
+steps:
+  - id: x
+    tool: no_such_tool
+"""
+
+
+SLOW_CHAIN = """name: slow
+description: Read a note, then wait a long time.
+steps:
+  - id: read
+    tool: read_file
+    arguments: {path: notes.txt}
+  - id: wait
+    tool: exec
+    arguments: {argv: [sleep, "30"]}
+    depends_on: [read]
+"""
+
+
+@pytest.fixture
+def chains_ws(places):
+    """A chains folder in the workspace (one chain that loads, one that does not), and a policy
+    that lets the app's caller run chains, written before the app starts."""
+    folder = places["ws"] / "chains"
+    folder.mkdir()
+    (folder / "peek.yaml").write_text(PEEK_CHAIN)
+    (folder / "bad.yaml").write_text(BAD_CHAIN)
+    (folder / "slow.yaml").write_text(SLOW_CHAIN)
+    (places["ws"] / "notes.txt").write_text("hello from the note\n")
+    places["config"].write_text(
+        places["config"].read_text()
+        + '[policy]\ndefault = "allow"\n[policy.exec]\nsecurity = "full"\n'
+    )
+    return folder
+
+
+def test_chains_are_drawn_checked_as_typed_saved_and_run_with_a_step_timeline(
+    chains_ws, app, places
+):
+    app.find_element(By.ID, "nav-chains").click()
+    wait_for(app, "#page-chains")
+    # The list: the chain that loaded, the one that did not with its error at FILE:LINE.
+    peek = wait_for(app, '#chains-list tr[data-chain="peek"][data-loaded="true"]')
+    assert peek.find_element(By.CSS_SELECTOR, ".chain-steps").text == "2"
+    bad = app.find_element(By.CSS_SELECTOR, '#chains-list tr[data-chain="bad"]')
+    assert bad.get_attribute("data-loaded") == "false"
+    problems = [li.text for li in app.find_elements(By.CSS_SELECTOR, "#chains-problems li")]
+    assert any(
+        p.endswith('bad.yaml:5: error: steps[0].tool: no tool "no_such_tool" is registered')
+        for p in problems
+    ), problems
+
+    # Its graph: a box per step with its tool, `say` a layer after the `read` it reads.
+    peek.find_element(By.CSS_SELECTOR, ".chain-open").click()
+    read = wait_for(app, '#chain-graph g.chain-node[data-step="read"]')
+    say = app.find_element(By.CSS_SELECTOR, '#chain-graph g.chain-node[data-step="say"]')
+    assert (read.get_attribute("data-layer"), say.get_attribute("data-layer")) == ("0", "1")
+    assert read.find_element(By.CSS_SELECTOR, ".chain-node-tool").text == "read_file"
+    assert say.find_element(By.CSS_SELECTOR, ".chain-node-tool").text == "echo"
+    edges = [
+        (e.get_attribute("data-from"), e.get_attribute("data-to"), e.get_attribute("class"))
+        for e in app.find_elements(By.CSS_SELECTOR, "#chain-graph path.chain-edge")
+    ]
+    assert edges == [("read", "say", "chain-edge reference")], edges
+    assert "tool: read_file" in app.find_element(By.ID, "chain-yaml").get_attribute("textContent")
+    shot(app, "chains")
+
+    # A new chain with an unknown tool: the problem shows at its line while typing, and Save
+    # writes nothing.
+    app.find_element(By.ID, "chain-new").click()
+    wait_for(app, "#chain-text")
+    broken = PEEK_CHAIN.replace("name: peek", "name: shout").replace(
+        "tool: echo", "tool: no_such_tool"
+    )
+    set_text(app, "chain-text", broken)
+    WebDriverWait(app, WAIT).until(
+        lambda d: any(
+            li.text == 'line 10: error: steps[1].tool: no tool "no_such_tool" is registered'
+            for li in d.find_elements(By.CSS_SELECTOR, "#chain-diagnostics li")
+        )
+    )
+    app.find_element(By.ID, "chain-save").click()
+    error = wait_for(app, "#chain-save-error")
+    assert "no_such_tool" in error.text, error.text
+    assert not (chains_ws / "shout.yaml").exists()
+
+    # Fixed and saved: the file is written, the chain is in force and opens.
+    set_text(app, "chain-text", broken.replace("tool: no_such_tool", "tool: echo"))
+    WebDriverWait(app, WAIT).until(
+        lambda d: d.find_element(By.ID, "chain-check-state").text == "no problems: shout"
+    )
+    app.find_element(By.ID, "chain-save").click()
+    wait_for(app, '#chains-list tr[data-chain="shout"][data-loaded="true"]')
+    wait_for(app, '#chain-overview[data-chain="shout"]')
+    assert "tool: echo" in (chains_ws / "shout.yaml").read_text()
+    listed = json.loads(cli(places, "chains", "list", "--json").stdout)
+    assert sorted(c["name"] for c in listed["chains"]) == ["peek", "shout", "slow"], listed
+
+    # Run it: the form starts from the input schema; both steps complete on the timeline.
+    start = wait_for(app, "#chain-input")
+    assert json.loads(start.get_attribute("value")) == {"path": ""}
+    set_text(app, "chain-input", json.dumps({"path": "notes.txt"}))
+    app.find_element(By.ID, "chain-run-start").click()
+    timeline = wait_for(app, '#chain-timeline[data-state="done"]')
+    run_id = timeline.get_attribute("data-run-id")
+    steps = [
+        (r.get_attribute("data-step"), r.get_attribute("data-status"))
+        for r in timeline.find_elements(By.CSS_SELECTOR, ".chain-step-row")
+    ]
+    assert steps == [("read", "completed"), ("say", "completed")], steps
+    bars = timeline.find_elements(By.CSS_SELECTOR, ".chain-step-bar.tone-good")
+    assert len(bars) == 2
+    assert "hello from the note" in app.find_element(By.ID, "chain-run-output").text
+    wait_for(app, f'#chain-runs tr[data-run-id="{run_id}"][data-status="completed"]')
+    shot(app, "chains-run")
+    runs = json.loads(cli(places, "chains", "runs", "--json").stdout)
+    assert [(r["id"], r["chain"], r["status"]) for r in runs] == [
+        (run_id, "shout", "completed")
+    ], runs
+
+
+def test_a_running_chains_timeline_moves_with_its_steps_and_cancel_stops_it(
+    chains_ws, app, places
+):
+    app.find_element(By.ID, "nav-chains").click()
+    wait_for(app, '#chains-list tr[data-chain="slow"] .chain-open').click()
+    wait_for(app, '#chain-graph g.chain-node[data-step="wait"]')
+    started = time.time()
+    app.find_element(By.ID, "chain-run-start").click()
+    # While the run goes, only its live events can say the first step is done and the second
+    # running: the record is read when the run ends.
+    timeline = wait_for(app, '#chain-timeline[data-state="running"]')
+    wait_for(app, '#chain-timeline .chain-step-row[data-step="read"][data-status="completed"]')
+    wait_for(app, '#chain-timeline .chain-step-row[data-step="wait"][data-status="running"]')
+    run_id = timeline.get_attribute("data-run-id")
+    shot(app, "chains-running")
+    app.find_element(By.ID, "chain-run-cancel").click()
+    done = wait_for(app, f'#chain-timeline[data-run-id="{run_id}"][data-state="done"]')
+    assert time.time() - started < 25, "the run went to its end instead of being cancelled"
+    steps = [
+        (r.get_attribute("data-step"), r.get_attribute("data-status"))
+        for r in done.find_elements(By.CSS_SELECTOR, ".chain-step-row")
+    ]
+    assert steps == [("read", "completed"), ("wait", "cancelled")], steps
+    runs = json.loads(cli(places, "chains", "runs", "--json").stdout)
+    assert [(r["id"], r["status"]) for r in runs] == [(run_id, "cancelled")], runs

@@ -69,6 +69,7 @@ pub(crate) struct AppState {
     pub(crate) tools: pages::tools::ToolsState,
     pub(crate) audit: pages::audit::AuditState,
     pub(crate) skills: pages::skills::SkillsState,
+    pub(crate) chains: pages::chains::ChainsState,
     /// Set when the window was asked to close while this many calls wait for approval.
     pub(crate) closing: RwSignal<Option<usize>>,
 }
@@ -89,6 +90,7 @@ impl AppState {
             tools: pages::tools::ToolsState::new(),
             audit: pages::audit::AuditState::new(),
             skills: pages::skills::SkillsState::new(),
+            chains: pages::chains::ChainsState::new(),
             closing: RwSignal::new(None),
         }
     }
@@ -171,7 +173,10 @@ impl AppState {
             self.report(&e);
         }
         let on_live = move |r: Result<LiveEvent, IpcError>| match r {
-            Ok(event) => self.live.update(|log| log.push(event)),
+            Ok(event) => {
+                self.chains.on_event(self, &event);
+                self.live.update(|log| log.push(event));
+            }
             Err(e) => self.report(&e),
         };
         if let Err(e) = ipc::listen(events::EXECUTION, on_live) {
@@ -212,7 +217,7 @@ pub(crate) fn App() -> impl IntoView {
             .confirmations
             .set(Load::Failed(ipc::unavailable().message));
     }
-    // Alt+1..Alt+6 switch pages from anywhere, inputs included.
+    // Alt+1..Alt+7 switch pages from anywhere, inputs included.
     let keys = window_event_listener(ev::keydown, move |e: ev::KeyboardEvent| {
         if let Some(page) = shortcut(&e.code(), e.alt_key(), e.ctrl_key(), e.meta_key()) {
             e.prevent_default();
@@ -265,6 +270,7 @@ pub(crate) fn App() -> impl IntoView {
                     Page::Live => view! { <pages::live::LivePage state/> }.into_any(),
                     Page::Settings => view! { <pages::settings::SettingsPage state/> }.into_any(),
                     Page::Skills => view! { <pages::skills::SkillsPage state/> }.into_any(),
+                    Page::Chains => view! { <pages::chains::ChainsPage state/> }.into_any(),
                 }}
             </main>
             <pages::confirmations::ConfirmDialog state/>

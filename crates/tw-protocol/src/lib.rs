@@ -9,6 +9,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod chains;
+
+pub use chains::{
+    ChainCheck, ChainDetail, ChainDiagnostic, ChainList, ChainParams, ChainProblem, ChainRun,
+    ChainRunParams, ChainRunStep, ChainRunsParams, ChainStepInfo, ChainStepUpdate, ChainSummary,
+    ChainTextParams, RunChainParams,
+};
+
 /// The commands the shell exposes, by name (`invoke(NAME, params)`), so the UI and the shell's
 /// capability file cannot drift from the handlers.
 pub mod commands {
@@ -64,9 +72,28 @@ pub mod commands {
     /// skill if it is new). A text with an error is refused, and nothing is written: the error's
     /// `field` is `/text` and its message holds every diagnostic, one per line.
     pub const SAVE_SKILL: &str = "save_skill";
+    /// no parameters -> [`crate::ChainList`].
+    pub const LIST_CHAINS: &str = "list_chains";
+    /// [`crate::ChainParams`] -> [`crate::ChainDetail`].
+    pub const GET_CHAIN: &str = "get_chain";
+    /// [`crate::ChainTextParams`] -> [`crate::ChainCheck`]: checks a chain file's text against
+    /// the tools registered now, without saving it.
+    pub const CHECK_CHAIN: &str = "check_chain";
+    /// [`crate::ChainTextParams`] -> `Vec<String>` (the chains saved): saves a chain file into
+    /// the chains directory. A text with an error is refused, and nothing is written: the
+    /// error's `field` is `/text`.
+    pub const SAVE_CHAIN: &str = "save_chain";
+    /// [`crate::RunChainParams`] -> `String`, the run's id (its call's execution id), as soon as
+    /// the call has started; the run goes on, reported by [`crate::events::EXECUTION`] events
+    /// and read with [`GET_CHAIN_RUN`]. Cancelled with [`CANCEL_EXECUTION`].
+    pub const RUN_CHAIN: &str = "run_chain";
+    /// [`crate::ChainRunsParams`] -> `Vec<`[`crate::ChainRun`]`>`, newest first.
+    pub const LIST_CHAIN_RUNS: &str = "list_chain_runs";
+    /// [`crate::ChainRunParams`] -> [`crate::ChainRun`].
+    pub const GET_CHAIN_RUN: &str = "get_chain_run";
 
     /// Every command, for the capability file and its test.
-    pub const ALL: [&str; 24] = [
+    pub const ALL: [&str; 31] = [
         LIST_TOOLS,
         GET_TOOL,
         SET_TOOL_ENABLED,
@@ -91,6 +118,13 @@ pub mod commands {
         SET_SKILL_OVERRIDE,
         CHECK_SKILL,
         SAVE_SKILL,
+        LIST_CHAINS,
+        GET_CHAIN,
+        CHECK_CHAIN,
+        SAVE_CHAIN,
+        RUN_CHAIN,
+        LIST_CHAIN_RUNS,
+        GET_CHAIN_RUN,
     ];
 }
 
@@ -569,6 +603,9 @@ pub struct LiveEvent {
     pub at: i64,
     /// A line of output or other detail.
     pub detail: Option<String>,
+    /// On a `chain_step` event: the step and where it is now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_step: Option<ChainStepUpdate>,
 }
 
 /// A browser session's page as a call left it, for the live view.

@@ -116,6 +116,13 @@ impl LiveLog {
         self.lost
     }
 
+    /// The call `execution_id`, if its events are kept.
+    pub(crate) fn execution(&self, execution_id: &str) -> Option<&Execution> {
+        self.executions
+            .iter()
+            .find(|e| e.execution_id == execution_id)
+    }
+
     /// The calls whose tool, id, status, event kinds or details contain `text` (any case), newest
     /// first.
     pub(crate) fn filtered(&self, text: &str) -> Vec<Execution> {
@@ -174,6 +181,7 @@ mod tests {
             status: status.map(str::to_owned),
             at,
             detail: None,
+            chain_step: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The UI's pure logic, kept free of the DOM and of IPC so that `cargo test -p tw-ui` checks it on
 //! the host: the views only wire these functions to signals.
 
+pub(crate) mod chains;
 pub(crate) mod chart;
 pub(crate) mod cursor;
 pub(crate) mod filters;

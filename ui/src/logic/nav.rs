@@ -10,17 +10,19 @@ pub(crate) enum Page {
     Live,
     Settings,
     Skills,
+    Chains,
 }
 
 impl Page {
     /// Every page, in nav order (Alt+1 is the first).
-    pub(crate) const ALL: [Page; 6] = [
+    pub(crate) const ALL: [Page; 7] = [
         Page::Tools,
         Page::Confirmations,
         Page::Audit,
         Page::Live,
         Page::Settings,
         Page::Skills,
+        Page::Chains,
     ];
 
     /// The name in element ids: `nav-{slug}`, `page-{slug}`.
@@ -32,6 +34,7 @@ impl Page {
             Page::Live => "live",
             Page::Settings => "settings",
             Page::Skills => "skills",
+            Page::Chains => "chains",
         }
     }
 
@@ -43,11 +46,12 @@ impl Page {
             Page::Live => "Live events",
             Page::Settings => "Settings",
             Page::Skills => "Skills",
+            Page::Chains => "Chains",
         }
     }
 }
 
-/// The page a key press opens: Alt (alone) with a digit 1-6, on the main row or the keypad. Takes
+/// The page a key press opens: Alt (alone) with a digit 1-7, on the main row or the keypad. Takes
 /// `KeyboardEvent.code`, not `.key`, since Alt+digit types other characters on some layouts.
 pub(crate) fn shortcut(code: &str, alt: bool, ctrl: bool, meta: bool) -> Option<Page> {
     if !alt || ctrl || meta {
@@ -84,6 +88,7 @@ mod tests {
             ("Numpad3", true, false, false),
             ("Digit6", true, false, false),
             ("Digit7", true, false, false),
+            ("Digit8", true, false, false),
             ("Digit0", true, false, false),
             ("Digit2", false, false, false),
             ("Digit2", true, true, false),
@@ -100,6 +105,7 @@ mod tests {
                 Some(Page::Settings),
                 Some(Page::Audit),
                 Some(Page::Skills),
+                Some(Page::Chains),
                 None,
                 None,
                 None,
@@ -133,7 +139,8 @@ mod tests {
                 "audit",
                 "live",
                 "settings",
-                "skills"
+                "skills",
+                "chains"
             ]
         );
     }

@@ -1,7 +1,8 @@
-//! The console's six pages, one module each (the confirmation dialog lives with its page; the
+//! The console's seven pages, one module each (the confirmation dialog lives with its page; the
 //! custom-tool form and the "try it" card with the tools page).
 
 pub(crate) mod audit;
+pub(crate) mod chains;
 pub(crate) mod confirmations;
 pub(crate) mod grants;
 pub(crate) mod live;

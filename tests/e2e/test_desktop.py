@@ -794,6 +794,22 @@ def test_chains_are_drawn_checked_as_typed_saved_and_run_with_a_step_timeline(
         (run_id, "shout", "completed")
     ], runs
 
+    # Edited in place: Edit opens its YAML, and saved under its own name it replaces the file.
+    app.find_element(By.ID, "chain-edit").click()
+    text = wait_for(app, "#chain-text").get_attribute("value")
+    assert "name: shout" in text, text
+    set_text(app, "chain-text", text.replace("then say what it holds", "then say it twice"))
+    WebDriverWait(app, WAIT).until(
+        lambda d: d.find_element(By.ID, "chain-check-state").text == "no problems: shout"
+    )
+    app.find_element(By.ID, "chain-save").click()
+    WebDriverWait(app, WAIT).until(
+        lambda d: "then say it twice" in (chains_ws / "shout.yaml").read_text()
+    )
+    wait_for(app, '#chains-list tr[data-chain="shout"][data-loaded="true"]')
+    shown = json.loads(cli(places, "chains", "show", "shout", "--json").stdout)
+    assert shown["description"] == "Read a note, then say it twice.", shown
+
 
 def test_a_running_chains_timeline_moves_with_its_steps_and_cancel_stops_it(
     chains_ws, app, places

@@ -23,11 +23,20 @@ pub(crate) async fn run(rt: &Runtime, ctx: &Context, cmd: ChainsCommand) -> anyh
             skill,
             accept,
         } => plan(rt, ctx, &goal, skill.as_deref(), accept).await,
-        ChainsCommand::Save { file, skill } => {
+        ChainsCommand::Save {
+            file,
+            skill,
+            replace,
+        } => {
             let text = crate::call::read_input(&file)?;
             let saved = rt
                 .chains()
-                .save(&text, skill.as_deref(), &crate::confirm::actor(ctx))
+                .save(
+                    &text,
+                    skill.as_deref(),
+                    &crate::confirm::actor(ctx),
+                    replace,
+                )
                 .await?;
             outln!("saved and loaded: {}", saved.join(", "))?;
             Ok(0)
@@ -160,7 +169,7 @@ async fn plan(
     if accept {
         let saved = rt
             .chains()
-            .save(&plan.text, skill, &crate::confirm::actor(ctx))
+            .save(&plan.text, skill, &crate::confirm::actor(ctx), false)
             .await?;
         errln!("saved and loaded: {}", saved.join(", "));
     } else {

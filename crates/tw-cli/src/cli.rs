@@ -466,6 +466,9 @@ pub(crate) enum ChainsCommand {
         /// Check it as a chain of this skill.
         #[arg(long)]
         skill: Option<String>,
+        /// Save over a chain of the same name saved this way before (its NAME.yaml).
+        #[arg(long)]
+        replace: bool,
     },
     /// Runs, newest first; with a run id, that run with each step's status, timing and calls.
     Runs {

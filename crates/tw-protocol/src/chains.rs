@@ -95,6 +95,9 @@ pub struct ChainTextParams {
     /// Check (and save) it as a chain of this skill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill: Option<String>,
+    /// Save over the chain of the same name saved from here before (ignored by a check).
+    #[serde(default)]
+    pub replace: bool,
 }
 
 /// One problem in a chain file's text.

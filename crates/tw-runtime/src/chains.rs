@@ -261,8 +261,18 @@ impl ChainService {
 
     /// Saves a chain file a person accepted (a plan, or one they wrote) into the chains
     /// directory as `NAME.yaml`, one file per chain, and loads it. Refused whole when any chain
-    /// in it has an error, or when a chain of that name exists; records who saved it.
-    pub async fn save(&self, text: &str, skill: Option<&str>, actor: &str) -> Result<Vec<String>> {
+    /// in it has an error, or when a chain of that name exists, unless `replace` is set and it
+    /// is a chain saved this way (its own `NAME.yaml` in the chains directory, loaded or not: a
+    /// chain of a skill or of a file holding others is edited where it lives). Each file is
+    /// written whole or not at all (a temporary file renamed over it); the admin log records who
+    /// saved what, and what a replaced file held.
+    pub async fn save(
+        &self,
+        text: &str,
+        skill: Option<&str>,
+        actor: &str,
+        replace: bool,
+    ) -> Result<Vec<String>> {
         let (chains, found) = self.check_text(text, skill);
         let errors: Vec<String> = found
             .iter()
@@ -275,12 +285,51 @@ impl ChainService {
         if chains.is_empty() {
             return Err(RuntimeError::invalid("chain", "the text holds no chain"));
         }
+        let mut previous = BTreeMap::new();
         for c in &chains {
-            if self.get(&c.name).is_some() || self.dir.join(format!("{}.yaml", c.name)).exists() {
+            let path = self.dir.join(format!("{}.yaml", c.name));
+            let loaded = self.get(&c.name);
+            let exists = loaded.is_some() || path.exists();
+            if exists && !replace {
                 return Err(RuntimeError::Conflict {
                     code: "chain_exists",
-                    message: format!("a chain named {:?} exists already", c.name),
+                    message: format!(
+                        "a chain named {:?} exists already (replace it to save over it)",
+                        c.name
+                    ),
                 });
+            }
+            if let Some(e) = &loaded
+                && Path::new(&e.origin) != path
+            {
+                return Err(RuntimeError::Conflict {
+                    code: "chain_elsewhere",
+                    message: format!("chain {:?} comes from {}; edit it there", c.name, e.origin),
+                });
+            }
+            if path.exists() {
+                let old = std::fs::read_to_string(&path).map_err(|e| {
+                    RuntimeError::Unavailable(format!("cannot read {}: {e}", path.display()))
+                })?;
+                // Chains the old file holds beside this one (as far as it reads: the admin log
+                // keeps the old text whole either way).
+                let others: Vec<String> = chain::parse_chain_file(&old)
+                    .chains
+                    .into_iter()
+                    .map(|o| o.chain.name)
+                    .filter(|n| *n != c.name)
+                    .collect();
+                if !others.is_empty() {
+                    return Err(RuntimeError::Conflict {
+                        code: "chain_elsewhere",
+                        message: format!(
+                            "{} also holds {}; edit it there",
+                            path.display(),
+                            others.join(", ")
+                        ),
+                    });
+                }
+                previous.insert(c.name.clone(), old);
             }
         }
         std::fs::create_dir_all(&self.dir).map_err(|e| {
@@ -289,15 +338,19 @@ impl ChainService {
         let mut saved = Vec::new();
         for c in &chains {
             let path = self.dir.join(format!("{}.yaml", c.name));
-            std::fs::write(&path, c.to_yaml()).map_err(|e| {
-                RuntimeError::Unavailable(format!("cannot write {}: {e}", path.display()))
-            })?;
+            let yaml = c.to_yaml();
+            write_whole(&path, &yaml)?;
+            let old = previous.get(&c.name);
+            let (kind, verb) = match old {
+                Some(_) => ("chain_replaced", "replaced in"),
+                None => ("chain_saved", "saved to"),
+            };
             self.shared
                 .admin(
                     actor,
-                    "chain_saved",
-                    format!("chain {} saved to {}", c.name, path.display()),
-                    serde_json::json!({"chain": c.name, "path": path, "yaml": c.to_yaml()}),
+                    kind,
+                    format!("chain {} {verb} {}", c.name, path.display()),
+                    serde_json::json!({"chain": c.name, "path": path, "yaml": yaml, "previous": old}),
                 )
                 .await;
             saved.push(c.name.clone());
@@ -659,6 +712,19 @@ impl ChainService {
         let steps = self.shared.store.chain_step_rows(id).await?;
         Ok((run, steps))
     }
+}
+
+/// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it.
+fn write_whole(path: &Path, text: &str) -> Result<()> {
+    let fail = |e: std::io::Error| {
+        RuntimeError::Unavailable(format!("cannot write {}: {e}", path.display()))
+    };
+    let tmp = path.with_extension(format!("yaml.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e)
+    })
 }
 
 /// A cut-short run's steps as far as its audit rows tell: the run record holds the steps as they

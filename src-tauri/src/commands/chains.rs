@@ -81,7 +81,12 @@ pub async fn save_chain(
     state
         .runtime
         .chains()
-        .save(&params.text, params.skill.as_deref(), &actor())
+        .save(
+            &params.text,
+            params.skill.as_deref(),
+            &actor(),
+            params.replace,
+        )
         .await
         .map_err(refused_save)
 }

@@ -35,6 +35,9 @@ pub(crate) struct ChainsState {
     detail: RwSignal<Load<ChainDetail>>,
     /// The editor's text, while the editor is open.
     draft: RwSignal<Option<String>>,
+    /// The chain the editor was opened on (Edit): saving a text holding just that chain saves
+    /// over it; a new chain, or a renamed one, is saved as new.
+    editing: RwSignal<Option<String>>,
     /// The draft's last check.
     check: RwSignal<ChainCheck>,
     /// Set from a keystroke until its check has answered.
@@ -60,6 +63,7 @@ impl ChainsState {
             open: RwSignal::new(None),
             detail: RwSignal::new(Load::Idle),
             draft: RwSignal::new(None),
+            editing: RwSignal::new(None),
             check: RwSignal::new(ChainCheck::default()),
             checking: RwSignal::new(false),
             check_seq: RwSignal::new(0),
@@ -158,7 +162,11 @@ fn run_check(state: AppState, seq: u64) {
         return;
     };
     leptos::task::spawn_local(async move {
-        let params = ChainTextParams { text, skill: None };
+        let params = ChainTextParams {
+            text,
+            skill: None,
+            replace: false,
+        };
         let r: Result<ChainCheck, IpcError> = ipc::invoke(commands::CHECK_CHAIN, &params).await;
         if s.check_seq.get_untracked() != seq {
             return;
@@ -171,8 +179,9 @@ fn run_check(state: AppState, seq: u64) {
     });
 }
 
-fn edit(state: AppState, text: String) {
+fn edit(state: AppState, text: String, editing: Option<String>) {
     let s = state.chains;
+    s.editing.set(editing);
     s.save_error.set(None);
     s.draft.set(Some(text));
     check_now(state);
@@ -188,8 +197,18 @@ fn save(state: AppState) {
     }
     s.saving.set(true);
     s.save_error.set(None);
+    // Over the chain being edited only when the text still holds just that chain; the runtime
+    // decides whether that chain may be saved over.
+    let replace = s.editing.with_untracked(|e| {
+        e.as_ref()
+            .is_some_and(|name| s.check.with_untracked(|c| c.valid == [name.clone()]))
+    });
     leptos::task::spawn_local(async move {
-        let params = ChainTextParams { text, skill: None };
+        let params = ChainTextParams {
+            text,
+            skill: None,
+            replace,
+        };
         let r: Result<Vec<String>, IpcError> = ipc::invoke(commands::SAVE_CHAIN, &params).await;
         s.saving.set(false);
         match r {
@@ -198,6 +217,7 @@ fn save(state: AppState) {
                     .notice
                     .set(Some(format!("saved chain {}", saved.join(", "))));
                 s.draft.set(None);
+                s.editing.set(None);
                 s.check.set(ChainCheck::default());
                 load_chains(state);
                 if let Some(first) = saved.into_iter().next() {
@@ -239,7 +259,7 @@ pub(crate) fn ChainsPage(state: AppState) -> impl IntoView {
                 <button
                     class="btn primary"
                     id="chain-new"
-                    on:click=move |_| edit(state, TEMPLATE.to_owned())
+                    on:click=move |_| edit(state, TEMPLATE.to_owned(), None)
                 >
                     "New chain"
                 </button>
@@ -378,6 +398,7 @@ fn ChainsList(state: AppState) -> impl IntoView {
 fn ChainOverview(state: AppState, detail: ChainDetail) -> impl IntoView {
     let c = detail.summary.clone();
     let yaml = detail.yaml.clone();
+    let name = c.name.clone();
     let from = match &c.skill {
         Some(skill) => format!("{} · declared by skill {skill}", c.origin),
         None => c.origin.clone(),
@@ -390,10 +411,10 @@ fn ChainOverview(state: AppState, detail: ChainDetail) -> impl IntoView {
                 <button
                     class="btn small"
                     id="chain-edit"
-                    title="Open this chain's YAML in the editor, to save it under a new name"
-                    on:click=move |_| edit(state, yaml.clone())
+                    title="Open this chain's YAML in the editor: saved under its name it replaces the chain, under another it is a new one"
+                    on:click=move |_| edit(state, yaml.clone(), Some(name.clone()))
                 >
-                    "Copy to editor"
+                    "Edit"
                 </button>
             </div>
             <p class="description">{c.description.clone()}</p>
@@ -450,7 +471,10 @@ fn ChainEditor(state: AppState) -> impl IntoView {
             <div class="skill-head">
                 <h2>"Chain file"</h2>
                 <span class="muted small">
-                    "Saved as NAME.yaml in the chains directory; a chain of that name must not exist yet."
+                    {move || match s.editing.get() {
+                        Some(name) => format!("Editing {name}: saved under that name it replaces the chain (its NAME.yaml); under another name it is a new chain."),
+                        None => "Saved as NAME.yaml in the chains directory; a chain of that name must not exist yet.".to_owned(),
+                    }}
                 </span>
             </div>
             <textarea

@@ -614,13 +614,17 @@ async fn a_planned_chain_is_checked_shown_and_saved_only_when_accepted() {
     );
 
     // Accepted: saved as a chain file, loaded, callable; a second save of the name is refused.
-    let saved = rt.chains().save(&plan.text, None, "tester").await.unwrap();
+    let saved = rt
+        .chains()
+        .save(&plan.text, None, "tester", false)
+        .await
+        .unwrap();
     assert_eq!(saved, vec!["digest".to_owned()]);
     assert!(install.path("ws/chains/digest.yaml").is_file());
     assert!(rt.registry().get("chain__digest").is_some());
     let again = rt
         .chains()
-        .save(&plan.text, None, "tester")
+        .save(&plan.text, None, "tester", false)
         .await
         .unwrap_err();
     assert_eq!(again.code(), "chain_exists");
@@ -642,7 +646,7 @@ async fn a_planned_chain_is_checked_shown_and_saved_only_when_accepted() {
     );
     let refused = rt
         .chains()
-        .save(&plan.text, None, "tester")
+        .save(&plan.text, None, "tester", false)
         .await
         .unwrap_err();
     assert_eq!(refused.kind(), crate::ErrorKind::Invalid);
@@ -835,4 +839,84 @@ async fn a_chain_is_checked_again_when_the_tools_it_calls_come_and_go() {
             .iter()
             .any(|p| p.to_string().contains("shout"))
     );
+}
+
+#[tokio::test]
+async fn a_saved_chain_is_replaced_only_when_asked_and_only_in_its_own_file() {
+    let f = fixture("").await;
+    let one = |desc: &str| {
+        format!(
+            "name: twice\ndescription: {desc}\nsteps:\n  - id: a\n    tool: echo\n    arguments: {{message: hi}}\n"
+        )
+    };
+    let chains = f.rt.chains();
+    chains
+        .save(&one("First."), None, "tester", false)
+        .await
+        .unwrap();
+    let path = chains.dir().join("twice.yaml");
+    let refused = chains
+        .save(&one("Second."), None, "tester", false)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "chain_exists");
+    assert!(std::fs::read_to_string(&path).unwrap().contains("First."));
+
+    let saved = chains
+        .save(&one("Second."), None, "tester", true)
+        .await
+        .unwrap();
+    assert_eq!(saved, ["twice"]);
+    assert!(std::fs::read_to_string(&path).unwrap().contains("Second."));
+    assert_eq!(
+        chains.require("twice").unwrap().chain.description,
+        "Second."
+    );
+    let log =
+        f.rt.store()
+            .admin_events(&tw_store::AdminQuery {
+                kind: Some("chain_replaced".to_owned()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    assert_eq!(log.len(), 1);
+    assert!(
+        log[0].details["previous"]
+            .as_str()
+            .unwrap()
+            .contains("First.")
+    );
+    // No temporary file is left beside it.
+    let names: Vec<String> = std::fs::read_dir(chains.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["twice.yaml"]);
+
+    // A file holding this chain and another is edited where it lives.
+    std::fs::write(
+        chains.dir().join("both.yaml"),
+        "- name: left\n  steps:\n    - {id: a, tool: echo, arguments: {message: l}}\n\
+         - name: right\n  steps:\n    - {id: a, tool: echo, arguments: {message: r}}\n",
+    )
+    .unwrap();
+    chains.reload();
+    let left = "name: left\nsteps:\n  - {id: a, tool: echo, arguments: {message: L}}\n";
+    let refused = chains.save(left, None, "tester", true).await.unwrap_err();
+    assert_eq!(refused.code(), "chain_elsewhere");
+    assert!(refused.to_string().contains("both.yaml"), "{refused}");
+    assert!(!chains.dir().join("left.yaml").exists());
+    // And a file named after a chain that also holds another is not overwritten either.
+    std::fs::write(
+        chains.dir().join("pair.yaml"),
+        "- name: pair\n  steps:\n    - {id: a, tool: echo, arguments: {message: p}}\n\
+         - name: extra\n  steps:\n    - {id: a, tool: echo, arguments: {message: e}}\n",
+    )
+    .unwrap();
+    chains.reload();
+    let pair = "name: pair\nsteps:\n  - {id: a, tool: echo, arguments: {message: P}}\n";
+    let refused = chains.save(pair, None, "tester", true).await.unwrap_err();
+    assert_eq!(refused.code(), "chain_elsewhere");
+    assert!(refused.to_string().contains("extra"), "{refused}");
 }

@@ -52,6 +52,9 @@ async fn show(State(g): Shared, Path(name): Path<String>) -> Reply {
 struct CheckParams {
     /// Check it as a chain of this skill.
     skill: Option<String>,
+    /// Save over a chain of the same name saved this way before (`POST /chains` only).
+    #[serde(default)]
+    replace: bool,
 }
 
 /// A chain file's diagnostics (each with its line) and the chains in it without errors.
@@ -80,7 +83,10 @@ async fn save(
     text: String,
 ) -> Reply {
     let Query(q) = q?;
-    let saved = g.rt.chains().save(&text, q.skill.as_deref(), ACTOR).await?;
+    let saved =
+        g.rt.chains()
+            .save(&text, q.skill.as_deref(), ACTOR, q.replace)
+            .await?;
     let mut reply = ok(json!({"saved": saved}))?;
     *reply.status_mut() = axum::http::StatusCode::CREATED;
     Ok(reply)

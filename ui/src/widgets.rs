@@ -106,3 +106,67 @@ mod tests {
         );
     }
 }
+
+/// An editor's check as the person types: only the latest check runs and answers. A check
+/// scheduled before a later keystroke does not run, and an answer to an older check is dropped.
+#[derive(Clone, Copy)]
+pub(crate) struct LatestCheck {
+    turn: RwSignal<u64>,
+    /// Set from a keystroke until its check has answered.
+    busy: RwSignal<bool>,
+}
+
+impl LatestCheck {
+    pub(crate) fn new() -> Self {
+        Self {
+            turn: RwSignal::new(0),
+            busy: RwSignal::new(false),
+        }
+    }
+
+    /// Whether a check is pending (reactive).
+    pub(crate) fn busy(self) -> bool {
+        self.busy.get()
+    }
+
+    /// Runs `check` with a new turn at once.
+    pub(crate) fn now(self, check: impl FnOnce(u64)) {
+        check(self.next());
+    }
+
+    /// Runs `check` with a new turn once `after` has passed without another turn.
+    pub(crate) fn after(self, after: std::time::Duration, check: impl FnOnce(u64) + 'static) {
+        let turn = self.next();
+        set_timeout(
+            move || {
+                if self.is_latest(turn) {
+                    check(turn);
+                }
+            },
+            after,
+        );
+    }
+
+    /// Whether `turn` is still the latest (its answer is worth showing).
+    pub(crate) fn is_latest(self, turn: u64) -> bool {
+        self.turn.get_untracked() == turn
+    }
+
+    /// The latest check has answered.
+    pub(crate) fn done(self) {
+        self.busy.set(false);
+    }
+
+    /// Drops any check pending or under way (the text was replaced).
+    pub(crate) fn cancel(self) {
+        self.next();
+        self.busy.set(false);
+    }
+
+    fn next(self) -> u64 {
+        let turn = self.turn.get_untracked() + 1;
+        self.turn.set(turn);
+        self.busy.set(true);
+        turn
+    }
+}

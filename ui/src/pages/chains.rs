@@ -17,7 +17,7 @@ use crate::ipc;
 use crate::logic::chains::{
     CHECK_AFTER_MS, TEMPLATE, diagnostic_text, entries, input_template, problem_text,
 };
-use crate::widgets::{Badge, load_state};
+use crate::widgets::{Badge, LatestCheck, load_state};
 
 mod graph;
 mod run;
@@ -40,11 +40,8 @@ pub(crate) struct ChainsState {
     editing: RwSignal<Option<String>>,
     /// The draft's last check.
     check: RwSignal<ChainCheck>,
-    /// Set from a keystroke until its check has answered.
-    checking: RwSignal<bool>,
-    /// Only the latest check's answer is shown; a check scheduled before a later keystroke does
-    /// not run.
-    check_seq: RwSignal<u64>,
+    /// The draft's check as the person types.
+    checker: LatestCheck,
     save_error: RwSignal<Option<String>>,
     saving: RwSignal<bool>,
     /// The run form's input, as typed.
@@ -65,8 +62,7 @@ impl ChainsState {
             draft: RwSignal::new(None),
             editing: RwSignal::new(None),
             check: RwSignal::new(ChainCheck::default()),
-            checking: RwSignal::new(false),
-            check_seq: RwSignal::new(0),
+            checker: LatestCheck::new(),
             save_error: RwSignal::new(None),
             saving: RwSignal::new(false),
             input: RwSignal::new(String::new()),
@@ -133,32 +129,22 @@ fn open_chain(state: AppState, name: String) {
 
 /// Checks the draft once typing has paused for [`CHECK_AFTER_MS`].
 fn schedule_check(state: AppState) {
-    let s = state.chains;
-    let seq = s.check_seq.get_untracked() + 1;
-    s.check_seq.set(seq);
-    s.checking.set(true);
-    set_timeout(
-        move || {
-            if s.check_seq.get_untracked() == seq {
-                run_check(state, seq);
-            }
-        },
-        Duration::from_millis(CHECK_AFTER_MS),
-    );
+    state
+        .chains
+        .checker
+        .after(Duration::from_millis(CHECK_AFTER_MS), move |turn| {
+            run_check(state, turn);
+        });
 }
 
 fn check_now(state: AppState) {
-    let s = state.chains;
-    let seq = s.check_seq.get_untracked() + 1;
-    s.check_seq.set(seq);
-    s.checking.set(true);
-    run_check(state, seq);
+    state.chains.checker.now(|turn| run_check(state, turn));
 }
 
 fn run_check(state: AppState, seq: u64) {
     let s = state.chains;
     let Some(text) = s.draft.get_untracked() else {
-        s.checking.set(false);
+        s.checker.done();
         return;
     };
     leptos::task::spawn_local(async move {
@@ -168,10 +154,10 @@ fn run_check(state: AppState, seq: u64) {
             replace: false,
         };
         let r: Result<ChainCheck, IpcError> = ipc::invoke(commands::CHECK_CHAIN, &params).await;
-        if s.check_seq.get_untracked() != seq {
+        if !s.checker.is_latest(seq) {
             return;
         }
-        s.checking.set(false);
+        s.checker.done();
         match r {
             Ok(c) => s.check.set(c),
             Err(e) => state.report(&e),
@@ -435,7 +421,7 @@ fn ChainOverview(state: AppState, detail: ChainDetail) -> impl IntoView {
 fn ChainEditor(state: AppState) -> impl IntoView {
     let s = state.chains;
     let check_state = move || {
-        if s.checking.get() {
+        if s.checker.busy() {
             return "checking…".to_owned();
         }
         s.check.with(|c| {

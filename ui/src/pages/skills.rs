@@ -17,7 +17,7 @@ use crate::ipc;
 use crate::logic::skills::{
     CHECK_AFTER_MS, Draft, LEVELS, check_name, diagnostic_text, status, warnings,
 };
-use crate::widgets::{Badge, load_state};
+use crate::widgets::{Badge, LatestCheck, load_state};
 
 mod overrides;
 
@@ -34,11 +34,8 @@ pub(crate) struct SkillsState {
     draft: RwSignal<Option<Draft>>,
     /// The draft's problems: from the last check, or the file's as loaded.
     diagnostics: RwSignal<Vec<SkillDiagnostic>>,
-    /// Set from a keystroke until its check has answered.
-    checking: RwSignal<bool>,
-    /// A check's sequence number: a check scheduled before the latest keystroke does not run,
-    /// and only the latest answer is shown.
-    check_seq: RwSignal<u64>,
+    /// The draft's check as the person types.
+    checker: LatestCheck,
     /// Why the last save was refused.
     save_error: RwSignal<Option<String>>,
     saving: RwSignal<bool>,
@@ -67,8 +64,7 @@ impl SkillsState {
             detail: RwSignal::new(Load::Idle),
             draft: RwSignal::new(None),
             diagnostics: RwSignal::new(Vec::new()),
-            checking: RwSignal::new(false),
-            check_seq: RwSignal::new(0),
+            checker: LatestCheck::new(),
             save_error: RwSignal::new(None),
             saving: RwSignal::new(false),
             tool_names: RwSignal::new(Vec::new()),
@@ -174,8 +170,7 @@ fn show_detail(s: SkillsState, d: SkillDetail) {
         .draft
         .with_untracked(|cur| Draft::reloaded(cur.as_ref(), &d.name, &d.text));
     if !next.dirty() {
-        s.check_seq.update(|n| *n += 1);
-        s.checking.set(false);
+        s.checker.cancel();
         s.diagnostics.set(d.diagnostics.clone());
         s.save_error.set(None);
     }
@@ -185,32 +180,22 @@ fn show_detail(s: SkillsState, d: SkillDetail) {
 
 /// Checks the draft once typing has paused for [`CHECK_AFTER_MS`].
 fn schedule_check(state: AppState) {
-    let s = state.skills;
-    let seq = s.check_seq.get_untracked() + 1;
-    s.check_seq.set(seq);
-    s.checking.set(true);
-    set_timeout(
-        move || {
-            if s.check_seq.get_untracked() == seq {
-                run_check(state, seq);
-            }
-        },
-        Duration::from_millis(CHECK_AFTER_MS),
-    );
+    state
+        .skills
+        .checker
+        .after(Duration::from_millis(CHECK_AFTER_MS), move |turn| {
+            run_check(state, turn);
+        });
 }
 
 fn check_now(state: AppState) {
-    let s = state.skills;
-    let seq = s.check_seq.get_untracked() + 1;
-    s.check_seq.set(seq);
-    s.checking.set(true);
-    run_check(state, seq);
+    state.skills.checker.now(|turn| run_check(state, turn));
 }
 
 fn run_check(state: AppState, seq: u64) {
     let s = state.skills;
     let Some(d) = s.draft.get_untracked() else {
-        s.checking.set(false);
+        s.checker.done();
         return;
     };
     leptos::task::spawn_local(async move {
@@ -220,10 +205,10 @@ fn run_check(state: AppState, seq: u64) {
         };
         let r: Result<Vec<SkillDiagnostic>, IpcError> =
             ipc::invoke(commands::CHECK_SKILL, &params).await;
-        if s.check_seq.get_untracked() != seq {
+        if !s.checker.is_latest(seq) {
             return;
         }
-        s.checking.set(false);
+        s.checker.done();
         match r {
             Ok(diagnostics) => s.diagnostics.set(diagnostics),
             Err(e) => state.report(&e),
@@ -285,8 +270,7 @@ fn revert(state: AppState) {
         }
     });
     s.save_error.set(None);
-    s.check_seq.update(|n| *n += 1);
-    s.checking.set(false);
+    s.checker.cancel();
     if let Some(diagnostics) = s
         .detail
         .with_untracked(|d| d.ready().map(|d| d.diagnostics.clone()))
@@ -626,7 +610,7 @@ fn SkillEditor(state: AppState) -> impl IntoView {
     let dirty = move || s.draft.with(|d| d.as_ref().is_some_and(Draft::dirty));
     let is_new = move || s.draft.with(|d| d.as_ref().is_some_and(|d| d.new));
     let check_state = move || {
-        if s.checking.get() {
+        if s.checker.busy() {
             return "checking…".to_owned();
         }
         s.diagnostics.with(|ds| {

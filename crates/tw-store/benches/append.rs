@@ -198,6 +198,6 @@ fn main() {
         percentiles(samples)
     });
     println!(
-        "floor: the same row, one INSERT per commit on a bare sqlx connection: p50 {r50:?}  p99 {r99:?}"
+        "the same row, one INSERT per commit on a bare sqlx connection: p50 {r50:?}  p99 {r99:?}"
     );
 }

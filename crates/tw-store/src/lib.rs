@@ -67,6 +67,10 @@ pub use tools::StoredTool;
 use record::Encoded;
 use writer::Writer;
 
+/// How long records wait in the audit tail for company before a background move takes them
+/// (a batch waiting moves at once).
+const MOVE_AFTER: Duration = Duration::from_millis(50);
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
 /// How hard SQLite works to make a commit survive a crash.
@@ -175,7 +179,17 @@ impl Store {
             .connect()
             .await
             .map_err(|e| classify(&path, e))?;
-        let writer = Writer::new(conn, options.max_batch.clamp(1, 1000));
+        let audit = writer::AuditConnection {
+            path: &path,
+            synchronous: match options.synchronous {
+                Synchronous::Normal => "NORMAL",
+                Synchronous::Full => "FULL",
+            },
+            busy_timeout: options.busy_timeout,
+        };
+        let writer = Writer::open(&audit, conn, options.max_batch.clamp(1, 1000))?;
+        // Records a process left in the tail (it was killed before moving them) move now.
+        writer.settle().await?;
         Ok(Self {
             inner: Arc::new(Inner { path, pool, writer }),
         })
@@ -193,7 +207,47 @@ impl Store {
         if let Some(v) = &record.violation {
             codec::check_kind("violation type", &v.kind)?;
         }
-        self.inner.writer.append(Encoded::new(record)).await
+        let id = self.inner.writer.append(Encoded::new(record)).await?;
+        if self.inner.writer.note_tail(1) {
+            self.start_moving();
+        }
+        Ok(id)
+    }
+
+    /// Moves the audit tail into the indexed log in the background, a batch at a time, until it
+    /// is empty: at once while a whole batch waits, otherwise after [`MOVE_AFTER`] (so that a
+    /// quiet stream of calls still moves in batches).
+    fn start_moving(&self) {
+        let store = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                let Some(inner) = store.upgrade() else { return };
+                if inner.writer.tail_len() < writer::MOVE_BATCH as u64 {
+                    drop(inner);
+                    tokio::time::sleep(MOVE_AFTER).await;
+                }
+                let Some(inner) = store.upgrade() else { return };
+                let again = match inner.writer.move_some().await {
+                    Ok(n) if n > 0 && inner.writer.tail_len() > 0 => true,
+                    Ok(_) => inner.writer.move_done(),
+                    Err(StoreError::WriterClosed) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the audit tail was not moved; the next read or move tries again");
+                        inner.writer.move_done()
+                    }
+                };
+                if !again {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Moves the audit tail into the indexed log, so a query that follows sees every record
+    /// committed so far.
+    async fn settled(&self) -> Result<&SqlitePool> {
+        self.inner.writer.settle().await?;
+        Ok(&self.inner.pool)
     }
 
     /// Whether the store takes records and its last commit succeeded.
@@ -215,12 +269,12 @@ impl Store {
     /// per page and may return a short (even empty) page that is not the last: follow
     /// `next_cursor` until it is absent to see every match (see [`AuditPage::scanned_to`]).
     pub async fn query(&self, q: &AuditQuery) -> Result<AuditPage> {
-        query::page(&self.inner.pool, q).await
+        query::page(self.settled().await?, q).await
     }
 
     /// How many records match (the cursor applies; the limit does not).
     pub async fn count(&self, q: &AuditQuery) -> Result<u64> {
-        query::count(&self.inner.pool, q).await
+        query::count(self.settled().await?, q).await
     }
 
     /// Writes every matching record, oldest first, and returns how many.
@@ -230,18 +284,18 @@ impl Store {
         format: AuditExportFormat,
         out: &mut W,
     ) -> Result<u64> {
-        query::export(&self.inner.pool, q, format, out).await
+        query::export(self.settled().await?, q, format, out).await
     }
 
     /// Calls per tool, per caller and per skill among the matching records.
     pub async fn usage_report(&self, q: &AuditQuery) -> Result<UsageReport> {
-        query::usage(&self.inner.pool, q).await
+        query::usage(self.settled().await?, q).await
     }
 
     /// Calls per tool and per bucket of the window, with the denials among them (only
     /// non-zero cells are listed).
     pub async fn timeline(&self, w: &TimelineWindow) -> Result<Vec<TimelineCell>> {
-        timeline::timeline(&self.inner.pool, w.since, w.until, w.bucket_us).await
+        timeline::timeline(self.settled().await?, w.since, w.until, w.bucket_us).await
     }
 
     /// Saves (or replaces) a custom tool.
@@ -486,7 +540,7 @@ impl Store {
     /// Calls recorded under each skill, with those the skill's envelope refused and the latest
     /// call's start, by skill. Calls made under no skill are not counted.
     pub async fn skill_usage(&self) -> Result<Vec<SkillUsageRow>> {
-        capabilities::skill_usage(&self.inner.pool).await
+        capabilities::skill_usage(self.settled().await?).await
     }
 
     /// Holds a call for approval.
@@ -608,7 +662,7 @@ impl Store {
 
     /// The audit rows of a run's steps, oldest first.
     pub async fn chain_step_rows(&self, run_id: &str) -> Result<Vec<AuditRow>> {
-        chains::step_rows(&self.inner.pool, run_id).await
+        chains::step_rows(self.settled().await?, run_id).await
     }
 
     /// Writes everything queued, stops the writer and closes the file. Appends after this fail

@@ -453,10 +453,16 @@ pub(crate) async fn count(pool: &SqlitePool, q: &AuditQuery) -> Result<u64> {
 }
 
 pub(crate) async fn get(pool: &SqlitePool, execution_id: &str) -> Result<Option<AuditRow>> {
-    let sql = format!("SELECT {COLUMNS} FROM audit_log WHERE execution_id = ");
-    let mut qb = QueryBuilder::<Sqlite>::new(sql);
-    qb.push_bind(execution_id.to_owned());
-    let row = qb.build().fetch_optional(pool).await?;
+    // One statement, one snapshot: the record is in the tail or, moved, in the log.
+    let sql = format!(
+        "SELECT {COLUMNS} FROM audit_tail WHERE execution_id = ?1 \
+         UNION ALL SELECT {COLUMNS} FROM audit_log WHERE execution_id = ?1"
+    );
+    // Built from constants only.
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(execution_id)
+        .fetch_optional(pool)
+        .await?;
     row.as_ref().map(decode_row).transpose()
 }
 

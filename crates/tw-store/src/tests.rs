@@ -229,6 +229,99 @@ async fn a_bad_record_fails_alone() {
     store.close().await;
 }
 
+/// (rows in audit_tail, rows in audit_log) read straight from the file.
+async fn tail_and_log(pool: &SqlitePool) -> (i64, i64) {
+    let count = |table: &'static str| async move {
+        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    (count("audit_tail").await, count("audit_log").await)
+}
+
+#[tokio::test]
+async fn records_reach_the_indexed_log_in_batches_under_the_ids_their_callers_got() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let pool = raw(&dir).await;
+    // Committed into the tail first: the caller has its id before the indexes are touched.
+    let first = store
+        .append(record(0, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    assert_eq!(store.get("exec-00000").await.unwrap().unwrap().id, first);
+    // More than one move's worth: the background moves take them without any read.
+    let n = writer::MOVE_BATCH as i64 + 100;
+    let mut ids = vec![first];
+    for i in 1..n {
+        ids.push(
+            store
+                .append(record(i, "echo", ToolStatus::Success))
+                .await
+                .unwrap(),
+        );
+    }
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "ids keep the order of the commits"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while tail_and_log(&pool).await != (0, n) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tail was not moved: {:?}",
+            tail_and_log(&pool).await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let row = store.get(&format!("exec-{i:05}")).await.unwrap().unwrap();
+        assert_eq!(row.id, *id);
+    }
+    store.close().await;
+}
+
+#[tokio::test]
+async fn records_a_killed_process_left_in_the_tail_move_when_the_store_opens_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let moved = store
+        .append(record(1, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    store.close().await;
+    // What a process killed between its commit and the move leaves behind.
+    let pool = raw(&dir).await;
+    sqlx::query(
+        "INSERT INTO audit_tail (id, execution_id, trace_id, tool, agent_id, arguments, status, \
+         output_bytes, truncated, started_at, completed_at, duration_us, metadata) \
+         VALUES (?, 'exec-left', 't', 'echo', 'a', '{}', 'success', 0, 0, 1, 2, 1, '{}')",
+    )
+    .bind(moved + 1)
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(tail_and_log(&pool).await, (1, 1));
+    let store = open(&dir).await;
+    assert_eq!(tail_and_log(&pool).await, (0, 2));
+    assert_eq!(store.get("exec-left").await.unwrap().unwrap().id, moved + 1);
+    // The next record is numbered after it.
+    let next = store
+        .append(record(2, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    assert_eq!(next, moved + 2);
+    // A record already in the indexed log cannot come in again through the tail.
+    let err = store
+        .append(record(1, "echo", ToolStatus::Success))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("UNIQUE"), "{err}");
+    store.close().await;
+}
+
 #[tokio::test]
 async fn the_log_is_append_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -238,6 +331,15 @@ async fn the_log_is_append_only() {
         .await
         .unwrap();
     let pool = raw(&dir).await;
+    // Fresh, the record is in the tail, which takes no updates either.
+    let err = sqlx::query("UPDATE audit_tail SET tool = 'x'")
+        .execute(&pool)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("append-only"), "{err}");
+    // Once moved into the indexed log (a read moves it), neither updates nor deletes.
+    assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 1);
     for sql in ["UPDATE audit_log SET tool = 'x'", "DELETE FROM audit_log"] {
         let err = sqlx::query(sql)
             .execute(&pool)
@@ -567,7 +669,7 @@ async fn walk(
     let mut seen = Vec::new();
     let mut pages = Vec::new();
     loop {
-        let page = query::page_in_windows(&store.inner.pool, &q, window)
+        let page = query::page_in_windows(store.settled().await.unwrap(), &q, window)
             .await
             .unwrap();
         let got = ids(&page);
@@ -688,7 +790,7 @@ async fn text_search_with_other_filters_searches_only_where_they_match() {
                 ..AuditQuery::default()
             };
             filter(&mut q);
-            let whole = query::page_in_windows(&store.inner.pool, &q, i64::MAX)
+            let whole = query::page_in_windows(store.settled().await.unwrap(), &q, i64::MAX)
                 .await
                 .unwrap();
             assert_eq!((whole.next_cursor, whole.scanned_to), (None, None));

@@ -1,14 +1,18 @@
 //! Group commit without a writer task: every append queues its record, then waits its turn for the
-//! one write connection. Whoever holds the connection commits everything queued so far (in
-//! statements of at most `max_batch` rows) and answers each record's owner. An owner whose record a
-//! previous holder already committed finds its answer waiting and leaves at once. Under load many
-//! calls share one commit; alone, a call pays for one small commit and no extra task hand-off.
+//! write connections. Whoever holds them commits everything queued so far (in transactions of at
+//! most `max_batch` rows) and answers each record's owner. An owner whose record a previous holder
+//! already committed finds its answer waiting and leaves at once. Under load many calls share one
+//! commit; alone, a call pays for one small commit and no hand-off to any other thread.
 //!
-//! Why not a dedicated writer task: measured on a 2-core machine, the hand-off to a writer task and
-//! back cost about as much as the INSERT itself (a single sequential append went from about
-//! 140 us to well under 100 us without it).
+//! The audit append runs on its own connection, opened with rusqlite on the same bundled SQLite
+//! library sqlx links, and is called in place on the caller's thread: a one-row commit in WAL is a
+//! few microseconds of work, less than the two thread hops sqlx's SQLite driver makes per statement
+//! (it runs every connection on a worker thread of its own). Decision 0033 has the measurements.
+//! The connection never sleeps in SQLite's busy handler (that would stall a runtime worker
+//! thread): when another process holds the write lock the batch goes back to the head of the
+//! queue and the holder waits asynchronously, up to the store's busy timeout.
 //!
-//! The write connection checkpoints the WAL itself, every [`WAL_AUTOCHECKPOINT_PAGES`] pages
+//! The write connections checkpoint the WAL themselves, every [`WAL_AUTOCHECKPOINT_PAGES`] pages
 //! (16 MiB) rather than SQLite's default 1,000. A checkpoint run in the background on another
 //! connection looked tempting but never caught up with a steady stream of commits, so the WAL
 //! never restarted and grew without bound (every commit then paid for new file blocks); a larger
@@ -17,24 +21,27 @@
 //! 180 us (`cargo bench -p tw-store --bench append`).
 //!
 //! Every other write the store makes (settings, the admin log, confirmations, grants, rate-limit
-//! events, custom tools) also runs on this connection, under the same lock ([`Writer::with_conn`],
-//! [`Writer::transaction`]), so a process has exactly one writer. Writes from a second
-//! connection in the same process would fight this one for SQLite's file lock and lose whole
-//! milliseconds in the busy handler's sleeps; taking turns on a tokio mutex costs microseconds.
-//! Other processes are kept in order by SQLite's lock and the busy timeout.
+//! events, custom tools) runs on a second connection, sqlx's, under the same lock
+//! ([`Writer::with_conn`], [`Writer::transaction`]), so a process writes through one connection
+//! at a time. Writes from two connections at once in the same process would fight for SQLite's
+//! file lock and lose whole milliseconds in the busy handler's sleeps; taking turns on a tokio
+//! mutex costs microseconds. Other processes are kept in order by SQLite's lock and the busy
+//! timeout.
 
-use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
+use rusqlite::{ErrorCode, OpenFlags};
+use sqlx::Connection as _;
 use sqlx::sqlite::SqliteConnection;
-use sqlx::{Connection as _, QueryBuilder, Row as _, Sqlite};
 use tokio::sync::oneshot;
 
 use crate::error::{Result, StoreError};
 use crate::record::Encoded;
 
-/// WAL pages between two checkpoints on the write connection.
+/// WAL pages between two checkpoints on the write connections.
 pub(crate) const WAL_AUTOCHECKPOINT_PAGES: u32 = 4096;
 
 type Pending = (Box<Encoded>, oneshot::Sender<Result<i64>>);
@@ -45,16 +52,38 @@ struct Queue {
     closed: bool,
 }
 
+/// The two write connections, used one at a time.
+struct Conns {
+    /// The audit append's.
+    audit: rusqlite::Connection,
+    /// Every other write's.
+    other: SqliteConnection,
+}
+
+/// How the audit connection is opened.
+pub(crate) struct AuditConnection<'a> {
+    pub(crate) path: &'a Path,
+    /// `NORMAL` or `FULL`.
+    pub(crate) synchronous: &'static str,
+    /// How long a commit waits for another process's write lock.
+    pub(crate) busy_timeout: Duration,
+}
+
 /// The write side of the store.
 pub(crate) struct Writer {
     queue: Mutex<Queue>,
     /// `None` once closed.
-    conn: tokio::sync::Mutex<Option<SqliteConnection>>,
+    conns: tokio::sync::Mutex<Option<Conns>>,
     max_batch: usize,
+    busy_timeout: Duration,
     /// False after a write failed for a reason other than the record itself, until one succeeds.
     healthy: AtomicBool,
     /// Commits made so far.
     batches: AtomicU64,
+    /// Records this process has put in the tail since its last move.
+    tail: AtomicU64,
+    /// Whether a background move is scheduled or running.
+    moving: AtomicBool,
 }
 
 impl std::fmt::Debug for Writer {
@@ -66,15 +95,37 @@ impl std::fmt::Debug for Writer {
     }
 }
 
+/// What one commit attempt came to.
+enum Commit {
+    /// A batch was committed (or failed, and its owners were told).
+    Done,
+    /// Nothing was queued.
+    Empty,
+    /// Another process holds the write lock; the batch is back at the head of the queue.
+    Busy,
+}
+
 impl Writer {
-    pub(crate) fn new(conn: SqliteConnection, max_batch: usize) -> Self {
-        Self {
+    /// Opens the audit connection and puts both write connections under one lock.
+    pub(crate) fn open(
+        audit: &AuditConnection<'_>,
+        other: SqliteConnection,
+        max_batch: usize,
+    ) -> Result<Self> {
+        let conn = open_audit(audit).map_err(|e| StoreError::Io {
+            path: audit.path.to_owned(),
+            source: std::io::Error::other(e),
+        })?;
+        Ok(Self {
             queue: Mutex::new(Queue::default()),
-            conn: tokio::sync::Mutex::new(Some(conn)),
+            conns: tokio::sync::Mutex::new(Some(Conns { audit: conn, other })),
             max_batch: max_batch.max(1),
+            busy_timeout: audit.busy_timeout,
             healthy: AtomicBool::new(true),
             batches: AtomicU64::new(0),
-        }
+            tail: AtomicU64::new(0),
+            moving: AtomicBool::new(false),
+        })
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -94,9 +145,9 @@ impl Writer {
         &self,
         work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T>,
     ) -> Result<T> {
-        let mut guard = self.conn.lock().await;
-        let conn = guard.as_mut().ok_or(StoreError::WriterClosed)?;
-        work(conn).await
+        let mut guard = self.conns.lock().await;
+        let conns = guard.as_mut().ok_or(StoreError::WriterClosed)?;
+        work(&mut conns.other).await
     }
 
     /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the write connection: committed if it
@@ -142,108 +193,199 @@ impl Writer {
         self.answer(answer, &execution_id).await
     }
 
-    /// Waits for the write connection, then either finds the record already committed by an
+    /// Waits for the write connections, then either finds the record already committed by an
     /// earlier holder or commits the queue up to and including it.
     async fn answer(
         &self,
         mut answer: oneshot::Receiver<Result<i64>>,
         execution_id: &str,
     ) -> Result<i64> {
-        let mut guard = self.conn.lock().await;
+        let mut guard = self.conns.lock().await;
+        let mut busy = Backoff::new(self.busy_timeout);
         loop {
-            let Some(conn) = guard.as_mut() else {
+            let Some(conns) = guard.as_mut() else {
                 return Err(StoreError::WriterClosed);
             };
             // A holder before us may have committed our record while we waited.
             match answer.try_recv() {
                 Ok(done) => return done,
                 Err(oneshot::error::TryRecvError::Closed) => {
-                    // The holder that took our record went away mid-commit (its task was
-                    // aborted). The statement itself ran to completion or failed on the
-                    // connection's own thread before we could take the connection, so the file
-                    // now says whether the record is in.
-                    return committed_id(conn, execution_id).await;
+                    // Only a panic mid-commit drops a reply unanswered (a holder that waits
+                    // puts its batch back first), so the file says whether the record is in.
+                    return committed_id(&conns.audit, execution_id);
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
-            if !self.commit_queued(conn).await {
+            match self.commit_queued(&mut conns.audit) {
+                Commit::Done => busy = Backoff::new(self.busy_timeout),
                 // Our record was queued before we took the connection, so only a commit can
                 // have taken it, and that commit answered or dropped our reply.
-                return Err(StoreError::WriterClosed);
+                Commit::Empty => return Err(StoreError::WriterClosed),
+                Commit::Busy => {
+                    if !busy.wait().await {
+                        self.fail_next_batch("another process held the database's write lock");
+                    }
+                }
             }
         }
     }
 
-    /// Commits one statement's worth of queued records. Returns false if nothing was queued.
-    async fn commit_queued(&self, conn: &mut SqliteConnection) -> bool {
+    /// Commits one transaction's worth of queued records.
+    fn commit_queued(&self, conn: &mut rusqlite::Connection) -> Commit {
         let batch: Vec<Pending> = {
             let mut queue = self.queue();
             let n = queue.items.len().min(self.max_batch);
             queue.items.drain(..n).collect()
         };
         if batch.is_empty() {
-            return false;
+            return Commit::Empty;
         }
-        self.commit(conn, batch).await;
-        true
-    }
-
-    /// Refuses new records, commits what is queued and closes the connection.
-    pub(crate) async fn close(&self) {
-        self.queue().closed = true;
-        let mut guard = self.conn.lock().await;
-        if let Some(conn) = guard.as_mut() {
-            while self.commit_queued(conn).await {}
-        }
-        if let Some(conn) = guard.take()
-            && let Err(e) = conn.close().await
-        {
-            tracing::warn!(error = %e, "closing the audit writer's connection failed");
-        }
-        self.healthy.store(false, Ordering::Release);
-    }
-
-    async fn commit(&self, conn: &mut SqliteConnection, batch: Vec<Pending>) {
-        let records: Vec<&Encoded> = batch.iter().map(|(r, _)| r.as_ref()).collect();
-        match insert(conn, &records).await {
-            Ok(ids) => {
+        match insert(conn, &batch) {
+            Ok(answers) => {
                 self.committed();
-                for ((record, reply), id) in batch.into_iter().zip(ids) {
-                    let answer = id.ok_or_else(|| StoreError::Corrupt {
-                        what: format!("audit record {}", record.record.execution_id),
-                        message: "the database did not return its id".to_owned(),
-                    });
+                for ((_, reply), answer) in batch.into_iter().zip(answers) {
                     let _ = reply.send(answer);
                 }
+                Commit::Done
             }
-            Err(e) if batch.len() > 1 && is_record_fault(&e) => {
-                // One bad record (say, a repeated execution id) must not sink the others: write
-                // them one at a time so each owner hears about its own record only.
-                for (record, reply) in batch {
-                    let answer = match insert(conn, &[record.as_ref()]).await {
-                        Ok(ids) => {
-                            self.committed();
-                            ids.into_iter()
-                                .next()
-                                .flatten()
-                                .ok_or(StoreError::WriterClosed)
-                        }
-                        Err(e) => Err(e),
-                    };
-                    let _ = reply.send(answer);
-                }
+            Err(e) if is_busy(&e) => {
+                // Back to the head of the queue, in order: the next attempt (ours after a wait,
+                // or the next holder's if we are cancelled meanwhile) takes it again.
+                self.queue().items.splice(0..0, batch);
+                Commit::Busy
             }
             Err(e) => {
-                if !is_record_fault(&e) {
-                    self.healthy.store(false, Ordering::Release);
-                }
+                self.healthy.store(false, Ordering::Release);
                 tracing::error!(error = %e, records = batch.len(), "audit records could not be written");
                 let message = e.to_string();
                 for (_, reply) in batch {
                     let _ = reply.send(Err(StoreError::WriteFailed(message.clone())));
                 }
+                Commit::Done
             }
         }
+    }
+
+    /// Answers the records of the next batch with `why`: the database stayed locked.
+    fn fail_next_batch(&self, why: &str) {
+        let batch: Vec<Pending> = {
+            let mut queue = self.queue();
+            let n = queue.items.len().min(self.max_batch);
+            queue.items.drain(..n).collect()
+        };
+        tracing::error!(
+            records = batch.len(),
+            why,
+            "audit records could not be written"
+        );
+        let message = format!("{why} for longer than {:?}", self.busy_timeout);
+        for (_, reply) in batch {
+            let _ = reply.send(Err(StoreError::WriteFailed(message.clone())));
+        }
+    }
+
+    /// Refuses new records, commits what is queued and closes the connections.
+    pub(crate) async fn close(&self) {
+        self.queue().closed = true;
+        let mut guard = self.conns.lock().await;
+        if let Some(conns) = guard.as_mut() {
+            let mut busy = Backoff::new(self.busy_timeout);
+            loop {
+                match self.commit_queued(&mut conns.audit) {
+                    Commit::Done => {}
+                    Commit::Empty => match move_tail(&conns.audit, usize::MAX) {
+                        Ok(_) => break,
+                        Err(e) if is_busy(&e) && busy.wait().await => {}
+                        Err(e) => {
+                            // Still in the tail, which the next store to open moves.
+                            tracing::warn!(error = %e, "moving the audit tail on close failed");
+                            break;
+                        }
+                    },
+                    Commit::Busy => {
+                        if !busy.wait().await {
+                            self.fail_next_batch("another process held the database's write lock");
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(conns) = guard.take() {
+            if let Err((_, e)) = conns.audit.close() {
+                tracing::warn!(error = %e, "closing the audit writer's connection failed");
+            }
+            if let Err(e) = conns.other.close().await {
+                tracing::warn!(error = %e, "closing the store's write connection failed");
+            }
+        }
+        self.healthy.store(false, Ordering::Release);
+    }
+
+    /// Moves the whole tail into audit_log, [`MOVE_BATCH`] rows a transaction, letting appends
+    /// in between; returns how many rows moved. Rows another process appended move too.
+    pub(crate) async fn settle(&self) -> Result<usize> {
+        let mut moved = 0;
+        loop {
+            match self.move_some().await? {
+                0 => return Ok(moved),
+                n => moved += n,
+            }
+        }
+    }
+
+    /// Moves up to [`MOVE_BATCH`] of the oldest tail rows into audit_log; returns how many.
+    pub(crate) async fn move_some(&self) -> Result<usize> {
+        let mut busy = Backoff::new(self.busy_timeout);
+        loop {
+            let mut guard = self.conns.lock().await;
+            let conns = guard.as_mut().ok_or(StoreError::WriterClosed)?;
+            match move_tail(&conns.audit, MOVE_BATCH) {
+                Ok(n) => {
+                    let n64 = n as u64;
+                    let _ = self
+                        .tail
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                            Some(if n == 0 { 0 } else { t.saturating_sub(n64) })
+                        });
+                    return Ok(n);
+                }
+                Err(e) if is_busy(&e) => {
+                    drop(guard);
+                    if !busy.wait().await {
+                        return Err(StoreError::WriteFailed(format!(
+                            "the newest audit records could not be moved into the indexed log: \
+                             another process held the database's write lock for longer than {:?}",
+                            self.busy_timeout
+                        )));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "moving the audit tail failed");
+                    return Err(StoreError::WriteFailed(format!(
+                        "the newest audit records could not be moved into the indexed log: {e}"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Counts `n` more records in the tail; returns whether the caller should start a
+    /// background move (none is running and there is something to move).
+    pub(crate) fn note_tail(&self, n: u64) -> bool {
+        self.tail.fetch_add(n, Ordering::Relaxed);
+        !self.moving.swap(true, Ordering::AcqRel)
+    }
+
+    /// Records this process put in the tail and has not moved yet.
+    pub(crate) fn tail_len(&self) -> u64 {
+        self.tail.load(Ordering::Relaxed)
+    }
+
+    /// Ends a background move; returns whether another must start (rows came in meanwhile and
+    /// no other move took over).
+    pub(crate) fn move_done(&self) -> bool {
+        self.moving.store(false, Ordering::Release);
+        self.tail_len() > 0 && !self.moving.swap(true, Ordering::AcqRel)
     }
 
     fn committed(&self) {
@@ -252,24 +394,83 @@ impl Writer {
     }
 }
 
-/// The id of a record whose commit went unanswered, or `WriterClosed` if it is not in the log.
-async fn committed_id(conn: &mut SqliteConnection, execution_id: &str) -> Result<i64> {
-    let id: Option<i64> = sqlx::query_scalar("SELECT id FROM audit_log WHERE execution_id = ?")
-        .bind(execution_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    id.ok_or(StoreError::WriterClosed)
+/// Waits between attempts on a database another process keeps locked, as SQLite's own busy
+/// handler would, but without holding a thread.
+struct Backoff {
+    deadline: Instant,
+    next: Duration,
+}
+
+impl Backoff {
+    fn new(limit: Duration) -> Self {
+        Self {
+            deadline: Instant::now() + limit,
+            next: Duration::from_micros(500),
+        }
+    }
+
+    /// Sleeps before the next attempt; false once the time is up (and then starts over).
+    async fn wait(&mut self) -> bool {
+        let now = Instant::now();
+        if now >= self.deadline {
+            *self = Self::new(self.deadline.saturating_duration_since(now));
+            return false;
+        }
+        tokio::time::sleep(self.next.min(self.deadline - now)).await;
+        self.next = (self.next * 2).min(Duration::from_millis(50));
+        true
+    }
+}
+
+fn open_audit(how: &AuditConnection<'_>) -> rusqlite::Result<rusqlite::Connection> {
+    // The schema exists (sqlx's migrator made it): no CREATE, no URI parsing.
+    let conn = rusqlite::Connection::open_with_flags(
+        how.path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    // Never sleep in SQLite: a BUSY answer comes back at once and is waited out asynchronously.
+    conn.busy_timeout(Duration::ZERO)?;
+    conn.pragma_update(None, "synchronous", how.synchronous)?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "the database is in journal mode {mode}, not WAL"
+        )));
+    }
+    Ok(conn)
+}
+
+/// Whether another connection holds the file, so the same work can be tried again later.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Whether an error is caused by the record rather than by the database being unusable.
-fn is_record_fault(e: &StoreError) -> bool {
-    match e {
-        StoreError::Sqlx(sqlx::Error::Database(db)) => {
-            !matches!(db.kind(), sqlx::error::ErrorKind::Other)
-        }
-        StoreError::Encode { .. } | StoreError::Invalid { .. } => true,
-        _ => false,
-    }
+fn is_record_fault(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::ConstraintViolation | ErrorCode::TooBig | ErrorCode::TypeMismatch)
+    ) || matches!(e, rusqlite::Error::ToSqlConversionFailure(_))
+}
+
+/// The id of a record whose commit went unanswered, or `WriterClosed` if it is not in the log.
+fn committed_id(conn: &rusqlite::Connection, execution_id: &str) -> Result<i64> {
+    use rusqlite::OptionalExtension as _;
+    let id: Option<i64> = conn
+        .query_row(
+            "SELECT id FROM audit_tail WHERE execution_id = ?1 \
+             UNION ALL SELECT id FROM audit_log WHERE execution_id = ?1",
+            [execution_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| StoreError::WriteFailed(e.to_string()))?;
+    id.ok_or(StoreError::WriterClosed)
 }
 
 fn int(what: &str, v: u64) -> Result<i64> {
@@ -279,63 +480,149 @@ fn int(what: &str, v: u64) -> Result<i64> {
     })
 }
 
-/// Inserts `records` in one statement; returns each record's id, in order.
-async fn insert(conn: &mut SqliteConnection, records: &[&Encoded]) -> Result<Vec<Option<i64>>> {
-    let mut sizes = Vec::with_capacity(records.len());
-    for r in records {
-        sizes.push(int("output_bytes", r.record.output_bytes)?);
+/// The columns audit_log and audit_tail share, in this order.
+macro_rules! columns {
+    () => {
+        "execution_id, trace_id, tool, agent_id, skill, user_id, arguments, decision, \
+         explanation, status, error_code, error_message, output, output_sha256, output_bytes, \
+         truncated, started_at, completed_at, duration_us, metadata, violation_type, \
+         violation_severity"
+    };
+}
+
+/// One record into the tail, under the next id over both tables, unless audit_log already has
+/// its execution id (the tail's own UNIQUE covers the tail).
+const INSERT: &str = concat!(
+    "INSERT INTO audit_tail (id, ",
+    columns!(),
+    ") SELECT COALESCE((SELECT MAX(id) FROM audit_tail), (SELECT MAX(id) FROM audit_log), 0) + 1, \
+     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, \
+     ?21, ?22 WHERE NOT EXISTS (SELECT 1 FROM audit_log WHERE execution_id = ?1)"
+);
+
+/// The tail's rows up to an id into audit_log, ids kept.
+const MOVE: &str = concat!(
+    "INSERT INTO audit_log (id, ",
+    columns!(),
+    ") SELECT id, ",
+    columns!(),
+    " FROM audit_tail WHERE id <= ?1 ORDER BY id"
+);
+
+/// Rows moved from the tail into audit_log in one transaction. A move holds the write
+/// connections for about 10 us a row (the filter indexes), during which appends wait: a bigger
+/// move delays fewer calls, each for longer.
+pub(crate) const MOVE_BATCH: usize = 512;
+
+/// Moves up to `limit` of the oldest tail rows into audit_log in one transaction; returns how
+/// many.
+fn move_tail(conn: &rusqlite::Connection, limit: usize) -> rusqlite::Result<usize> {
+    use rusqlite::OptionalExtension as _;
+    let upto: Option<i64> = conn
+        .prepare_cached("SELECT MAX(id) FROM (SELECT id FROM audit_tail ORDER BY id LIMIT ?1)")?
+        .query_row([limit as i64], |r| r.get(0))
+        .optional()?
+        .flatten();
+    let Some(upto) = upto else {
+        return Ok(0);
+    };
+    in_transaction(conn, false, |tx| {
+        let moved = tx.prepare_cached(MOVE)?.execute([upto])?;
+        tx.prepare_cached("DELETE FROM audit_tail WHERE id <= ?1")?
+            .execute([upto])?;
+        Ok(moved)
+    })
+}
+
+/// Inserts `batch` in one `BEGIN IMMEDIATE` transaction; returns each record's answer, in order.
+/// A record the database refuses (a repeated execution id, say) is answered with its own error
+/// and the others still go in: a failed statement undoes only itself. An error for the whole
+/// transaction (busy, I/O, a full disk) comes back as `Err` and nothing is in.
+fn insert(conn: &rusqlite::Connection, batch: &[Pending]) -> rusqlite::Result<Vec<Result<i64>>> {
+    // One record is one statement, which SQLite commits by itself.
+    in_transaction(conn, batch.len() == 1, |tx| {
+        let mut answers = Vec::with_capacity(batch.len());
+        let mut stmt = tx.prepare_cached(INSERT)?;
+        for (e, _) in batch {
+            let r = &e.record;
+            let size = match int("output_bytes", r.output_bytes) {
+                Ok(size) => size,
+                Err(refused) => {
+                    answers.push(Err(refused));
+                    continue;
+                }
+            };
+            let done = stmt.execute(rusqlite::params![
+                r.execution_id,
+                r.trace_id,
+                r.tool,
+                r.agent_id,
+                r.skill,
+                r.user_id,
+                e.arguments,
+                r.decision,
+                e.explanation,
+                r.status.as_str(),
+                r.error_code,
+                r.error_message,
+                e.output,
+                e.output_sha256,
+                size,
+                r.truncated,
+                r.started_at,
+                r.completed_at,
+                r.duration_us,
+                e.metadata,
+                r.violation.as_ref().map(|v| v.kind.as_str()),
+                r.violation.as_ref().map(|v| v.severity.as_str()),
+            ]);
+            match done {
+                Ok(0) => answers.push(Err(StoreError::WriteFailed(format!(
+                    "UNIQUE constraint failed: audit_log.execution_id ({})",
+                    r.execution_id
+                )))),
+                Ok(_) => answers.push(Ok(tx.last_insert_rowid())),
+                Err(refused) if is_record_fault(&refused) => {
+                    answers.push(Err(StoreError::WriteFailed(refused.to_string())));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(answers)
+    })
+}
+
+/// Runs `work` in one `BEGIN IMMEDIATE` transaction, committed if it returns `Ok` and rolled back
+/// otherwise; with `single`, `work` is one statement and runs as its own transaction. Cached
+/// statements throughout: rusqlite's `Transaction` parses its BEGIN and COMMIT anew every time,
+/// which a one-row commit notices.
+fn in_transaction<T>(
+    conn: &rusqlite::Connection,
+    single: bool,
+    work: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    if single {
+        return work(conn);
     }
-    let mut qb = QueryBuilder::<Sqlite>::new(
-        "INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, skill, user_id, arguments, \
-         decision, explanation, status, error_code, error_message, output, output_sha256, \
-         output_bytes, truncated, started_at, completed_at, duration_us, metadata, \
-         violation_type, violation_severity) ",
-    );
-    qb.push_values(records.iter().zip(&sizes), |mut b, (e, size)| {
-        let r = &e.record;
-        b.push_bind(r.execution_id.clone())
-            .push_bind(r.trace_id.clone())
-            .push_bind(r.tool.clone())
-            .push_bind(r.agent_id.clone())
-            .push_bind(r.skill.clone())
-            .push_bind(r.user_id.clone())
-            .push_bind(e.arguments.clone())
-            .push_bind(r.decision.clone())
-            .push_bind(e.explanation.clone())
-            .push_bind(r.status.as_str())
-            .push_bind(r.error_code.clone())
-            .push_bind(r.error_message.clone())
-            .push_bind(e.output.clone())
-            .push_bind(e.output_sha256.clone())
-            .push_bind(*size)
-            .push_bind(r.truncated)
-            .push_bind(r.started_at)
-            .push_bind(r.completed_at)
-            .push_bind(r.duration_us)
-            .push_bind(e.metadata.clone())
-            .push_bind(r.violation.as_ref().map(|v| v.kind.clone()))
-            .push_bind(r.violation.as_ref().map(|v| v.severity.as_str()));
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    let done = work(conn).and_then(|out| {
+        conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(out)
     });
-    qb.push(" RETURNING id, execution_id");
-    let rows = qb.build().fetch_all(&mut *conn).await?;
-    // SQLite does not promise RETURNING rows in VALUES order, so match them by execution id.
-    let mut ids = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        let id: i64 = row.try_get(0)?;
-        let execution_id: String = row.try_get(1)?;
-        ids.insert(execution_id, id);
+    if done.is_err()
+        && !conn.is_autocommit()
+        && let Err(e) = conn.execute_batch("ROLLBACK")
+    {
+        tracing::warn!(error = %e, "rolling back a failed audit write failed");
     }
-    Ok(records
-        .iter()
-        .map(|r| ids.get(&r.record.execution_id).copied())
-        .collect())
+    done
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{AuditRecord, Store, StoreOptions};
-    use std::time::Duration;
+    use tw_core::ToolStatus;
 
     #[tokio::test]
     async fn a_record_whose_committer_vanished_is_answered_from_the_file() {
@@ -367,7 +654,7 @@ mod tests {
                 violation: None,
             })
         };
-        // Another process holds the write lock, so the next commit waits inside SQLite.
+        // Another process holds the write lock, so the next commit has to wait.
         let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
             .await
             .unwrap();
@@ -375,33 +662,79 @@ mod tests {
             .execute(&mut other)
             .await
             .unwrap();
-        // Two records queued; a holder takes both and is abandoned mid-commit.
+        // Two records queued; the holder finds the file locked and is abandoned while it waits.
         let mut answers = Vec::new();
         for id in ["first", "second"] {
             let (reply, answer) = oneshot::channel();
             writer.queue().items.push((Box::new(record(id)), reply));
             answers.push((id, answer));
         }
-        {
-            let mut guard = writer.conn.lock().await;
-            let conn = guard.as_mut().unwrap();
-            let abandoned =
-                tokio::time::timeout(Duration::from_millis(200), writer.commit_queued(conn)).await;
-            assert!(abandoned.is_err(), "the commit should still be waiting");
-        }
+        let (reply, answer) = oneshot::channel();
+        writer
+            .queue()
+            .items
+            .push((Box::new(record("holder")), reply));
+        let abandoned =
+            tokio::time::timeout(Duration::from_millis(200), writer.answer(answer, "holder")).await;
+        assert!(abandoned.is_err(), "the commit should still be waiting");
+        // Nothing was lost: the batch went back to the queue, in order.
+        let queued: Vec<String> = writer
+            .queue()
+            .items
+            .iter()
+            .map(|(r, _)| r.record.execution_id.clone())
+            .collect();
+        assert_eq!(queued, ["first", "second", "holder"]);
         sqlx::query("COMMIT").execute(&mut other).await.unwrap();
-        // The owners learn the truth from the file: both records went in after all.
+        // The next owner to take the connection commits them all.
         for (id, answer) in answers {
             let got = writer.answer(answer, id).await.unwrap();
             let row = store.get(id).await.unwrap().unwrap();
             assert_eq!(row.id, got);
         }
+        assert!(store.get("holder").await.unwrap().is_some());
         // A record that never reached the file is reported as not written.
         let (reply, answer) = oneshot::channel();
         drop(reply);
         let err = writer.answer(answer, "never-written").await.unwrap_err();
         assert!(matches!(err, StoreError::WriterClosed), "{err}");
         assert!(writer.is_healthy());
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_database_locked_past_the_busy_timeout_fails_the_waiting_records_and_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tw.db");
+        let mut options = StoreOptions::new(&path);
+        options.busy_timeout = Duration::from_millis(300);
+        let store = Store::open(options).await.unwrap();
+        let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let err = store
+            .append(crate::tests::record(1, "echo", ToolStatus::Success))
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed() >= Duration::from_millis(300),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(err.to_string().contains("write lock"), "{err}");
+        assert!(store.get("exec-00001").await.unwrap().is_none());
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        let id = store
+            .append(crate::tests::record(2, "echo", ToolStatus::Success))
+            .await
+            .unwrap();
+        assert_eq!(store.get("exec-00002").await.unwrap().unwrap().id, id);
+        assert!(store.is_healthy());
         store.close().await;
     }
 }

@@ -1,7 +1,8 @@
 //! What the desktop app's audit viewer costs on a big log: one page (50 rows, newest first) of a
 //! 1,000,000-row audit log for every filter the viewer offers, against the goal set for the
-//! viewer (a page in <= 50 ms). A log grows by every governed call and is never pruned, so the
-//! pages must stay quick when it is large, not only on the small files the tests use.
+//! viewer (a page in <= 10 ms, issue 20). A log grows by every governed call and is never
+//! pruned, so the pages must stay quick when it is large, not only on the small files the tests
+//! use.
 //!
 //! The log is built once through the public API (`Store::append`, many appends in flight so they
 //! share group commits) into `<target>/bench-data/audit-1m.db` and reused by later runs while its

@@ -218,8 +218,13 @@ impl Store {
     /// is empty: at once while a whole batch waits, otherwise after [`MOVE_AFTER`] (so that a
     /// quiet stream of calls still moves in batches).
     fn start_moving(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime to move on: the next query, open or close moves the tail.
+            self.inner.writer.move_done();
+            return;
+        };
         let store = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             loop {
                 let Some(inner) = store.upgrade() else { return };
                 if inner.writer.tail_len() < writer::MOVE_BATCH as u64 {

@@ -200,7 +200,18 @@ impl Writer {
         mut answer: oneshot::Receiver<Result<i64>>,
         execution_id: &str,
     ) -> Result<i64> {
-        let mut guard = self.conns.lock().await;
+        // An owner whose record a holder commits meanwhile leaves with its answer without ever
+        // taking the connections: under load, owners queued for the lock would otherwise be
+        // woken one after another, each holding the lock only to find its answer there.
+        let mut guard = tokio::select! {
+            biased;
+            done = &mut answer => match done {
+                Ok(done) => return done,
+                // Dropped unanswered: the file says (below).
+                Err(_) => self.conns.lock().await,
+            },
+            guard = self.conns.lock() => guard,
+        };
         let mut busy = Backoff::new(self.busy_timeout);
         loop {
             let Some(conns) = guard.as_mut() else {

@@ -241,13 +241,16 @@ impl Writer {
         }
     }
 
+    /// Takes one transaction's worth of records from the head of the queue.
+    fn take_batch(&self) -> Vec<Pending> {
+        let mut queue = self.queue();
+        let n = queue.items.len().min(self.max_batch);
+        queue.items.drain(..n).collect()
+    }
+
     /// Commits one transaction's worth of queued records.
     fn commit_queued(&self, conn: &mut rusqlite::Connection) -> Commit {
-        let batch: Vec<Pending> = {
-            let mut queue = self.queue();
-            let n = queue.items.len().min(self.max_batch);
-            queue.items.drain(..n).collect()
-        };
+        let batch = self.take_batch();
         if batch.is_empty() {
             return Commit::Empty;
         }
@@ -279,11 +282,7 @@ impl Writer {
 
     /// Answers the records of the next batch with `why`: the database stayed locked.
     fn fail_next_batch(&self, why: &str) {
-        let batch: Vec<Pending> = {
-            let mut queue = self.queue();
-            let n = queue.items.len().min(self.max_batch);
-            queue.items.drain(..n).collect()
-        };
+        let batch = self.take_batch();
         tracing::error!(
             records = batch.len(),
             why,
@@ -635,6 +634,18 @@ mod tests {
     use crate::{AuditRecord, Store, StoreOptions};
     use tw_core::ToolStatus;
 
+    /// Another process's connection holding the database's write lock (until COMMIT or ROLLBACK).
+    async fn hold_write_lock(path: &Path) -> sqlx::SqliteConnection {
+        let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        other
+    }
+
     #[tokio::test]
     async fn a_record_whose_committer_vanished_is_answered_from_the_file() {
         let dir = tempfile::tempdir().unwrap();
@@ -666,13 +677,7 @@ mod tests {
             })
         };
         // Another process holds the write lock, so the next commit has to wait.
-        let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut other)
-            .await
-            .unwrap();
+        let mut other = hold_write_lock(&path).await;
         // Two records queued; the holder finds the file locked and is abandoned while it waits.
         let mut answers = Vec::new();
         for id in ["first", "second"] {
@@ -720,13 +725,7 @@ mod tests {
         let mut options = StoreOptions::new(&path);
         options.busy_timeout = Duration::from_millis(300);
         let store = Store::open(options).await.unwrap();
-        let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut other)
-            .await
-            .unwrap();
+        let mut other = hold_write_lock(&path).await;
         let started = Instant::now();
         let err = store
             .append(crate::tests::record(1, "echo", ToolStatus::Success))

@@ -21,6 +21,7 @@ mod pins;
 mod query;
 mod rate;
 mod record;
+mod search;
 mod settings;
 mod switches;
 mod timeline;
@@ -54,10 +55,12 @@ pub use filter::{AuditFilter, DEFAULT_PAGE};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
 pub use pins::{PinRow, PinState, SeenDefinition};
 pub use query::{
-    AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, TEXT_SCAN_WINDOW, UsageReport, UsageRow,
+    AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, TEXT_INDEX_WINDOW, TEXT_SCAN_WINDOW,
+    UsageReport, UsageRow,
 };
 pub use rate::{RateCheck, RateOutcome, RateWindow};
 pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest, sha256_hex};
+pub use search::TextIndexStatus;
 pub use settings::Setting;
 pub use switches::{SwitchChange, SwitchOutcome, ToolSwitchRow};
 pub use timeline::{DEFAULT_SPAN_US, MAX_BUCKETS, TimelineCell, TimelineWindow};
@@ -107,6 +110,9 @@ pub struct StoreOptions {
     pub max_batch: usize,
     /// How long to wait for another process holding the write lock.
     pub busy_timeout: Duration,
+    /// Keep the audit log's text index (`<path>.search`, see [`Store::text_index`]) and search
+    /// through it. Without it a text search reads the log directly, a window at a time.
+    pub text_index: bool,
 }
 
 impl StoreOptions {
@@ -117,6 +123,7 @@ impl StoreOptions {
             synchronous: Synchronous::Normal,
             max_batch: 512,
             busy_timeout: Duration::from_secs(5),
+            text_index: true,
         }
     }
 }
@@ -132,6 +139,8 @@ struct Inner {
     path: PathBuf,
     pool: SqlitePool,
     writer: Writer,
+    /// The text index's builder, when the store keeps one.
+    indexer: Option<search::Indexer>,
 }
 
 impl Store {
@@ -154,7 +163,35 @@ impl Store {
             })
             .busy_timeout(options.busy_timeout)
             .foreign_keys(true);
+        // The text index is attached to every read connection, so one statement can join it to the
+        // log.
+        // Derived data: a store whose index cannot be made (a read-only directory, say) opens
+        // without it, and its searches read the log.
+        let index = options
+            .text_index
+            .then(|| search::prepare(&path))
+            .and_then(|made| {
+                made.map_err(|e| {
+                    tracing::warn!(error = %e, "no audit text index; text searches read the log");
+                })
+                .ok()
+            });
+        let attach = index.as_ref().map(|p| p.to_string_lossy().into_owned());
         let pool = SqlitePoolOptions::new()
+            .after_connect(move |conn, _| {
+                let attach = attach.clone();
+                Box::pin(async move {
+                    if let Some(file) = attach {
+                        let sql = format!("ATTACH DATABASE ?1 AS {}", search::SCHEMA);
+                        // Built from constants only; the file name is bound.
+                        sqlx::query(sqlx::AssertSqlSafe(sql))
+                            .bind(file)
+                            .execute(conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
             .max_connections(4)
             .min_connections(0)
             .idle_timeout(Some(Duration::from_secs(60)))
@@ -190,8 +227,20 @@ impl Store {
         let writer = Writer::open(&audit, conn, options.max_batch.clamp(1, 1000))?;
         // Records a process left in the tail (it was killed before moving them) move now.
         writer.settle().await?;
+        let indexer = index.and_then(|index| {
+            search::Indexer::start(&path, &index)
+                .map_err(|e| {
+                    tracing::warn!(error = %e, "no audit text index; text searches read the log");
+                })
+                .ok()
+        });
         Ok(Self {
-            inner: Arc::new(Inner { path, pool, writer }),
+            inner: Arc::new(Inner {
+                path,
+                pool,
+                writer,
+                indexer,
+            }),
         })
     }
 
@@ -270,16 +319,27 @@ impl Store {
         query::get(&self.inner.pool, execution_id).await
     }
 
-    /// One page of records, newest first. A text search reads at most [`TEXT_SCAN_WINDOW`] ids
-    /// per page and may return a short (even empty) page that is not the last: follow
-    /// `next_cursor` until it is absent to see every match (see [`AuditPage::scanned_to`]).
+    /// One page of records, newest first. A text search reads the rows its text index has not
+    /// reached yet directly, at most [`TEXT_SCAN_WINDOW`] ids a page, and at most
+    /// [`TEXT_INDEX_WINDOW`] of the index's candidates below them; so it may return a short (even
+    /// empty) page that is not the last: follow `next_cursor` until it is absent to see every
+    /// match (see [`AuditPage::scanned_to`]).
     pub async fn query(&self, q: &AuditQuery) -> Result<AuditPage> {
-        query::page(self.settled().await?, q).await
+        query::page(self.settled().await?, q, self.inner.indexer.is_some()).await
+    }
+
+    /// How far the audit log's text index reaches, if the store keeps one (it is built in the
+    /// background, from the oldest record up, and follows new records within a second).
+    pub async fn text_index(&self) -> Result<Option<TextIndexStatus>> {
+        if self.inner.indexer.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(search::status(&self.inner.pool).await?))
     }
 
     /// How many records match (the cursor applies; the limit does not).
     pub async fn count(&self, q: &AuditQuery) -> Result<u64> {
-        query::count(self.settled().await?, q).await
+        query::count(self.settled().await?, q, self.inner.indexer.is_some()).await
     }
 
     /// Writes every matching record, oldest first, and returns how many.
@@ -673,6 +733,9 @@ impl Store {
     /// Writes everything queued, stops the writer and closes the file. Appends after this fail
     /// with [`StoreError::WriterClosed`]. Safe to call more than once.
     pub async fn close(&self) {
+        if let Some(indexer) = &self.inner.indexer {
+            indexer.close().await;
+        }
         self.inner.writer.close().await;
         self.inner.pool.close().await;
     }
@@ -680,7 +743,7 @@ impl Store {
 
 /// Creates the file with owner-only permissions if it does not exist: the log holds what agents
 /// sent and received.
-fn create_private(path: &Path) -> Result<()> {
+pub(crate) fn create_private(path: &Path) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let io = |source| StoreError::Io {
         path: path.to_owned(),
@@ -773,6 +836,8 @@ mod changes_tests;
 mod pins_tests;
 #[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+mod search_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

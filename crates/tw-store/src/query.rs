@@ -30,6 +30,7 @@ use tw_core::ToolStatus;
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::record::{AuditRow, COLUMNS, decode_row};
+use crate::search;
 
 /// Which records to read. Every field narrows the selection; the default selects everything,
 /// newest first, 50 to a page.
@@ -216,54 +217,179 @@ fn like_escape(text: &str) -> String {
     out
 }
 
-pub(crate) async fn page(pool: &SqlitePool, q: &AuditQuery) -> Result<AuditPage> {
-    page_in_windows(pool, q, TEXT_SCAN_WINDOW).await
+pub(crate) async fn page(pool: &SqlitePool, q: &AuditQuery, indexed: bool) -> Result<AuditPage> {
+    page_in_windows(
+        pool,
+        q,
+        TEXT_SCAN_WINDOW,
+        indexed.then_some(TEXT_INDEX_WINDOW),
+    )
+    .await
 }
 
-/// [`page`] with the text search's scan window as a parameter, so tests can cross many windows
-/// with few rows.
+/// [`page`] with the text search's windows as parameters (the direct one, and the index's, when
+/// the store keeps a text index), so tests can cross many windows with few rows.
+///
+/// A text search reads the rows above the text index's reach (`indexed_to`: the newest rows, all
+/// of them when there is no index or the text is too short for one) directly, a window at a
+/// time, and then goes on below them through the index (see [`indexed_page`]).
 pub(crate) async fn page_in_windows(
     pool: &SqlitePool,
     q: &AuditQuery,
     window: i64,
+    index_window: Option<i64>,
 ) -> Result<AuditPage> {
     let limit = q.limit.clamp(1, MAX_PAGE);
-    if text_of(q).is_none() {
+    let Some(text) = text_of(q) else {
         let (rows, next_cursor) = select_page(pool, q, q.cursor, None, limit).await?;
         return Ok(AuditPage {
             rows,
             next_cursor,
             scanned_to: None,
         });
-    }
-    // The window hangs from the newest row below the cursor that the other filters let through,
-    // so stretches of the log they rule out (the days after a time range, say) are skipped, not
-    // searched a window at a time.
-    let Some(newest) = newest_candidate(pool, q, q.cursor).await? else {
-        return Ok(AuditPage {
-            rows: Vec::new(),
-            next_cursor: None,
-            scanned_to: None,
-        });
     };
-    let below = newest.saturating_add(1);
-    let from = below.saturating_sub(window.max(1));
-    let (rows, next_cursor) = select_page(pool, q, Some(below), Some(from), limit).await?;
-    if next_cursor.is_some() {
-        return Ok(AuditPage {
-            rows,
-            next_cursor,
-            scanned_to: None,
-        });
-    }
-    // Short of a full page: the end of the log, or only of the window if a row the other filters
-    // let through is older.
-    let scanned_to = older_candidate(pool, q, from).await?.then_some(from);
-    Ok(AuditPage {
+    let index = index_window.and_then(|w| Some((search::match_query(text)?, w.max(1))));
+    let indexed_to = match &index {
+        Some(_) => indexed_to(pool).await?,
+        None => 0,
+    };
+    let short = |rows, scanned_to| AuditPage {
         rows,
         next_cursor: scanned_to,
         scanned_to,
+    };
+    let mut rows = Vec::new();
+    // Above the index. The window hangs from the newest row below the cursor that the other
+    // filters let through, so stretches of the log they rule out (the days after a time range,
+    // say) are skipped, not searched a window at a time.
+    let floor = (indexed_to > 0).then_some(indexed_to.saturating_add(1));
+    if q.cursor.is_none_or(|c| c > indexed_to.saturating_add(1))
+        && let Some(newest) = newest_candidate(pool, q, q.cursor, floor).await?
+    {
+        let below = newest.saturating_add(1);
+        let from = below
+            .saturating_sub(window.max(1))
+            .max(indexed_to.saturating_add(1));
+        let (found, next_cursor) = select_page(pool, q, Some(below), Some(from), limit).await?;
+        if next_cursor.is_some() {
+            return Ok(AuditPage {
+                rows: found,
+                next_cursor,
+                scanned_to: None,
+            });
+        }
+        if from > indexed_to.saturating_add(1) {
+            // Short of a full page: the end of the log, or only of the window if a row the
+            // other filters let through is older.
+            let scanned_to = older_candidate(pool, q, from).await?.then_some(from);
+            return Ok(short(found, scanned_to));
+        }
+        rows = found;
+    }
+    let Some((index, index_window)) = index.filter(|_| indexed_to > 0) else {
+        return Ok(short(rows, None));
+    };
+    // Below: through the index.
+    let below = q
+        .cursor
+        .map_or(indexed_to, |c| c.saturating_sub(1).min(indexed_to))
+        .saturating_add(1);
+    let need = limit.saturating_sub(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+    let (found, more, scanned_to) =
+        indexed_page(pool, q, (&index, index_window), below, need).await?;
+    rows.extend(found);
+    Ok(AuditPage {
+        next_cursor: if more {
+            rows.last().map(|r| r.id)
+        } else {
+            scanned_to
+        },
+        rows,
+        scanned_to,
     })
+}
+
+/// Candidates one page reads from the text index at most, newest first: each is a row the
+/// index says may hold the text, read and checked against the text and the other filters. A
+/// search whose candidates the other filters (or the check) mostly rule out ends its page here,
+/// short, with `scanned_to` set, as a window of the direct search does. On the bench log the
+/// index yields a common text's candidates at about 4-8 µs each (its trigrams' lists are long),
+/// and each is a row read and checked: 1,024 keep such a page near 10 ms.
+pub const TEXT_INDEX_WINDOW: i64 = 1_024;
+
+/// The log's rows up to which the text index is complete (0: none, or an index that cannot be
+/// read: the file removed or damaged under a running store, which the next open rebuilds; the
+/// search then reads the log).
+async fn indexed_to(pool: &SqlitePool) -> Result<i64> {
+    let sql = format!("SELECT indexed_to FROM {}.audit_text_state", search::SCHEMA);
+    // Built from constants only.
+    match sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_optional(pool)
+        .await
+    {
+        Ok(reach) => Ok(reach.unwrap_or(0)),
+        Err(e) => {
+            tracing::warn!(error = %e, "the audit text index cannot be read; searching the log");
+            Ok(0)
+        }
+    }
+}
+
+/// Up to `need` rows below `below` that match the query, found through the text index (its
+/// query, and how many candidates a page reads: [`TEXT_INDEX_WINDOW`]); whether there are more;
+/// and where the page stopped if it read all its candidates without filling up.
+async fn indexed_page(
+    pool: &SqlitePool,
+    q: &AuditQuery,
+    (index, window): (&str, i64),
+    below: i64,
+    need: u32,
+) -> Result<(Vec<AuditRow>, bool, Option<i64>)> {
+    let candidates = |qb: &mut QueryBuilder<Sqlite>, n: i64| {
+        qb.push(format!(
+            "(SELECT rowid AS rid FROM {}.audit_text WHERE audit_text MATCH ",
+            search::SCHEMA
+        ))
+        .push_bind(index.to_owned())
+        .push(" AND rowid < ")
+        .push_bind(below)
+        .push(" ORDER BY rowid DESC LIMIT ")
+        .push_bind(n)
+        .push(")");
+    };
+    let mut qb = QueryBuilder::<Sqlite>::new(format!(
+        "SELECT {COLUMNS} FROM audit_log WHERE id IN (SELECT a.id FROM "
+    ));
+    candidates(&mut qb, window);
+    // The candidates drive the join newest first (CROSS JOIN keeps `m` the outer loop, and `m`
+    // yields in its own order), each checked against every filter, the text's LIKE included; the
+    // first `need + 1` that pass are the newest. No ORDER BY here: SQLite would sort every
+    // candidate that passes rather than stop at `need + 1` (a common text: 52 ms a page on the
+    // bench log, 1.7 ms without). The tests' small windows and pages would catch a wrong order.
+    qb.push(" AS m CROSS JOIN audit_log AS a ON a.id = m.rid");
+    push_filter(&mut qb, q, false);
+    qb.push(" LIMIT ")
+        .push_bind(i64::from(need) + 1)
+        .push(") ORDER BY id DESC");
+    let found = qb.build().fetch_all(pool).await?;
+    let mut rows = Vec::with_capacity(found.len());
+    for row in found.iter().take(need as usize) {
+        rows.push(decode_row(row)?);
+    }
+    if found.len() > need as usize {
+        return Ok((rows, true, None));
+    }
+    // Short: the end of the log, or of the candidates one page reads.
+    let mut qb = QueryBuilder::<Sqlite>::new("SELECT COUNT(*), MIN(rid) FROM ");
+    candidates(&mut qb, window.saturating_add(1));
+    let row = qb.build().fetch_one(pool).await?;
+    let (read, lowest): (i64, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
+    // Every id between the last candidate read and the first one not read was ruled out by the
+    // index: the next page starts just above the one not read.
+    let scanned_to = lowest
+        .filter(|_| read > window)
+        .map(|l| l.saturating_add(1));
+    Ok((rows, false, scanned_to))
 }
 
 /// Up to `limit` matching rows with ids below `below` and at or above `from`, newest first, and
@@ -293,18 +419,20 @@ async fn select_page(
     Ok((out, next_cursor))
 }
 
-/// The id of the newest row below `below` that every filter but the text lets through.
+/// The id of the newest row below `below` (and at or above `from`) that every filter but the text
+/// lets through.
 async fn newest_candidate(
     pool: &SqlitePool,
     q: &AuditQuery,
     below: Option<i64>,
+    from: Option<i64>,
 ) -> Result<Option<i64>> {
     let others = AuditQuery {
         text: None,
         ..q.clone()
     };
     let mut qb = QueryBuilder::<Sqlite>::new("");
-    push_ids(&mut qb, &others, below, None, 1);
+    push_ids(&mut qb, &others, below, from, 1);
     Ok(qb.build_query_scalar().fetch_optional(pool).await?)
 }
 
@@ -430,7 +558,32 @@ fn candidates(q: &AuditQuery, below: Option<i64>) -> QueryBuilder<Sqlite> {
     qb
 }
 
-pub(crate) async fn count(pool: &SqlitePool, q: &AuditQuery) -> Result<u64> {
+pub(crate) async fn count(pool: &SqlitePool, q: &AuditQuery, indexed: bool) -> Result<u64> {
+    if indexed
+        && let Some(index) = text_of(q).and_then(search::match_query)
+        && indexed_to(pool).await? > 0
+    {
+        // Above the text index's reach every row is read; below it only the rows it names.
+        let reach = format!(
+            "(SELECT indexed_to FROM {}.audit_text_state)",
+            search::SCHEMA
+        );
+        let mut qb = QueryBuilder::<Sqlite>::new("SELECT (SELECT COUNT(*) FROM audit_log");
+        push_filter(&mut qb, q, true);
+        qb.push(format!(
+            " AND id > {reach}) + (SELECT COUNT(*) FROM audit_log"
+        ));
+        push_filter(&mut qb, q, true);
+        qb.push(format!(
+            " AND id <= {reach} AND id IN (SELECT rowid FROM {}.audit_text WHERE audit_text \
+             MATCH ",
+            search::SCHEMA
+        ))
+        .push_bind(index)
+        .push("))");
+        let n: i64 = qb.build().fetch_one(pool).await?.try_get(0)?;
+        return Ok(codec::count(n));
+    }
     let mut qb = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM audit_log");
     match block_index(q, None) {
         // A time range with a tool or a caller: one seek into each block's part of the range,

@@ -622,7 +622,15 @@ pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 
 /// Removes a database file and the files SQLite and the store keep beside it.
 pub(crate) fn remove_db(path: &Path) {
-    for suffix in ["", "-wal", "-shm", ".lock"] {
+    for suffix in [
+        "",
+        "-wal",
+        "-shm",
+        ".lock",
+        ".search",
+        ".search-wal",
+        ".search-shm",
+    ] {
         let _ = std::fs::remove_file(with_suffix(path, suffix));
     }
 }

@@ -376,6 +376,20 @@ pub async fn close_window(
         .map_err(|e| internal("closing the window", e))
 }
 
+/// The UI's first view is drawn with its data: logs the time since the process started, once,
+/// and exits if `TOOLWARDEN_DESKTOP_EXIT_WHEN_INTERACTIVE=1` asked for one timed start.
+#[tauri::command]
+pub async fn report_interactive(
+    state: State<'_, Arc<Desktop>>,
+    app: tauri::AppHandle,
+) -> Reply<()> {
+    if state.startup.interactive() {
+        // Through the event loop, so the runtime closes as on any other exit.
+        app.exit(0);
+    }
+    Ok(())
+}
+
 /// Re-reads the config and policy files now (they are also watched); a refused change shows in
 /// the settings' `policyError`, and the previous policy stays.
 #[tauri::command]

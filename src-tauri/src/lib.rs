@@ -5,11 +5,13 @@
 //! pending confirmations: a confirmation approved here releases a call waiting in a CLI or agent
 //! process, and the other way round. Commands ([`commands`]) are thin adapters over tw-runtime
 //! that speak tw-protocol types; runtime events and changes in the pending confirmations are
-//! forwarded to the UI as Tauri events ([`watch`]).
+//! forwarded to the UI as Tauri events ([`watch`]). How long the app took to become usable is
+//! logged once the UI says so ([`Startup`]).
 
 pub mod commands;
 mod convert;
 mod options;
+mod startup;
 mod watch;
 
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use tauri::{Emitter, Manager};
 use tw_runtime::Runtime;
 
 pub use options::Options;
+pub use startup::Startup;
 
 /// What every command reaches through Tauri's state.
 pub struct Desktop {
@@ -32,6 +35,8 @@ pub struct Desktop {
     pub close_confirmed: AtomicBool,
     /// The HTTP endpoint (MCP and the admin API) this app hosts while it runs.
     pub endpoint: tw_protocol::Endpoint,
+    /// When the process started, for the time to interactive.
+    pub startup: Startup,
 }
 
 impl Desktop {
@@ -47,6 +52,7 @@ impl Desktop {
 /// `TOOLWARDEN_*` variables, then the config file, then platform defaults), opens the runtime,
 /// and shows the window. Exits with a message on stderr if the runtime cannot open.
 pub fn run() {
+    let startup = Startup::now();
     init_tracing();
     let options = match Options::from_args(std::env::args().skip(1)) {
         Ok(o) => o,
@@ -55,14 +61,19 @@ pub fn run() {
             std::process::exit(2);
         }
     };
-    if let Err(e) = run_app(tauri::Builder::default(), options) {
+    if let Err(e) = run_app(tauri::Builder::default(), options, startup) {
         eprintln!("toolwarden-desktop: {e:#}");
         std::process::exit(1);
     }
 }
 
-/// Builds and runs the app on `builder` (tests pass a mock builder).
-pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow::Result<()> {
+/// Builds and runs the app on `builder` (tests pass a mock builder), timing its start from
+/// `startup`.
+pub fn run_app(
+    builder: tauri::Builder<tauri::Wry>,
+    options: Options,
+    startup: Startup,
+) -> anyhow::Result<()> {
     let lock = options.lock_single_instance()?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -112,6 +123,7 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
         pending: AtomicUsize::new(0),
         close_confirmed: AtomicBool::new(false),
         endpoint,
+        startup,
     });
     let app = builder
         .manage(Arc::clone(&desktop))
@@ -134,6 +146,7 @@ pub fn run_app(builder: tauri::Builder<tauri::Wry>, options: Options) -> anyhow:
             commands::report::export_audit,
             commands::report::audit_report,
             commands::close_window,
+            commands::report_interactive,
             commands::reload_policy,
             commands::skills::list_skills,
             commands::skills::get_skill,

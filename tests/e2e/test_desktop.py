@@ -3,11 +3,13 @@ tauri-driver and WebKitWebDriver under Xvfb, next to the real `toolwarden` CLI o
 directory. Run by scripts/test-desktop (which builds everything and installs the drivers).
 
 Each test gets a fresh data directory and workspace. Screenshots of the pages are written to
-docs/screenshots/ as the tests pass through them.
+docs/screenshots/ as the tests pass through them. The app's log (what tauri-driver and the app
+write) is kept in the test's temporary directory, as app.log.
 """
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -32,6 +34,8 @@ APP = Path(os.environ.get("TW_DESKTOP", TARGET / "debug" / "toolwarden-desktop")
 CLI = Path(os.environ.get("TW_CLI", TARGET / "debug" / "toolwarden"))
 SHOTS = REPO / "docs" / "screenshots"
 WAIT = 20
+# The app's own log line saying how long it took to become interactive (src-tauri/src/startup.rs).
+APP_LOG = "warn,chromiumoxide::handler=error,tw_desktop::startup=info"
 
 
 def free_port():
@@ -50,7 +54,7 @@ def places(tmp_path):
     config.write_text(
         f'license_tier = "pro"\nworkspace = ["{ws}"]\n[serve]\nlisten = "127.0.0.1:0"\n'
     )
-    return {"data": data, "ws": ws, "config": config}
+    return {"data": data, "ws": ws, "config": config, "log": tmp_path / "app.log"}
 
 
 def cli(places, *args, wait=True):
@@ -64,11 +68,14 @@ def cli(places, *args, wait=True):
 def app(places):
     """The desktop app on the test's data directory, through a tauri-driver of its own."""
     port = free_port()
-    driver_proc = subprocess.Popen(
-        ["tauri-driver", "--port", str(port), "--native-port", str(free_port())],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    # The app inherits tauri-driver's environment and output (through WebKitWebDriver).
+    with open(places["log"], "wb") as log:
+        driver_proc = subprocess.Popen(
+            ["tauri-driver", "--port", str(port), "--native-port", str(free_port())],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RUST_LOG": APP_LOG},
+        )
     try:
         deadline = time.time() + WAIT
         while True:
@@ -123,9 +130,33 @@ def wait_for(driver, css, timeout=WAIT):
     )
 
 
+def interactive_ms(places, timeout=WAIT):
+    """The app's own time from its process's start to its first view drawn with its data, from
+    its log line (the UI reports it once the tools list is drawn)."""
+    deadline = time.time() + timeout
+    while True:
+        m = re.search(r"interactive after (\d+) ms", places["log"].read_text(errors="replace"))
+        if m:
+            return int(m.group(1))
+        if time.time() > deadline:
+            raise AssertionError(f"the app logged no time to interactive in {places['log']}")
+        time.sleep(0.1)
+
+
 def shot(driver, name):
     SHOTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+def test_the_app_logs_how_long_it_took_to_become_interactive(app, places):
+    # A figure to read, not a goal checked: this is the build the tests drive (debug unless
+    # TW_DESKTOP says otherwise); scripts/bench desktop times the release build.
+    ms = interactive_ms(places)
+    build = APP.parent.name if APP.parent.name in ("debug", "release") else str(APP)
+    print(f"\ndesktop e2e: interactive after {ms} ms ({build} build)")
+    assert ms > 0
+    # Reported only once the tools list was drawn: its rows are there already.
+    assert app.find_elements(By.CSS_SELECTOR, "#tools-table tbody tr")
 
 
 def test_a_cli_call_waiting_for_approval_is_approved_in_the_app_and_audited(app, places):

@@ -2,6 +2,7 @@
 //! the left nav and its keyboard shortcuts, the app-wide error banner, and the background work
 //! that does not belong to one page: the clock, the confirmation poll and the event listeners.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use leptos::ev;
@@ -197,6 +198,31 @@ impl AppState {
             self.report(&e);
         }
     }
+}
+
+/// Tells the shell, once per page load, that the console is usable: its first view has its data
+/// and has been drawn. The shell times its start by this (`commands::REPORT_INTERACTIVE`). A
+/// timeout queued in an animation frame runs after that frame is painted.
+pub(crate) fn report_interactive() {
+    thread_local! {
+        static SENT: Cell<bool> = const { Cell::new(false) };
+    }
+    if SENT.with(|s| s.replace(true)) {
+        return;
+    }
+    request_animation_frame(|| {
+        set_timeout(
+            || {
+                leptos::task::spawn_local(async {
+                    // Only the shell's log and timed starts use the answer; the person has
+                    // nothing to do about a failure.
+                    let _: Result<(), IpcError> =
+                        ipc::invoke(commands::REPORT_INTERACTIVE, &()).await;
+                });
+            },
+            Duration::ZERO,
+        );
+    });
 }
 
 /// The whole console.

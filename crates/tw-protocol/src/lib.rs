@@ -57,6 +57,9 @@ pub mod commands {
     /// no parameters -> `()`: closes the window after the person confirmed it
     /// ([`crate::events::CLOSE_REQUESTED`]).
     pub const CLOSE_WINDOW: &str = "close_window";
+    /// no parameters -> `()`: the UI's first view is drawn with its data; the shell logs how
+    /// long its start took (once).
+    pub const REPORT_INTERACTIVE: &str = "report_interactive";
     /// no parameters -> [`crate::Settings`]: re-reads the config and policy files now.
     pub const RELOAD_POLICY: &str = "reload_policy";
     /// no parameters -> `Vec<`[`crate::SkillSummary`]`>` (the skills directory, by name).
@@ -93,7 +96,7 @@ pub mod commands {
     pub const GET_CHAIN_RUN: &str = "get_chain_run";
 
     /// Every command, for the capability file and its test.
-    pub const ALL: [&str; 31] = [
+    pub const ALL: [&str; 32] = [
         LIST_TOOLS,
         GET_TOOL,
         SET_TOOL_ENABLED,
@@ -112,6 +115,7 @@ pub mod commands {
         EXPORT_AUDIT,
         AUDIT_REPORT,
         CLOSE_WINDOW,
+        REPORT_INTERACTIVE,
         RELOAD_POLICY,
         LIST_SKILLS,
         GET_SKILL,

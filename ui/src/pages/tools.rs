@@ -62,7 +62,12 @@ pub(crate) fn load_tools(state: AppState) {
         if let Err(e) = &r {
             state.report(e);
         }
+        let loaded = r.is_ok();
         tools.list.set(r.into());
+        // The tools list is the first view the app opens on.
+        if loaded {
+            crate::app::report_interactive();
+        }
     });
 }
 

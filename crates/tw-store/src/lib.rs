@@ -228,7 +228,7 @@ impl Store {
         // Records a process left in the tail (it was killed before moving them) move now.
         writer.settle().await?;
         let indexer = index.and_then(|index| {
-            search::Indexer::start(&path, &index)
+            search::Indexer::start(&path, &index, writer.commit_counter())
                 .map_err(|e| {
                     tracing::warn!(error = %e, "no audit text index; text searches read the log");
                 })

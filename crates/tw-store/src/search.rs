@@ -8,8 +8,9 @@
 //!
 //! - Indexing costs about as much CPU per byte of text as the rest of a call's record put
 //!   together. In the store's file its write transactions would hold the write lock that every
-//!   call's audit record waits for; in a file of its own it never touches the audit path, and at
-//!   nice 19 it takes the CPU only when the calls leave it.
+//!   call's audit record waits for; in a file of its own it never touches the audit path. It
+//!   works when the log has been quiet for [`QUIET`] (no commit by this process), or when it has
+//!   fallen [`MAX_LAG`] rows behind, and at nice 19 it takes the CPU only when the calls leave it.
 //! - It is derived data. A missing, damaged or older-format file is rebuilt from the log; nothing
 //!   is lost with it.
 //!
@@ -22,7 +23,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,15 @@ const CHUNK_BYTES: usize = 4 << 20;
 /// How long the indexer sleeps when it has caught up (the writer's moves do not wake it: new rows
 /// wait at most this long, and searches read them directly meanwhile).
 const IDLE: Duration = Duration::from_millis(500);
+
+/// How long the log must have been quiet (no commit by this process) before the indexer works:
+/// it yields to the calls, so a burst of calls does not share the CPU and the disk with it.
+const QUIET: Duration = Duration::from_millis(100);
+
+/// How far the index may fall behind before it works through the calls anyway (at nice 19): a
+/// search reads the rows above the index directly, and this keeps them within about half of one
+/// page's direct window (`TEXT_SCAN_WINDOW`).
+const MAX_LAG: i64 = 8_000;
 
 /// How long it waits after a failure (another process holding the index, a full disk).
 const RETRY: Duration = Duration::from_secs(5);
@@ -207,13 +217,14 @@ pub(crate) struct Indexer {
 }
 
 impl Indexer {
-    /// Starts indexing the log of `store` into `index`.
-    pub(crate) fn start(store: &Path, index: &Path) -> Result<Self> {
+    /// Starts indexing the log of `store` into `index`; `commits` counts this process's commits
+    /// to the log (the indexer waits for it to stand still).
+    pub(crate) fn start(store: &Path, index: &Path, commits: Arc<AtomicU64>) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let (store, index, flag) = (store.to_owned(), index.to_owned(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("tw-audit-text".into())
-            .spawn(move || run(&store, &index, &flag))
+            .spawn(move || run(&store, &index, &flag, &commits))
             .map_err(|source| StoreError::Io {
                 path: PathBuf::from("tw-audit-text thread"),
                 source,
@@ -246,7 +257,7 @@ impl Drop for Indexer {
     }
 }
 
-fn run(store: &Path, index: &Path, stop: &AtomicBool) {
+fn run(store: &Path, index: &Path, stop: &AtomicBool, commits: &AtomicU64) {
     // Lowest priority for this thread only (on Linux, a thread id names one thread): the calls
     // come first. Failing to lower it only makes indexing compete as an equal.
     let tid = rustix::thread::gettid();
@@ -254,6 +265,7 @@ fn run(store: &Path, index: &Path, stop: &AtomicBool) {
         tracing::debug!(error = %e, "the audit text indexer runs at normal priority");
     }
     let mut conns: Option<(Connection, Connection)> = None;
+    let mut seen = commits.load(Ordering::Relaxed);
     while !stop.load(Ordering::Acquire) {
         if conns.is_none() {
             match connect(store, index) {
@@ -268,6 +280,18 @@ fn run(store: &Path, index: &Path, stop: &AtomicBool) {
         let Some((log, text)) = conns.as_mut() else {
             continue;
         };
+        // Calls are being recorded: wait for a quiet spell, unless the index is too far behind.
+        let now = commits.load(Ordering::Relaxed);
+        if now != seen {
+            seen = now;
+            match lag(log, text) {
+                Ok(behind) if behind < MAX_LAG => {
+                    std::thread::park_timeout(QUIET);
+                    continue;
+                }
+                _ => {}
+            }
+        }
         let pause = match index_some(log, text, stop) {
             Ok(0) => IDLE,
             Ok(_) => Duration::ZERO,
@@ -297,6 +321,13 @@ fn connect(store: &Path, index: &Path) -> rusqlite::Result<(Connection, Connecti
     text.busy_timeout(Duration::ZERO)?;
     text.pragma_update(None, "synchronous", "NORMAL")?;
     Ok((log, text))
+}
+
+/// How many ids the log is ahead of the index.
+fn lag(log: &Connection, text: &Connection) -> rusqlite::Result<i64> {
+    let newest: i64 = log.query_row("SELECT IFNULL(MAX(id), 0) FROM audit_log", [], |r| r.get(0))?;
+    let reach: i64 = text.query_row("SELECT indexed_to FROM audit_text_state", [], |r| r.get(0))?;
+    Ok(newest - reach)
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {

@@ -30,7 +30,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{ErrorCode, OpenFlags};
@@ -78,8 +78,8 @@ pub(crate) struct Writer {
     busy_timeout: Duration,
     /// False after a write failed for a reason other than the record itself, until one succeeds.
     healthy: AtomicBool,
-    /// Commits made so far.
-    batches: AtomicU64,
+    /// Commits made so far (shared with the text indexer, which waits for a quiet spell).
+    batches: Arc<AtomicU64>,
     /// Records this process has put in the tail since its last move.
     tail: AtomicU64,
     /// Whether a background move is scheduled or running.
@@ -122,7 +122,7 @@ impl Writer {
             max_batch: max_batch.max(1),
             busy_timeout: audit.busy_timeout,
             healthy: AtomicBool::new(true),
-            batches: AtomicU64::new(0),
+            batches: Arc::new(AtomicU64::new(0)),
             tail: AtomicU64::new(0),
             moving: AtomicBool::new(false),
         })
@@ -134,6 +134,11 @@ impl Writer {
 
     pub(crate) fn is_healthy(&self) -> bool {
         !self.queue().closed && self.healthy.load(Ordering::Acquire)
+    }
+
+    /// The counter of commits, for a watcher that wants to know when the log is quiet.
+    pub(crate) fn commit_counter(&self) -> Arc<AtomicU64> {
+        self.batches.clone()
     }
 
     pub(crate) fn batches(&self) -> u64 {

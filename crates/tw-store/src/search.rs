@@ -325,7 +325,8 @@ fn connect(store: &Path, index: &Path) -> rusqlite::Result<(Connection, Connecti
 
 /// How many ids the log is ahead of the index.
 fn lag(log: &Connection, text: &Connection) -> rusqlite::Result<i64> {
-    let newest: i64 = log.query_row("SELECT IFNULL(MAX(id), 0) FROM audit_log", [], |r| r.get(0))?;
+    let newest: i64 =
+        log.query_row("SELECT IFNULL(MAX(id), 0) FROM audit_log", [], |r| r.get(0))?;
     let reach: i64 = text.query_row("SELECT indexed_to FROM audit_text_state", [], |r| r.get(0))?;
     Ok(newest - reach)
 }

@@ -28,11 +28,17 @@ pub fn json_len(value: &Value) -> usize {
                 5
             }
         }
-        Value::Number(n) => {
-            let mut counted = Count(0);
-            let _ = std::io::Write::write_fmt(&mut counted, format_args!("{n}"));
-            counted.0
-        }
+        // Integers (most numbers in an output: sizes, counts, lines) by their digits; only
+        // floats go through the formatter.
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => digits(u),
+            (None, Some(i)) => 1 + digits(i.unsigned_abs()),
+            (None, None) => {
+                let mut counted = Count(0);
+                let _ = std::io::Write::write_fmt(&mut counted, format_args!("{n}"));
+                counted.0
+            }
+        },
         Value::String(s) => quoted_len(s),
         // Brackets, commas between items.
         Value::Array(items) => {
@@ -49,22 +55,33 @@ pub fn json_len(value: &Value) -> usize {
     }
 }
 
+/// How many decimal digits `n` is written with.
+fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
 /// The length of `s` as a JSON string: quotes, and serde_json's escapes (`\"`, `\\` and the
 /// short forms of five control characters take two bytes; other control characters `\u00XX`).
 fn quoted_len(s: &str) -> usize {
-    // Summed in byte lanes, 32 bytes at a time (at most 5 each, so no lane overflows): this
-    // vectorizes, about 0.1 ns a byte where a per-byte branch costs over 1.
-    let bytes = s.as_bytes();
-    let mut chunks = bytes.chunks_exact(32);
+    // Summed in 32 byte lanes (at most 5 a byte, so a lane holds 51 chunks before it could
+    // overflow): this vectorizes, about 0.13 ns a byte where a per-byte branch costs over 1, and
+    // the lanes are added up once per 51 chunks rather than once per chunk (a fifth faster).
+    const LANES: usize = 32;
     let mut extra = 0;
-    for chunk in &mut chunks {
-        extra += usize::from(chunk.iter().fold(0u8, |acc, &b| acc + escape_extra(b)));
+    for block in s.as_bytes().chunks(LANES * 51) {
+        let mut lanes = [0u8; LANES];
+        let (chunks, rest) = block.as_chunks::<LANES>();
+        for chunk in chunks {
+            for (lane, &b) in lanes.iter_mut().zip(chunk) {
+                *lane += escape_extra(b);
+            }
+        }
+        extra += lanes.iter().map(|&n| usize::from(n)).sum::<usize>();
+        extra += rest
+            .iter()
+            .map(|&b| usize::from(escape_extra(b)))
+            .sum::<usize>();
     }
-    extra += chunks
-        .remainder()
-        .iter()
-        .map(|&b| usize::from(escape_extra(b)))
-        .sum::<usize>();
     s.len() + 2 + extra
 }
 
@@ -156,11 +173,18 @@ mod tests {
             json!(0),
             json!(-17),
             json!(u64::MAX),
+            json!(i64::MIN),
+            json!(9),
+            json!(10),
+            json!(-10),
             json!(1.5e300),
             json!(-0.000_123),
             json!(""),
             json!(every_byte),
             json!("héllo \u{2028} \u{1f600} \"quoted\" back\\slash"),
+            // Long enough for whole blocks of lanes, with escapes in and between them.
+            json!(every_byte.repeat(40)),
+            json!(format!("{}\"{}", "\u{1}".repeat(3000), "x\\".repeat(1000))),
             json!([]),
             json!({}),
             json!([1, "a", null, [], {}]),

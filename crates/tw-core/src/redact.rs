@@ -30,12 +30,32 @@ const SECRET_EXACT: &[&str] = &["auth", "pwd", "bearer", "setcookie"];
 
 /// Whether a key names a secret.
 pub fn is_secret_key(key: &str) -> bool {
+    // Every key of every call and of every JSON output is asked, and most are short ASCII:
+    // those are normalized on the stack rather than into a new string.
+    let mut buf = [0u8; 32];
+    if key.is_ascii() && key.len() <= buf.len() {
+        let mut len = 0;
+        for b in key
+            .bytes()
+            .filter(|b| !matches!(b, b'_' | b'-' | b'.' | b' '))
+        {
+            buf[len] = b.to_ascii_lowercase();
+            len += 1;
+        }
+        return names_secret(&buf[..len]);
+    }
     let norm: String = key
         .chars()
         .filter(|c| !matches!(c, '_' | '-' | '.' | ' '))
         .flat_map(char::to_lowercase)
         .collect();
-    SECRET_EXACT.contains(&norm.as_str()) || SECRET_SUFFIXES.iter().any(|s| norm.ends_with(s))
+    names_secret(norm.as_bytes())
+}
+
+/// Whether a normalized key is, or ends with, a secret word.
+fn names_secret(norm: &[u8]) -> bool {
+    SECRET_EXACT.iter().any(|w| norm == w.as_bytes())
+        || SECRET_SUFFIXES.iter().any(|s| norm.ends_with(s.as_bytes()))
 }
 
 /// A copy of `value` with every secret-keyed value, at any depth, replaced by [`REDACTED`].
@@ -100,5 +120,46 @@ mod tests {
             })
         );
         assert!(!needs_redaction(&json!({"path": "x", "n": [1, {"a": 2}]})));
+    }
+
+    #[test]
+    fn keys_are_compared_normalized() {
+        let keys = [
+            "api_key",
+            "X-Api-Key",
+            "github.token",
+            "SESSION ID",
+            "AUTH",
+            "Pwd",
+            "set-cookie",
+            // The Kelvin sign lowercases to an ASCII `k`.
+            "api_\u{212a}ey",
+            "max_tokens",
+            "author",
+            "oauth",
+            "pwds",
+            "tokenizer",
+            "a_very_long_key_name_that_ends_in_a_password",
+            "a_very_long_key_name_that_ends_in_a_passport",
+            "",
+            "_-. ",
+        ];
+        let secret: Vec<_> = keys.iter().filter(|k| is_secret_key(k)).collect();
+        assert_eq!(
+            secret,
+            [
+                "api_key",
+                "X-Api-Key",
+                "github.token",
+                "SESSION ID",
+                "AUTH",
+                "Pwd",
+                "set-cookie",
+                "api_\u{212a}ey",
+                "a_very_long_key_name_that_ends_in_a_password",
+            ]
+            .iter()
+            .collect::<Vec<_>>()
+        );
     }
 }

@@ -107,6 +107,26 @@ pub struct ParameterSchema {
 struct Inner {
     id: u64,
     value: Value,
+    /// The `format` each top-level property declares, read once: policy asks for every key of
+    /// every call, and most schemas declare none.
+    formats: Vec<(String, String)>,
+}
+
+impl Inner {
+    fn new(value: Value) -> Self {
+        let formats = value
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, p)| Some((key.clone(), p.get("format")?.as_str()?.to_owned())))
+            .collect();
+        Self {
+            id: NEXT_SCHEMA_ID.fetch_add(1, Ordering::Relaxed),
+            value,
+            formats,
+        }
+    }
 }
 
 impl ParameterSchema {
@@ -127,26 +147,31 @@ impl ParameterSchema {
     pub fn any(value: Value) -> Result<Self, SchemaError> {
         check(&value)?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                id: NEXT_SCHEMA_ID.fetch_add(1, Ordering::Relaxed),
-                value,
-            }),
+            inner: Arc::new(Inner::new(value)),
         })
     }
 
     /// The empty parameter list: an object with no properties, and no others allowed.
     pub fn no_parameters() -> Self {
         Self {
-            inner: Arc::new(Inner {
-                id: NEXT_SCHEMA_ID.fetch_add(1, Ordering::Relaxed),
-                value: serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            }),
+            inner: Arc::new(Inner::new(
+                serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            )),
         }
     }
 
     /// The schema document.
     pub fn value(&self) -> &Value {
         &self.inner.value
+    }
+
+    /// The `format` a top-level property declares (`"path"`, `"uri"`...), if it declares one.
+    pub fn declared_format(&self, property: &str) -> Option<&str> {
+        self.inner
+            .formats
+            .iter()
+            .find(|(key, _)| key == property)
+            .map(|(_, format)| format.as_str())
     }
 
     /// Process-unique id of this checked value.

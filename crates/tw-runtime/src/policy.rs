@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use tw_core::policy::compile::BUILTIN_FILE;
 use tw_core::policy::{Policy, PolicyDoc, PolicyEnv, PolicyError, PolicySource};
+use tw_sandbox::Workspace;
 
 use crate::config::Config;
 
@@ -96,11 +97,14 @@ pub fn describe(policy: &Policy) -> String {
     }
 }
 
-/// The policy environment of a runtime: the host resolver, home and first workspace root.
-pub(crate) fn env(base: &Path) -> PolicyEnv {
+/// The policy environment of a runtime: the host resolver (which checks paths beneath the
+/// workspace's roots first), home and the first workspace root, canonical as the workspace
+/// opened it.
+pub(crate) fn env(workspace: &Arc<Workspace>) -> PolicyEnv {
+    let base = workspace.roots().first().and_then(|r| r.to_str());
     PolicyEnv {
         home: crate::paths::home_dir().and_then(|h| h.to_str().map(str::to_owned)),
-        base: base.to_str().unwrap_or("/").to_owned(),
-        resolver: Arc::new(tw_sandbox::HostResolver::new()),
+        base: base.unwrap_or("/").to_owned(),
+        resolver: Arc::new(tw_sandbox::HostResolver::beneath(Arc::clone(workspace))),
     }
 }

@@ -110,13 +110,13 @@ impl Runtime {
             clock,
             resolver,
         } = options;
-        let Some(first_root) = workspace.first().cloned() else {
+        if workspace.is_empty() {
             return Err(RuntimeError::NoWorkspace);
-        };
+        }
         let skills_dir = crate::skills::skills_dir(&config, &workspace);
         let chains_dir = crate::chains::chains_dir(&config, &workspace);
         let workspace = Arc::new(Workspace::open(&workspace)?);
-        let policy = crate::policy::load(&config, crate::policy::env(&first_root))?;
+        let policy = crate::policy::load(&config, crate::policy::env(&workspace))?;
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
         store_options.synchronous = config.audit_synchronous;
         let store = Store::open(store_options).await?;

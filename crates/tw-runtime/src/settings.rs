@@ -215,7 +215,7 @@ impl SettingsService {
             },
             None => Ok(Config::default()),
         }?;
-        let env = crate::policy::env(&self.shared.first_root());
+        let env = crate::policy::env(&self.shared.workspace);
         crate::policy::load(&config, env)
             .map(|p| (p, config))
             .map_err(|e| e.to_string())

@@ -180,6 +180,11 @@ impl WsPath {
         self.shown.clone()
     }
 
+    /// The path as the workspace shows it, without a copy.
+    pub fn into_display(self) -> String {
+        self.shown
+    }
+
     /// The path as the workspace shows it, borrowed.
     pub(crate) fn shown(&self) -> &str {
         &self.shown
@@ -312,27 +317,29 @@ impl Workspace {
         };
 
         let mut rel = PathBuf::new();
-        let mut names = Vec::new();
+        let mut joined = String::with_capacity(user_path.len());
         let mut depth = 0usize;
         for c in rest.components() {
-            match c {
-                Component::CurDir => {}
+            let name = match c {
+                Component::CurDir => continue,
                 Component::ParentDir => {
                     depth = depth.checked_sub(1).ok_or_else(outside)?;
-                    rel.push("..");
-                    names.push("..".into());
+                    OsStr::new("..")
                 }
                 Component::Normal(name) => {
                     depth += 1;
-                    rel.push(name);
-                    names.push(name.to_string_lossy());
+                    name
                 }
                 Component::RootDir | Component::Prefix(_) => {
                     return Err(PathError::invalid(user_path, "the path is malformed"));
                 }
+            };
+            rel.push(name);
+            if !joined.is_empty() {
+                joined.push('/');
             }
+            joined.push_str(&name.to_string_lossy());
         }
-        let joined = names.join("/");
         let shown = if root == 0 {
             if joined.is_empty() {
                 ".".to_owned()
@@ -347,6 +354,54 @@ impl Workspace {
             }
         };
         Ok(WsPath { root, rel, shown })
+    }
+
+    /// Whether `path` is already the canonical path of something that exists: an absolute path
+    /// under a root, written without `.`, `..` or empty names, that the kernel resolves beneath
+    /// that root's descriptor through no symbolic link at all. One system call answers it
+    /// (`openat2` with `O_PATH` and `RESOLVE_NO_SYMLINKS`, or `readlinkat` for a single name),
+    /// where `realpath` reads every component from `/`: policy asks this of every path argument,
+    /// so it is on every file call's path. `false` only means "not known this way": the caller
+    /// then canonicalizes the general way.
+    ///
+    /// The root's own path is the one canonicalized when the workspace opened: roots are trusted
+    /// configuration, and this is the directory every file tool opens beneath. Like `realpath`,
+    /// the answer holds for the moment it is given; a link swapped in afterwards is seen by the
+    /// next question, because nothing here is remembered between calls.
+    pub fn is_canonical(&self, path: &str) -> bool {
+        let Some((root, rel)) = self
+            .roots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((i, path.strip_prefix(r.to_str()?)?)))
+            .filter(|(_, rest)| rest.is_empty() || rest.starts_with('/'))
+            .max_by_key(|(_, rest)| std::cmp::Reverse(rest.len()))
+        else {
+            return false;
+        };
+        let Some(rel) = rel.strip_prefix('/') else {
+            return true; // the root itself
+        };
+        if rel.split('/').any(|name| matches!(name, "" | "." | "..")) {
+            return false;
+        }
+        let dir = self.fds[root].as_fd();
+        if !rel.contains('/') {
+            // One name: `readlinkat` tells a symlink (it answers) from anything else (EINVAL)
+            // and from nothing, in half the time of opening it.
+            return matches!(
+                rustix::fs::readlinkat(dir, rel, Vec::new()),
+                Err(Errno::INVAL)
+            );
+        }
+        openat2_beneath(
+            dir,
+            Path::new(rel),
+            OFlags::PATH,
+            Mode::empty(),
+            NO_SYMLINKS,
+        )
+        .is_ok()
     }
 
     /// The descriptor of `p`'s root.

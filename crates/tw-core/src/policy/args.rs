@@ -90,17 +90,20 @@ enum Kind {
 }
 
 fn kind_of_key(key: &str) -> Kind {
-    let k = key.to_ascii_lowercase();
+    // Compared without case, in place (every key of every call is asked).
+    let k = key.as_bytes();
+    let eq = |name: &str| k.eq_ignore_ascii_case(name.as_bytes());
     // `path`, `input_path`: the name itself, or ending in `_name`.
     let is = |names: &[&str]| {
         names.iter().any(|n| {
-            k.strip_suffix(n)
-                .is_some_and(|prefix| prefix.is_empty() || prefix.ends_with('_'))
+            k.len().checked_sub(n.len()).is_some_and(|cut| {
+                k[cut..].eq_ignore_ascii_case(n.as_bytes()) && (cut == 0 || k[cut - 1] == b'_')
+            })
         })
     };
-    if is(&["url", "uri", "href", "endpoint", "link"]) || k == "urls" {
+    if is(&["url", "uri", "href", "endpoint", "link"]) || eq("urls") {
         Kind::Url
-    } else if is(&["host", "hostname", "domain"]) || k == "hosts" || k == "domains" {
+    } else if is(&["host", "hostname", "domain"]) || eq("hosts") || eq("domains") {
         Kind::Host
     } else if is(&[
         "path",
@@ -115,8 +118,8 @@ fn kind_of_key(key: &str) -> Kind {
         "source",
         "src",
         "target",
-    ]) || k == "paths"
-        || k == "files"
+    ]) || eq("paths")
+        || eq("files")
     {
         Kind::Path
     } else {
@@ -135,16 +138,15 @@ fn kind_of_format(format: &str) -> Option<Kind> {
 
 /// The schema's `format` for a top-level property, if it declares one.
 fn declared_format<'a>(def: Option<&'a ToolDefinition>, key: &str) -> Option<&'a str> {
-    def?.parameters
-        .value()
-        .get("properties")?
-        .get(key)?
-        .get("format")?
-        .as_str()
+    def?.parameters.declared_format(key)
 }
 
-fn escape_pointer(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
+fn escape_pointer(key: &str) -> std::borrow::Cow<'_, str> {
+    if key.contains(['~', '/']) {
+        key.replace('~', "~0").replace('/', "~1").into()
+    } else {
+        key.into()
+    }
 }
 
 fn url_regex() -> Option<&'static regex::Regex> {
@@ -669,5 +671,89 @@ impl ArgLayer {
                 format!("the arguments pass {count} argument rule(s)"),
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::targets;
+    use crate::definition::{ToolCategory, ToolDefinition};
+    use crate::{ParameterSchema, ToolGroup, ToolName};
+
+    /// What each key's string is read as (`path`, `url`, `host` or `text`), for a tool whose
+    /// parameter schema is `schema`.
+    fn check(schema: serde_json::Value, keys: &[(&str, &str)]) {
+        let def = ToolDefinition::new(
+            ToolName::new("t").unwrap(),
+            "test",
+            ToolCategory::System,
+            ToolGroup::new("test").unwrap(),
+            ParameterSchema::parameters(schema).unwrap(),
+        );
+        let got: Vec<(&str, &str)> = keys
+            .iter()
+            .map(|&(key, _)| {
+                let t = targets(Some(&def), &json!({ key: "x" }), None);
+                let kind = if !t.paths.is_empty() {
+                    "path"
+                } else if !t.urls.is_empty() {
+                    "url"
+                } else if !t.hosts.is_empty() {
+                    "host"
+                } else {
+                    "text"
+                };
+                (key, kind)
+            })
+            .collect();
+        assert_eq!(got, keys);
+    }
+
+    #[test]
+    fn keys_say_what_their_strings_name_whatever_their_case() {
+        check(
+            json!({"type": "object"}),
+            &[
+                ("path", "path"),
+                ("input_path", "path"),
+                ("Output_PATH", "path"),
+                ("xpath", "text"),
+                ("_path", "path"),
+                ("FILES", "path"),
+                ("cwd", "path"),
+                ("url", "url"),
+                ("callback_URL", "url"),
+                ("urls", "url"),
+                ("curl", "text"),
+                ("hostname", "host"),
+                ("Domains", "host"),
+                ("ghost", "text"),
+                ("pathé", "text"),
+                ("", "text"),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_declared_format_outranks_the_key() {
+        check(
+            json!({"type": "object", "properties": {
+                "where": {"type": "string", "format": "path"},
+                "next": {"type": "string", "format": "uri"},
+                "path": {"type": "string", "format": "hostname"},
+                "url": {"type": "string", "format": "date"},
+                "plain": {"type": "string"}
+            }}),
+            &[
+                ("where", "path"),
+                ("next", "url"),
+                ("path", "host"),
+                ("url", "url"),
+                ("plain", "text"),
+            ],
+        );
     }
 }

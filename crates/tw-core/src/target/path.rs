@@ -34,26 +34,47 @@ pub fn expand_home(path: &str, home: Option<&str>) -> String {
 /// `.`, `..` and repeated slashes removed, no trailing slash. `..` above `/` stays at `/`. A
 /// relative `base` is taken as relative to `/`.
 pub fn normalize_path(path: &str, base: &str, home: Option<&str>) -> String {
-    let path = expand_home(path, home);
+    // Policy normalizes every path argument of every call: the common path (no home to expand)
+    // is read where it lies and written once.
+    let expanded;
+    let path = match (home_prefix(path), home) {
+        (Some(_), Some(_)) => {
+            expanded = expand_home(path, home);
+            expanded.as_str()
+        }
+        _ => path,
+    };
     if path.starts_with('/') {
-        lexical(&path)
+        lexical_parts(&[path])
     } else {
-        lexical(&format!("{base}/{path}"))
+        lexical_parts(&[base, path])
     }
 }
 
 fn lexical(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
+    lexical_parts(&[path])
+}
+
+/// The lexical normal form of `pieces` joined with `/`, written into one string.
+fn lexical_parts(pieces: &[&str]) -> String {
+    let mut out = String::with_capacity(pieces.iter().map(|p| p.len() + 1).sum());
+    for part in pieces.iter().flat_map(|p| p.split('/')) {
         match part {
             "" | "." => {}
             ".." => {
-                parts.pop();
+                let parent = out.rfind('/').unwrap_or(0);
+                out.truncate(parent);
             }
-            part => parts.push(part),
+            part => {
+                out.push('/');
+                out.push_str(part);
+            }
         }
     }
-    format!("/{}", parts.join("/"))
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
 }
 
 /// Whether path patterns tell upper from lower case. Use `Insensitive` where the file system

@@ -130,7 +130,7 @@ impl BuiltinTool for ReadFile {
                 let ws = Arc::clone(&ctx.workspace);
                 blocking(move || sfs::read_file(&ws, &a.path, opts).map_err(failure)).await?
             };
-            output(&out)
+            Ok(out.into_json())
         })
     }
 }

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -307,16 +308,27 @@ impl Pipeline {
             output: None,
             execution: execution(),
         };
-        let ran = tokio::select! {
-            biased;
-            r = tool.call(&ctx, &call.arguments) => r,
-            () = tokio::time::sleep(limit) => {
-                ctx.cancel.cancel();
-                return Err(fail(ToolStatus::Timeout, ErrorCode::TIMEOUT, format!("tool {} did not finish within {} ms", def.name, limit.as_millis())));
-            }
-            () = cancel.cancelled() => {
-                return Err(fail(ToolStatus::Cancelled, ErrorCode::CANCELLED, "the call was cancelled".to_owned()));
-            }
+        // Most built-ins are done on their first poll (the file tools' small operations run
+        // inline), so that poll comes before a timer is made: a timer entry made and dropped
+        // unused cost a tenth of a governed no-op call. The deadline is fixed before the poll,
+        // so a tool that waits gets the same limit, and one that is done wins as it would first
+        // in the biased select.
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut running = tool.call(&ctx, &call.arguments);
+        let first = std::future::poll_fn(|cx| Poll::Ready(running.as_mut().poll(cx))).await;
+        let ran = match first {
+            Poll::Ready(r) => r,
+            Poll::Pending => tokio::select! {
+                biased;
+                r = &mut running => r,
+                () = tokio::time::sleep_until(deadline) => {
+                    ctx.cancel.cancel();
+                    return Err(fail(ToolStatus::Timeout, ErrorCode::TIMEOUT, format!("tool {} did not finish within {} ms", def.name, limit.as_millis())));
+                }
+                () = cancel.cancelled() => {
+                    return Err(fail(ToolStatus::Cancelled, ErrorCode::CANCELLED, "the call was cancelled".to_owned()));
+                }
+            },
         };
         ran.map(|output| Produced {
             output,

@@ -552,6 +552,60 @@ async fn policy_files_reload_on_change_and_a_broken_change_keeps_the_last_good_p
     );
 }
 
+/// Policy checks where a path leads afresh on every call (issue 20 made that check one system
+/// call beneath the workspace root, remembering nothing): a file or a directory swapped for a
+/// link to a forbidden place between two calls is judged as the link on the second.
+#[tokio::test]
+async fn a_path_swapped_for_a_link_between_calls_is_judged_where_it_now_leads() {
+    let install = Install::new(
+        "[policy]\nallow = [\"read_file\"]\n\
+         [[policy.rules]]\nname = \"secrets\"\nforbid_paths = [\"private\"]\n",
+    );
+    let ws = install.path("ws");
+    for dir in ["docs", "private"] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap();
+    }
+    for file in ["notes.txt", "docs/a.txt", "private/a.txt"] {
+        std::fs::write(ws.join(file), "x\n").unwrap();
+    }
+    let rt = install.open().await.unwrap();
+    let read = |path: &'static str| {
+        let rt = &rt;
+        async move {
+            let r = rt
+                .execute(rt.call("read_file", json!({ "path": path }), caller()))
+                .await;
+            (path, r.status, code(&r).map(str::to_owned))
+        }
+    };
+    let ok = |path| (path, ToolStatus::Success, None);
+    let forbidden = |path| {
+        (
+            path,
+            ToolStatus::PermissionDenied,
+            Some("path_forbidden".to_owned()),
+        )
+    };
+    assert_eq!(
+        vec![read("notes.txt").await, read("docs/a.txt").await],
+        vec![ok("notes.txt"), ok("docs/a.txt")]
+    );
+    std::fs::remove_file(ws.join("notes.txt")).unwrap();
+    std::os::unix::fs::symlink("private/a.txt", ws.join("notes.txt")).unwrap();
+    std::fs::remove_dir_all(ws.join("docs")).unwrap();
+    std::os::unix::fs::symlink("private", ws.join("docs")).unwrap();
+    assert_eq!(
+        vec![read("notes.txt").await, read("docs/a.txt").await],
+        vec![forbidden("notes.txt"), forbidden("docs/a.txt")]
+    );
+    let r = rt
+        .execute(rt.call("read_file", json!({"path": "notes.txt"}), caller()))
+        .await;
+    let message = r.error.map(|e| e.message).unwrap_or_default();
+    assert!(message.contains("it leads to"), "{message}");
+    rt.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 /// An edit applies without a restart; an edit that does not load refuses the skill (issue 15:
 /// keeping the last good version would keep a skill wider than the one its author now wants).

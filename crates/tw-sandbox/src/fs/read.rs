@@ -11,7 +11,7 @@ use std::io::{self, Read};
 
 use rustix::fs::{FileType, Mode, OFlags};
 
-use super::{BINARY_SNIFF, ReadOptions, ReadOutput};
+use super::{BINARY_SNIFF, ReadOptions, ReadOutput, has_nul};
 use crate::workspace::{PathError, Workspace};
 
 /// Upper bound of the read buffer.
@@ -85,7 +85,7 @@ pub fn read_file(ws: &Workspace, path: &str, opts: ReadOptions) -> Result<ReadOu
             Err(e) => return Err(PathError::io(path, e)),
         };
         let chunk = &buf[..n];
-        if offset < BINARY_SNIFF && chunk[..n.min(BINARY_SNIFF - offset)].contains(&0) {
+        if offset < BINARY_SNIFF && has_nul(&chunk[..n.min(BINARY_SNIFF - offset)]) {
             return Err(binary());
         }
         if !utf8.feed(chunk) {
@@ -96,6 +96,26 @@ pub fn read_file(ws: &Workspace, path: &str, opts: ReadOptions) -> Result<ReadOu
 
         let mut pos = 0;
         while pos < n {
+            if line >= start && end == u64::MAX {
+                // Every line from here on is wanted (a whole file, or all from `start`): the rest
+                // of the chunk is copied at once, up to the budget, and its newlines counted,
+                // rather than line by line (which cost most of a small file's read).
+                let rest = &chunk[pos..];
+                let take = rest.len().min(max_bytes - out.len());
+                let copied = &rest[..take];
+                out.extend_from_slice(copied);
+                let newlines = count_newlines(copied);
+                if let Some(&final_byte) = copied.last() {
+                    // The line the last copied byte belongs to.
+                    last = line + newlines - u64::from(final_byte == b'\n');
+                }
+                if take < rest.len() {
+                    truncated = true;
+                    break 'read;
+                }
+                line += newlines;
+                break;
+            }
             if line > end {
                 // If the rest of the file is already in memory, counting its lines is nearly
                 // free; one more read confirms nothing was appended since the fstat.
@@ -148,7 +168,7 @@ pub fn read_file(ws: &Workspace, path: &str, opts: ReadOptions) -> Result<ReadOu
         (_, false) => line,
     });
     Ok(ReadOutput {
-        path: p.display(),
+        path: p.into_display(),
         content,
         size,
         start_line: start,
@@ -156,6 +176,15 @@ pub fn read_file(ws: &Workspace, path: &str, opts: ReadOptions) -> Result<ReadOu
         total_lines,
         truncated,
     })
+}
+
+/// The number of `\n` in `bytes`, summed in byte lanes so that it vectorizes.
+fn count_newlines(bytes: &[u8]) -> u64 {
+    // At most 255 per lane before it is widened, so no lane overflows.
+    bytes
+        .chunks(255)
+        .map(|block| u64::from(block.iter().fold(0u8, |n, &b| n + u8::from(b == b'\n'))))
+        .sum()
 }
 
 /// Validates UTF-8 across chunk boundaries without copying the chunks.

@@ -184,6 +184,17 @@ fn read_whole_files() {
 }
 
 #[test]
+fn read_output_as_json_is_what_serialize_writes() {
+    for out in [
+        read_out("one\ntwo\n", 8, (1, 2), Some(2), false),
+        read_out("a \"quoted\" é", 40, (3, 3), None, true),
+    ] {
+        let serialized = serde_json::to_string(&out).unwrap();
+        assert_eq!(out.into_json().to_string(), serialized);
+    }
+}
+
+#[test]
 fn read_caps_at_max_bytes_on_a_character_boundary() {
     let f = Fixture::new();
     f.file("euro.txt", "ab€cd\nnext\n");
@@ -242,6 +253,18 @@ fn read_line_ranges() {
             (Some(2), Some(4), 3),
             read_out("b\nc", 10, (2, 3), None, true),
         ),
+        // Open-ended: the rest of each buffer is taken at once, and the cut still says which
+        // line it fell in.
+        ((Some(2), None, 3), read_out("b\nc", 10, (2, 3), None, true)),
+        ((None, None, 4), read_out("a\nb\n", 10, (1, 2), None, true)),
+        (
+            (Some(5), None, 100),
+            read_out("e\n", 10, (5, 5), Some(5), false),
+        ),
+        (
+            (Some(7), None, 100),
+            read_out("", 10, (7, 6), Some(5), false),
+        ),
     ];
     for ((start, end, max), expect) in cases {
         check(
@@ -286,6 +309,20 @@ fn read_line_ranges_across_buffer_boundaries() {
         (whole.content == text, whole.total_lines, whole.truncated),
         (true, Some(20_000), false)
     );
+    // Cut in the second buffer, inside the `é` of line 7,778 (bytes 100,004 and 100,005): the
+    // content stops before it.
+    let cut = f.read("big.txt", None, None, 100_005).unwrap();
+    let expect = &text[..100_004];
+    assert_eq!(
+        (
+            cut.content.as_str(),
+            cut.end_line,
+            cut.total_lines,
+            cut.truncated
+        ),
+        (expect, 7_778, None, true)
+    );
+    assert!(expect.ends_with("\nline 7778 "));
 }
 
 #[test]

@@ -20,7 +20,7 @@ use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 use super::{
     BINARY_SNIFF, DirEntry, EntryKind, ListOptions, ListOutput, SearchMatch, SearchOptions,
-    SearchOutput,
+    SearchOutput, has_nul,
 };
 use crate::workspace::{NO_SYMLINKS, PathError, Workspace, WsPath, openat2_beneath};
 
@@ -194,7 +194,7 @@ fn read_text<'b>(
     }
     buf.clear();
     File::from(fd).take(max).read_to_end(buf).ok()?;
-    if buf[..buf.len().min(BINARY_SNIFF)].contains(&0) {
+    if has_nul(&buf[..buf.len().min(BINARY_SNIFF)]) {
         return None;
     }
     std::str::from_utf8(buf).ok()

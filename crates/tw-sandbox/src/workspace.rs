@@ -375,7 +375,7 @@ impl Workspace {
             .enumerate()
             .filter_map(|(i, r)| Some((i, path.strip_prefix(r.to_str()?)?)))
             .filter(|(_, rest)| rest.is_empty() || rest.starts_with('/'))
-            .max_by_key(|(_, rest)| std::cmp::Reverse(rest.len()))
+            .min_by_key(|(_, rest)| rest.len())
         else {
             return false;
         };

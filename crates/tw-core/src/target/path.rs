@@ -1,6 +1,8 @@
 //! Lexical path normalization and path allow/forbid globs. Pure string work: the home directory and
 //! base directory are passed in, and symlinks are the runtime's business.
 
+use std::borrow::Cow;
+
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use super::{TargetError, shown};
@@ -24,9 +26,15 @@ fn home_prefix(text: &str) -> Option<usize> {
 /// for `~user`, the text is returned unchanged. A `$HOME` later in the text is left alone: only a
 /// shell would expand it, and only the leading position is unambiguous.
 pub fn expand_home(path: &str, home: Option<&str>) -> String {
+    with_home(path, home).into_owned()
+}
+
+/// [`expand_home`], borrowing `path` when there is no home to expand (policy normalizes every
+/// path argument of every call, and most name none).
+fn with_home<'a>(path: &'a str, home: Option<&str>) -> Cow<'a, str> {
     match (home_prefix(path), home) {
-        (Some(n), Some(home)) => format!("{home}{}", &path[n..]),
-        _ => path.to_owned(),
+        (Some(n), Some(home)) => Cow::Owned(format!("{home}{}", &path[n..])),
+        _ => Cow::Borrowed(path),
     }
 }
 
@@ -34,20 +42,11 @@ pub fn expand_home(path: &str, home: Option<&str>) -> String {
 /// `.`, `..` and repeated slashes removed, no trailing slash. `..` above `/` stays at `/`. A
 /// relative `base` is taken as relative to `/`.
 pub fn normalize_path(path: &str, base: &str, home: Option<&str>) -> String {
-    // Policy normalizes every path argument of every call: the common path (no home to expand)
-    // is read where it lies and written once.
-    let expanded;
-    let path = match (home_prefix(path), home) {
-        (Some(_), Some(_)) => {
-            expanded = expand_home(path, home);
-            expanded.as_str()
-        }
-        _ => path,
-    };
+    let path = with_home(path, home);
     if path.starts_with('/') {
-        lexical_parts(&[path])
+        lexical(&path)
     } else {
-        lexical_parts(&[base, path])
+        lexical_parts(&[base, &path])
     }
 }
 

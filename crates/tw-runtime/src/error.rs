@@ -255,6 +255,7 @@ pub fn store_kind(e: &StoreError) -> ErrorKind {
         | StoreError::Migrate { .. }
         | StoreError::WriterClosed
         | StoreError::WriteFailed(_)
+        | StoreError::Database(_)
         | StoreError::Export(_) => ErrorKind::Unavailable,
         StoreError::Sqlx(_) if e.is_busy() => ErrorKind::Unavailable,
         StoreError::Sqlx(_) | StoreError::Corrupt { .. } => ErrorKind::Internal,

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
 
 use crate::codec;
@@ -109,31 +109,29 @@ pub struct ChainRunQuery {
 const COLUMNS: &str = "id, chain, trace_id, agent_id, skill, user_id, status, input, output, \
      error, steps, started_at, completed_at";
 
-pub(crate) async fn start(conn: &mut SqliteConnection, run: &NewChainRun) -> Result<()> {
-    sqlx::query(
+/// Records a run as started: on the audit connection, in place (`Writer::write_in_place`).
+pub(crate) fn start(conn: &rusqlite::Connection, run: &NewChainRun) -> rusqlite::Result<()> {
+    conn.prepare_cached(
         "INSERT INTO chain_runs (id, chain, trace_id, agent_id, skill, user_id, status, input, \
          steps, started_at, owner) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
-    )
-    .bind(run.id.clone())
-    .bind(run.chain.clone())
-    .bind(run.trace_id.clone())
-    .bind(run.agent_id.clone())
-    .bind(run.skill.clone())
-    .bind(run.user_id.clone())
-    .bind(run.input.to_string())
-    .bind(run.steps.to_string())
-    .bind(run.started_at)
-    .bind(run.owner.clone())
-    .execute(&mut *conn)
-    .await?;
+    )?
+    .execute(rusqlite::params![
+        run.id,
+        run.chain,
+        run.trace_id,
+        run.agent_id,
+        run.skill,
+        run.user_id,
+        run.input.to_string(),
+        run.steps.to_string(),
+        run.started_at,
+        run.owner,
+    ])?;
     Ok(())
 }
 
-pub(crate) async fn finish(
-    conn: &mut SqliteConnection,
-    id: &str,
-    end: &ChainRunEnd,
-) -> Result<bool> {
+/// Whether `end` says how a run ends.
+pub(crate) fn check_end(end: &ChainRunEnd) -> Result<()> {
     if !matches!(
         end.status.as_str(),
         "completed" | "failed" | "cancelled" | "timeout" | "interrupted"
@@ -143,19 +141,30 @@ pub(crate) async fn finish(
             message: format!("{:?} is not how a run ends", end.status),
         });
     }
-    let done = sqlx::query(
-        "UPDATE chain_runs SET status = ?, output = ?, error = ?, steps = ?, completed_at = ? \
-         WHERE id = ? AND status = 'running'",
-    )
-    .bind(end.status.clone())
-    .bind(end.output.as_ref().map(Value::to_string))
-    .bind(end.error.clone())
-    .bind(end.steps.to_string())
-    .bind(end.completed_at)
-    .bind(id.to_owned())
-    .execute(&mut *conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(())
+}
+
+/// Records how a run ended (see [`check_end`]), on the audit connection in place; false if it
+/// was not running.
+pub(crate) fn finish(
+    conn: &rusqlite::Connection,
+    id: &str,
+    end: &ChainRunEnd,
+) -> rusqlite::Result<bool> {
+    let done = conn
+        .prepare_cached(
+            "UPDATE chain_runs SET status = ?, output = ?, error = ?, steps = ?, completed_at = ? \
+             WHERE id = ? AND status = 'running'",
+        )?
+        .execute(rusqlite::params![
+            end.status,
+            end.output.as_ref().map(Value::to_string),
+            end.error,
+            end.steps.to_string(),
+            end.completed_at,
+            id,
+        ])?;
+    Ok(done == 1)
 }
 
 pub(crate) async fn get(pool: &SqlitePool, id: &str) -> Result<Option<ChainRunRow>> {

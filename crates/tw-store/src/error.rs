@@ -83,6 +83,10 @@ pub enum StoreError {
     /// SQLite reported an error.
     #[error("database error: {0}")]
     Sqlx(#[from] sqlx::Error),
+    /// SQLite reported an error on the connection writes made in place use
+    /// (`Writer::write_in_place`); busy after the busy timeout included.
+    #[error("database error: {0}")]
+    Database(String),
     /// Writing an export failed.
     #[error("cannot write the export: {0}")]
     Export(std::io::Error),

@@ -698,15 +698,16 @@ impl Store {
     pub async fn start_chain_run(&self, run: NewChainRun) -> Result<()> {
         self.inner
             .writer
-            .with_conn(async |conn| chains::start(conn, &run).await)
+            .write_in_place(|conn| chains::start(conn, &run))
             .await
     }
 
     /// Records how a run ended; false if it was not running (already ended or unknown).
     pub async fn finish_chain_run(&self, id: &str, end: ChainRunEnd) -> Result<bool> {
+        chains::check_end(&end)?;
         self.inner
             .writer
-            .with_conn(async |conn| chains::finish(conn, id, &end).await)
+            .write_in_place(|conn| chains::finish(conn, id, &end))
             .await
     }
 

@@ -184,6 +184,34 @@ impl Writer {
         .await
     }
 
+    /// Runs `work` (one statement, or a transaction it makes itself) on the audit connection, in
+    /// place and alone, as the audit append does: no hop to sqlx's worker thread. For the small
+    /// writes on a call's path that belong to its record, such as a chain run's row. Another
+    /// process's write lock is waited out asynchronously, `work` being tried again, up to the
+    /// busy timeout; `work` must leave nothing behind when it fails.
+    pub(crate) async fn write_in_place<T>(
+        &self,
+        mut work: impl FnMut(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        let mut guard = self.conns.lock().await;
+        let mut busy = Backoff::new(self.busy_timeout);
+        loop {
+            let conns = guard.as_mut().ok_or(StoreError::WriterClosed)?;
+            match work(&conns.audit) {
+                Ok(out) => return Ok(out),
+                Err(e) if is_busy(&e) => {
+                    if !busy.wait().await {
+                        return Err(StoreError::Database(format!(
+                            "another process held the database's write lock for longer than {:?}",
+                            self.busy_timeout
+                        )));
+                    }
+                }
+                Err(e) => return Err(StoreError::Database(e.to_string())),
+            }
+        }
+    }
+
     /// Appends a record and returns its id once it is committed.
     pub(crate) async fn append(&self, record: Encoded) -> Result<i64> {
         let (reply, answer) = oneshot::channel();
@@ -750,6 +778,65 @@ mod tests {
             .unwrap();
         assert_eq!(store.get("exec-00002").await.unwrap().unwrap().id, id);
         assert!(store.is_healthy());
+        store.close().await;
+    }
+    #[tokio::test]
+    async fn a_chain_run_written_in_place_waits_out_another_process_and_fails_closed_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tw.db");
+        let mut options = StoreOptions::new(&path);
+        options.busy_timeout = Duration::from_millis(300);
+        let store = Store::open(options).await.unwrap();
+        let run = |id: &str| crate::NewChainRun {
+            id: id.to_owned(),
+            chain: "c".to_owned(),
+            trace_id: "t".to_owned(),
+            agent_id: "a".to_owned(),
+            skill: None,
+            user_id: None,
+            input: serde_json::json!({"q": 1}),
+            steps: serde_json::json!([]),
+            started_at: 1,
+            owner: None,
+        };
+        // Locked past the busy timeout: the write fails with the reason, nothing is in the file.
+        let mut other = hold_write_lock(&path).await;
+        let started = Instant::now();
+        let err = store.start_chain_run(run("r1")).await.unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(err.to_string().contains("write lock"), "{err}");
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        assert!(store.chain_run("r1").await.unwrap().is_none());
+        // Locked for less than the timeout: the write waits (without holding a thread) and lands.
+        let mut other = hold_write_lock(&path).await;
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+        });
+        store.start_chain_run(run("r2")).await.unwrap();
+        release.await.unwrap();
+        let end = crate::ChainRunEnd {
+            status: "completed".to_owned(),
+            output: Some(serde_json::json!("done")),
+            error: None,
+            steps: serde_json::json!([]),
+            completed_at: 2,
+        };
+        assert!(store.finish_chain_run("r2", end.clone()).await.unwrap());
+        // Ended once: a second end changes nothing; an end that is no end is refused.
+        assert!(!store.finish_chain_run("r2", end.clone()).await.unwrap());
+        let bad = crate::ChainRunEnd {
+            status: "running".to_owned(),
+            ..end
+        };
+        let err = store.finish_chain_run("r2", bad).await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidQuery { .. }), "{err}");
+        let row = store.chain_run("r2").await.unwrap().unwrap();
+        assert_eq!(
+            (row.status.as_str(), row.output),
+            ("completed", Some(serde_json::json!("done")))
+        );
+        assert_eq!(row.input, serde_json::json!({"q": 1}));
         store.close().await;
     }
 }

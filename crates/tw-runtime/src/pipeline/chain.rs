@@ -92,7 +92,38 @@ struct StepDone {
     error: Option<String>,
 }
 
+impl StepDone {
+    /// A step (or item) whose task ended without an answer: it panicked.
+    fn lost(why: String) -> Self {
+        Self {
+            status: StepStatus::Failed,
+            output: Value::Null,
+            attempts: 0,
+            execution_ids: Vec::new(),
+            error: Some(format!("the step's task failed: {why}")),
+        }
+    }
+}
+
 type StepFuture = Pin<Box<dyn Future<Output = (usize, StepDone)> + Send>>;
+
+/// A step's (or `for_each` item's) future: polled in place when it is the only one in flight,
+/// in a task of its own otherwise. A call that never waits (a no-op, a small file read, its audit
+/// row committed in place) is done within one poll, so futures polled together in one task would
+/// run one after another; as tasks they spread over the runtime's threads and their audit rows
+/// share commits. `lost` answers for a task that panicked. The run's cancellation reaches a
+/// task through its token, as it reaches a future polled in place.
+fn in_flight<T: Send + 'static>(
+    run: impl Future<Output = T> + Send + 'static,
+    alone: bool,
+    lost: impl FnOnce(String) -> T + Send + 'static,
+) -> Pin<Box<dyn Future<Output = T> + Send>> {
+    if alone {
+        return Box::pin(run);
+    }
+    let task = tokio::spawn(run);
+    Box::pin(async move { task.await.unwrap_or_else(|e| lost(e.to_string())) })
+}
 
 /// Why the run stopped early.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -331,6 +362,8 @@ impl Pipeline {
     ) -> (Option<(Stop, String)>, HashMap<String, StepValue>) {
         let input = &call.arguments;
         let steps_cancel = cancel.child_token();
+        // Steps running in tasks of their own stop if this run goes away before they end.
+        let _stop_steps = steps_cancel.clone().drop_guard();
         let index: HashMap<&str, usize> = chain
             .steps
             .iter()
@@ -360,8 +393,9 @@ impl Pipeline {
         loop {
             if stop.is_none() {
                 // Start (or settle) every step whose needs have ended, in order, while slots last.
+                let mut launched = Vec::new();
                 for &i in &order {
-                    if running.len() >= slots {
+                    if running.len() + launched.len() >= slots {
                         break;
                     }
                     if states[i].status != StepStatus::Pending {
@@ -404,12 +438,8 @@ impl Pipeline {
                             states[i].status = StepStatus::Running;
                             states[i].started_at = Some(now);
                             self.announce_step(call, step, &states[i]);
-                            running.push(Box::pin(run_step(
-                                ctx.clone(),
-                                calls,
-                                steps_cancel.child_token(),
-                                i,
-                            )));
+                            let token = steps_cancel.child_token();
+                            launched.push((i, run_step(ctx.clone(), calls, token, i)));
                         }
                         Err(message) => {
                             settle(&mut states[i], StepStatus::Failed, now, message.clone());
@@ -423,6 +453,10 @@ impl Pipeline {
                             }
                         }
                     }
+                }
+                let alone = running.is_empty() && launched.len() == 1;
+                for (i, step) in launched {
+                    running.push(in_flight(step, alone, move |why| (i, StepDone::lost(why))));
                 }
             }
             if running.is_empty() {
@@ -607,21 +641,32 @@ async fn run_step(
         execution_ids: Vec::new(),
         error: None,
     };
+    let alone = slots == 1 || calls.len() == 1;
     let mut pending = calls.into_iter();
     let mut flight = FuturesUnordered::new();
     let items_cancel = cancel.child_token();
+    // Items running in tasks of their own stop if this step goes away before they end.
+    let _stop_items = items_cancel.clone().drop_guard();
     loop {
         while flight.len() < slots && done.status == StepStatus::Completed {
             let Some((arguments, item)) = pending.next() else {
                 break;
             };
-            flight.push(call_with_retries(
+            let one = call_with_retries(
                 ctx.clone(),
-                step,
+                index,
                 arguments,
                 item,
                 items_cancel.child_token(),
-            ));
+            );
+            flight.push(in_flight(one, alone, move |why| {
+                (
+                    item,
+                    0,
+                    Vec::new(),
+                    Err((StepStatus::Failed, format!("the item's task failed: {why}"))),
+                )
+            }));
         }
         let Some(one) = flight.next().await else {
             break;
@@ -657,7 +702,7 @@ async fn run_step(
 /// Gives the item, the attempts made, their execution ids, and the output or why it failed.
 async fn call_with_retries(
     ctx: RunContext,
-    step: &Step,
+    index: usize,
     arguments: Value,
     item: Option<usize>,
     cancel: CancellationToken,
@@ -667,6 +712,8 @@ async fn call_with_retries(
     Vec<String>,
     Result<Value, (StepStatus, String)>,
 ) {
+    let entry = Arc::clone(&ctx.entry);
+    let step = &entry.chain.steps[index];
     let (retries, backoff) = match step.on_error {
         OnError::Retry { max, backoff_ms } => (max, backoff_ms),
         _ => (0, 0),

@@ -154,6 +154,7 @@ fn bench(c: &mut Criterion) {
     for callers in [2usize, 64] {
         let per_caller = 40_000 / callers;
         let rt = s.rt.clone();
+        let commits_before = s.rt.store().batches_committed();
         let elapsed = s.tokio.block_on(async {
             let start = Instant::now();
             let mut tasks = Vec::new();
@@ -177,10 +178,12 @@ fn bench(c: &mut Criterion) {
         });
         let total = per_caller * callers;
         let goal = if callers == 2 { 25_000 } else { 40_000 };
+        let commits = s.rt.store().batches_committed() - commits_before;
         println!(
-            "pipeline summary: governed calls/s, 2 worker threads, {callers} callers: {:.0} (goal >= {goal}; {total} calls in {:.2?})",
+            "pipeline summary: governed calls/s, 2 worker threads, {callers} callers: {:.0} (goal >= {goal}; {total} calls in {:.2?}, {:.1} records per commit)",
             total as f64 / elapsed.as_secs_f64(),
-            elapsed
+            elapsed,
+            total as f64 / commits.max(1) as f64
         );
     }
     let batches = s.rt.store().batches_committed();

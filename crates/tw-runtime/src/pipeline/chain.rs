@@ -466,6 +466,13 @@ impl Pipeline {
                 biased;
                 done = running.next() => {
                     let Some((i, done)) = done else { break };
+                    // The caller's cancellation reaches the steps' calls directly, so a step
+                    // (its call ended on another thread) can report it before the branch below
+                    // sees it: the run was cancelled all the same.
+                    if stop.is_none() && cancel.is_cancelled() {
+                        stop = Some((Stop::Cancelled, String::new()));
+                        steps_cancel.cancel();
+                    }
                     let step = &chain.steps[i];
                     let st = &mut states[i];
                     st.status = done.status;

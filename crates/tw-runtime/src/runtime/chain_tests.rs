@@ -382,6 +382,58 @@ async fn cancelling_a_run_cancels_its_running_steps_and_each_keeps_its_row() {
     );
 }
 
+/// On a runtime with threads of its own, as the app and the server run, so each step's call can
+/// end on another thread and report its cancellation before the run's own task sees the cancel
+/// (the desktop e2e run met that order; here it is left to the scheduler). Either way the run is
+/// cancelled, every round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_cancels_its_parallel_steps_each_in_its_own_task() {
+    let f = fixture("").await;
+    let mut b = Chain::builder("wide").max_parallel(3);
+    for id in ["a", "b", "c"] {
+        b = b.step(StepBuilder::new(id, "nap").arg("seconds", "30"));
+    }
+    f.install(vec![b]);
+    let naps = |f: &Fixture| {
+        f.rt.pipeline()
+            .running_calls()
+            .iter()
+            .filter(|c| c.tool == "nap")
+            .count()
+    };
+    for round in 0..5 {
+        let call =
+            f.rt.call("chain__wide", json!({}), Caller::agent("agent-7"));
+        let id = call.execution_id.clone();
+        let cancel = CancellationToken::new();
+        let (rt, token) = (f.rt.clone(), cancel.clone());
+        let running = tokio::spawn(async move { rt.execute_with_cancel(call, token).await });
+        // Wait until all three steps' calls are running, then cancel the chain's.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while naps(&f) < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: the steps never all started"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let started = std::time::Instant::now();
+        cancel.cancel();
+        let r = running.await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(r.status, ToolStatus::Cancelled, "round {round}: {r:?}");
+        // Every step's call ended with its row before the chain's answer; none is left running.
+        assert_eq!(naps(&f), 0, "round {round}");
+        let (run, rows) = f.rt.chains().run(id.as_str()).await.unwrap();
+        assert_eq!(run.status, "cancelled", "round {round}");
+        assert_eq!(rows.len(), 3, "round {round}");
+        assert!(
+            rows.iter().all(|r| r.status == ToolStatus::Cancelled),
+            "round {round}: {rows:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn for_each_runs_the_step_once_per_item_and_collects_the_outputs() {
     let f = fixture("").await;

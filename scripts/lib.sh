@@ -6,7 +6,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 export PATH="$HOME/.cargo/bin:$PATH"
 cd "$REPO"
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+log() { printf '\033[1m==> %s %s\033[0m\n' "$(date +%T)" "$*" >&2; }
 
 # Installs the Debian packages not yet installed; no-op (and no apt call) when all are there.
 # Retries once after `apt-get update`, since a fresh machine's package lists may be stale.

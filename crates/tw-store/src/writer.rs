@@ -46,6 +46,9 @@ pub(crate) const WAL_AUTOCHECKPOINT_PAGES: u32 = 4096;
 
 type Pending = (Box<Encoded>, oneshot::Sender<Result<i64>>);
 
+/// Why a write waited out the busy timeout.
+const LOCK_HELD: &str = "another process held the database's write lock";
+
 #[derive(Default)]
 struct Queue {
     items: Vec<Pending>,
@@ -201,10 +204,7 @@ impl Writer {
                 Ok(out) => return Ok(out),
                 Err(e) if is_busy(&e) => {
                     if !busy.wait().await {
-                        return Err(StoreError::Database(format!(
-                            "another process held the database's write lock for longer than {:?}",
-                            self.busy_timeout
-                        )));
+                        return Err(StoreError::Database(self.held_too_long(LOCK_HELD)));
                     }
                 }
                 Err(e) => return Err(StoreError::Database(e.to_string())),
@@ -267,7 +267,7 @@ impl Writer {
                 Commit::Empty => return Err(StoreError::WriterClosed),
                 Commit::Busy => {
                     if !busy.wait().await {
-                        self.fail_next_batch("another process held the database's write lock");
+                        self.fail_next_batch(LOCK_HELD);
                     }
                 }
             }
@@ -313,6 +313,11 @@ impl Writer {
         }
     }
 
+    /// Why a write gave up: `why`, for longer than the busy timeout.
+    fn held_too_long(&self, why: &str) -> String {
+        format!("{why} for longer than {:?}", self.busy_timeout)
+    }
+
     /// Answers the records of the next batch with `why`: the database stayed locked.
     fn fail_next_batch(&self, why: &str) {
         let batch = self.take_batch();
@@ -321,7 +326,7 @@ impl Writer {
             why,
             "audit records could not be written"
         );
-        let message = format!("{why} for longer than {:?}", self.busy_timeout);
+        let message = self.held_too_long(why);
         for (_, reply) in batch {
             let _ = reply.send(Err(StoreError::WriteFailed(message.clone())));
         }
@@ -780,6 +785,7 @@ mod tests {
         assert!(store.is_healthy());
         store.close().await;
     }
+
     #[tokio::test]
     async fn a_chain_run_written_in_place_waits_out_another_process_and_fails_closed_after() {
         let dir = tempfile::tempdir().unwrap();

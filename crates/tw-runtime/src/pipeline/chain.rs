@@ -110,8 +110,8 @@ type StepFuture = Pin<Box<dyn Future<Output = (usize, StepDone)> + Send>>;
 /// A step's (or `for_each` item's) future: polled in place when it is the only one in flight,
 /// in a task of its own otherwise. A call that never waits (a no-op, a small file read, its audit
 /// row committed in place) is done within one poll, so futures polled together in one task would
-/// run one after another; as tasks they spread over the runtime's threads and their audit rows
-/// share commits. `lost` answers for a task that panicked. The run's cancellation reaches a
+/// run one after another; as tasks they spread over the runtime's threads. `lost` answers for a
+/// task that panicked. The run's cancellation reaches a
 /// task through its token, as it reaches a future polled in place.
 fn in_flight<T: Send + 'static>(
     run: impl Future<Output = T> + Send + 'static,
@@ -719,8 +719,7 @@ async fn call_with_retries(
     Vec<String>,
     Result<Value, (StepStatus, String)>,
 ) {
-    let entry = Arc::clone(&ctx.entry);
-    let step = &entry.chain.steps[index];
+    let step = &ctx.entry.chain.steps[index];
     let (retries, backoff) = match step.on_error {
         OnError::Retry { max, backoff_ms } => (max, backoff_ms),
         _ => (0, 0),

@@ -32,3 +32,11 @@ build_static_helper() {
   log "building tw-sandbox-helper (release, statically linked)"
   cargo rustc --locked --release -p tw-sandbox --bin tw-sandbox-helper -- -C target-feature=+crt-static
 }
+
+# Builds every binary and test of the workspace: the selection `cargo test --workspace` makes.
+# Cargo picks dependency features by the packages and targets a command selects, so each script
+# building its own selection (`-p tw-cli --bins`, `-p tw-desktop`) compiled most dependencies,
+# and our crates, again with other features: about 300 crates more in a cold run.
+build_workspace() {
+  cargo build --locked --workspace --bins --tests
+}

@@ -13,15 +13,15 @@
 //! Machine noise matters (2 shared cores): compare the figures printed by one run.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use serde_json::{Value, json};
 use tw_core::chain::{Chain, ChainBuilder, StepBuilder};
 use tw_core::{Caller, ToolStatus};
 use tw_runtime::chains::ChainEntry;
@@ -31,6 +31,35 @@ use tw_runtime::{Config, Runtime, RuntimeOptions};
 fn p50(mut samples: Vec<Duration>) -> Duration {
     samples.sort_unstable();
     samples[samples.len() / 2]
+}
+
+/// The p50 of each of `calls` (a tool and its arguments), taken in turn `rounds` times so that
+/// machine noise falls on all of them alike, from a task on the runtime as a transport's handler
+/// would call. Every call must succeed.
+fn in_turn<const K: usize>(
+    tokio: &tokio::runtime::Runtime,
+    rt: &Runtime,
+    caller: &Caller,
+    rounds: usize,
+    calls: [(&'static str, Value); K],
+) -> [Duration; K] {
+    let (rt, caller) = (rt.clone(), caller.clone());
+    let samples = tokio
+        .block_on(tokio.spawn(async move {
+            let mut s: [Vec<Duration>; K] = std::array::from_fn(|_| Vec::with_capacity(rounds));
+            for _ in 0..rounds {
+                for (k, (tool, args)) in calls.iter().enumerate() {
+                    let call = rt.call(tool, args.clone(), caller.clone());
+                    let t = Instant::now();
+                    let r = rt.execute(call).await;
+                    s[k].push(t.elapsed());
+                    assert_eq!(r.status, ToolStatus::Success, "{tool}: {r:?}");
+                }
+            }
+            s
+        }))
+        .unwrap();
+    samples.map(p50)
 }
 
 fn echo(id: &str) -> StepBuilder {
@@ -47,34 +76,8 @@ fn fetch(id: &str, port: u16) -> StepBuilder {
 
 /// Answers every request of every connection with a small page, [`WAIT`] after it came.
 async fn serve_slowly() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            tokio::spawn(async move {
-                let response =
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok";
-                let mut buf = vec![0u8; 4096];
-                let mut seen = Vec::new();
-                loop {
-                    let n = match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => n,
-                    };
-                    seen.extend_from_slice(&buf[..n]);
-                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                        seen.drain(..end + 4);
-                        tokio::time::sleep(WAIT).await;
-                        if socket.write_all(response).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    port
+    let response = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok";
+    common::serve(response.to_vec(), WAIT).await
 }
 
 fn chains(port: u16) -> Vec<ChainBuilder> {
@@ -163,34 +166,18 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
-    // The four kinds of call taken in turn, so that machine noise falls on all of them alike.
-    const N: usize = 1_500;
-    let samples = {
-        let (rt, caller) = (rt.clone(), caller.clone());
-        tokio
-            .block_on(tokio.spawn(async move {
-                let mut s: [Vec<Duration>; 4] = Default::default();
-                for _ in 0..N {
-                    for (k, tool) in ["echo", "chain__one", "chain__seq10", "chain__fan10"]
-                        .into_iter()
-                        .enumerate()
-                    {
-                        let args = if k == 0 {
-                            json!({"ping": 1})
-                        } else {
-                            json!({})
-                        };
-                        let call = rt.call(tool, args, caller.clone());
-                        let t = Instant::now();
-                        black_box(rt.execute(call).await);
-                        s[k].push(t.elapsed());
-                    }
-                }
-                s
-            }))
-            .unwrap()
-    };
-    let [call, one, seq, fan] = samples.map(p50);
+    let [call, one, seq, fan] = in_turn(
+        &tokio,
+        &rt,
+        &caller,
+        1_500,
+        [
+            ("echo", json!({"ping": 1})),
+            ("chain__one", json!({})),
+            ("chain__seq10", json!({})),
+            ("chain__fan10", json!({})),
+        ],
+    );
     let per_step = (seq.saturating_sub(one)) / 9;
     let engine = per_step.saturating_sub(call);
     let fixed = one.saturating_sub(per_step);
@@ -205,30 +192,17 @@ fn bench(c: &mut Criterion) {
         fan.as_secs_f64() / one.as_secs_f64()
     );
 
-    // Steps that wait, taken in turn like the above (fewer rounds: each takes 20 ms or more).
-    const W: usize = 100;
-    let samples = {
-        let (rt, caller) = (rt.clone(), caller.clone());
-        tokio
-            .block_on(tokio.spawn(async move {
-                let mut s: [Vec<Duration>; 2] = Default::default();
-                for _ in 0..W {
-                    for (k, tool) in ["chain__one_wait", "chain__fan10_wait"]
-                        .into_iter()
-                        .enumerate()
-                    {
-                        let call = rt.call(tool, json!({}), caller.clone());
-                        let t = Instant::now();
-                        let r = rt.execute(call).await;
-                        s[k].push(t.elapsed());
-                        assert_eq!(r.status, ToolStatus::Success, "{tool}: {r:?}");
-                    }
-                }
-                s
-            }))
-            .unwrap()
-    };
-    let [one_wait, fan_wait] = samples.map(p50);
+    // Steps that wait (fewer rounds: each takes 20 ms or more).
+    let [one_wait, fan_wait] = in_turn(
+        &tokio,
+        &rt,
+        &caller,
+        100,
+        [
+            ("chain__one_wait", json!({})),
+            ("chain__fan10_wait", json!({})),
+        ],
+    );
     println!(
         "steps that wait ({WAIT:?} each, an http_fetch): chain of 1 step p50 {one_wait:?}; 10 in parallel (10 slots) p50 {fan_wait:?}; fan-out / one step: {:.2}x (goal <= 1.5x; 10 in a row would be about {:.1}x)",
         fan_wait.as_secs_f64() / one_wait.as_secs_f64(),

@@ -8,6 +8,8 @@
 //! Machine noise matters (2 shared cores): compare the ratios printed by one run.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -16,7 +18,6 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use tw_core::{Caller, ToolStatus};
 use tw_runtime::net::StaticResolver;
 use tw_runtime::{Config, Runtime, RuntimeOptions};
@@ -25,40 +26,12 @@ const PAGE: usize = 16 * 1024;
 
 /// Serves the page on every request of every connection, keeping connections open.
 async fn serve() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let body = "<p>0123456789abcdef</p>\n".repeat(PAGE / 24 + 1)[..PAGE].to_owned();
-    let response = Arc::new(
-        format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .into_bytes(),
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
     );
-    tokio::spawn(async move {
-        loop {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let response = Arc::clone(&response);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut seen = Vec::new();
-                loop {
-                    let n = match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => n,
-                    };
-                    seen.extend_from_slice(&buf[..n]);
-                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                        seen.drain(..end + 4);
-                        if socket.write_all(&response).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    port
+    common::serve(response.into_bytes(), Duration::ZERO).await
 }
 
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {

@@ -111,8 +111,8 @@ type StepFuture = Pin<Box<dyn Future<Output = (usize, StepDone)> + Send>>;
 /// in a task of its own otherwise. A call that never waits (a no-op, a small file read, its audit
 /// row committed in place) is done within one poll, so futures polled together in one task would
 /// run one after another; as tasks they spread over the runtime's threads. `lost` answers for a
-/// task that panicked. The run's cancellation reaches a
-/// task through its token, as it reaches a future polled in place.
+/// task that panicked. The run's cancellation reaches a task through its token, as it reaches a
+/// future polled in place.
 fn in_flight<T: Send + 'static>(
     run: impl Future<Output = T> + Send + 'static,
     alone: bool,

@@ -222,3 +222,84 @@ fn an_invalid_config_refuses_to_start_with_its_location() {
     // Nothing ran, so nothing was recorded.
     assert!(!env.db().exists());
 }
+
+/// An attacker with the data directory: the database with its triggers dropped.
+fn tamper(env: &Env, sql: &str) {
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    let triggers: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    for t in triggers {
+        conn.execute_batch(&format!("DROP TRIGGER {t}")).unwrap();
+    }
+    conn.execute_batch(sql).unwrap();
+}
+
+#[test]
+fn audit_verify_passes_on_an_untouched_log_and_names_each_edit() {
+    let env = Env::new();
+    for i in 0..6 {
+        env.call("echo", json!({"message": format!("call {i}")}))
+            .ok();
+    }
+    // A checkpoint kept outside the data directory.
+    let saved = env.write(
+        "saved-checkpoint.jsonl",
+        &env.cmd(&["audit", "checkpoint"]).run().ok().stdout,
+    );
+    let run = env.cmd(&["audit", "verify"]).run().ok();
+    assert!(
+        run.stdout.contains("audit log: 6 records"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("ok: every record"), "{}", run.stdout);
+
+    // A record's result changed in place.
+    tamper(
+        &env,
+        "UPDATE audit_log SET status = 'permission_denied' WHERE id = 2",
+    );
+    let run = env.cmd(&["audit", "verify", "--json"]).run();
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let report = run.json();
+    assert_eq!(report["problems"][0]["log"], "audit");
+    assert_eq!(report["problems"][0]["id"], 2);
+    assert_eq!(report["problems"][0]["kind"], "edited");
+
+    // The last records removed, with the checkpoints in the database and beside it: the one
+    // saved elsewhere still shows the cut.
+    tamper(
+        &env,
+        "DELETE FROM audit_log WHERE id >= 5; DELETE FROM audit_checkpoints;",
+    );
+    let beside = env.db().with_file_name("toolwarden.db.checkpoints");
+    std::fs::remove_file(&beside).unwrap();
+    let saved = saved.to_str().unwrap();
+    let run = env
+        .cmd(&["audit", "verify", "--from-checkpoint", saved])
+        .run();
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("audit 2: Edited"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("audit 5: Truncated") && run.stdout.contains("5 to 6 were removed"),
+        "{}",
+        run.stdout
+    );
+    // A file that holds no checkpoint is refused as bad input, naming the line.
+    let bad = env.write("bad.jsonl", "{\"created_at\": 1}\n");
+    let run = env
+        .cmd(&[
+            "audit",
+            "verify",
+            "--from-checkpoint",
+            bad.to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(run.code, 8, "{}", run.stderr);
+    assert!(run.stderr.contains("bad.jsonl:1"), "{}", run.stderr);
+}

@@ -33,7 +33,73 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
             json,
         } => changes(rt, since.as_deref(), kind, limit, json).await,
         AuditCommand::Report { filter, json } => report(rt, &filter, json).await,
+        AuditCommand::Verify {
+            from_checkpoint,
+            json,
+        } => verify(rt, &from_checkpoint, json).await,
+        AuditCommand::Checkpoint => checkpoint(rt).await,
     }
+}
+
+async fn verify(rt: &Runtime, saved: &[std::path::PathBuf], as_json: bool) -> anyhow::Result<u8> {
+    let mut checkpoints = Vec::new();
+    for path in saved {
+        checkpoints
+            .extend(tw_store::read_checkpoints(path).map_err(tw_runtime::RuntimeError::from)?);
+    }
+    let report = rt.store().verify(checkpoints).await?;
+    let code = u8::from(!report.ok());
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(code);
+    }
+    let head = |h: &Option<tw_store::Head>| {
+        h.as_ref()
+            .map_or_else(|| "empty".to_owned(), |h| format!("up to {}", h.id))
+    };
+    outln!(
+        "audit log: {} records ({}); admin log: {} entries ({}); {} checkpoints read",
+        report.audit_records,
+        head(&report.audit_head),
+        report.admin_entries,
+        head(&report.admin_head),
+        report.checkpoints
+    )?;
+    match &report.latest_checkpoint {
+        Some(c) => outln!(
+            "newest checkpoint the logs still match: {} (audit up to {}); {} records after it are chained, not signed yet",
+            time(c.created_at),
+            c.audit_head_id,
+            report.audit_uncovered
+        )?,
+        None => {
+            outln!("no checkpoint covers the log yet (`toolwarden audit checkpoint` makes one)")?
+        }
+    }
+    if report.ok() {
+        outln!("ok: every record, output and checkpoint verifies")?;
+        return Ok(0);
+    }
+    outln!("TAMPERED: {} problems", report.problem_count)?;
+    for p in &report.problems {
+        let at = p.id.map_or_else(String::new, |id| format!(" {id}"));
+        outln!("  {}{at}: {:?}: {}", p.log, p.kind, p.message)?;
+    }
+    if report.problem_count > report.problems.len() as u64 {
+        outln!(
+            "  ... and {} more",
+            report.problem_count - report.problems.len() as u64
+        )?;
+    }
+    Ok(code)
+}
+
+async fn checkpoint(rt: &Runtime) -> anyhow::Result<u8> {
+    match rt.store().checkpoint().await? {
+        Some(c) => outln!("{}", serde_json::to_string(&c)?)?,
+        None => errln!("nothing was appended since the last checkpoint (or the log is empty)"),
+    }
+    Ok(0)
 }
 
 async fn list(

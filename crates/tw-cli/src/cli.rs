@@ -585,6 +585,24 @@ pub(crate) enum AuditCommand {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Check that neither the audit log nor the admin log was edited: recompute every record's
+    /// hash chain and output digest, check every signed checkpoint (the database's, the
+    /// `<database>.checkpoints` file's and any given) against its signature, this store's key and
+    /// the logs, and name the first edited, deleted, inserted or moved record. Exits 1 if
+    /// anything is wrong.
+    Verify {
+        /// Also check the checkpoints saved in this file (one JSON object a line, as
+        /// `toolwarden audit checkpoint` prints them): the log must still hold what they signed.
+        #[arg(long)]
+        from_checkpoint: Vec<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sign a checkpoint of both logs' heads now (one is made every 1,000 records or minute
+    /// anyway) and print it as one JSON line, to keep somewhere else for `verify
+    /// --from-checkpoint`.
+    Checkpoint,
     /// Usage per tool and per caller.
     Report {
         #[command(flatten)]

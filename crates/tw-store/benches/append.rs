@@ -168,7 +168,9 @@ fn main() {
                 "INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, skill, user_id, \
                  arguments, decision, explanation, status, error_code, error_message, output, \
                  output_sha256, output_bytes, truncated, started_at, completed_at, duration_us, \
-                 metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                 metadata, prev, hash) \
+                 VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?, zeroblob(32), zeroblob(32)) \
+                 RETURNING id",
             )
             .bind(r.execution_id)
             .bind(r.trace_id)

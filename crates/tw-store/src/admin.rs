@@ -7,9 +7,9 @@ use serde_json::Value;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
 
-use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::query::MAX_PAGE;
+use crate::{chain, codec};
 
 /// An administrative change, ready to append.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,20 +100,49 @@ pub(crate) fn encode(event: &AdminEvent) -> Result<String> {
     Ok(event.details.to_string())
 }
 
+/// Appends an event linked to the last one (see `chain`). `conn` must be in a transaction that
+/// holds the write lock (`Writer::transaction`), so no other process appends between the read of
+/// the last link and the insert.
 pub(crate) async fn append(
     conn: &mut SqliteConnection,
     event: &AdminEvent,
     details: String,
 ) -> Result<i64> {
+    let last: Option<Option<Vec<u8>>> =
+        sqlx::query_scalar("SELECT hash FROM admin_log ORDER BY id DESC LIMIT 1")
+            .fetch_optional(&mut *conn)
+            .await?;
+    let prev: [u8; 32] = match last {
+        None => chain::GENESIS,
+        Some(hash) => hash
+            .and_then(|h| h.try_into().ok())
+            .ok_or_else(|| StoreError::Corrupt {
+                what: "admin log, last entry".to_owned(),
+                message: "it has no chain hash".to_owned(),
+            })?,
+    };
+    let hash = chain::link(
+        chain::Log::Admin,
+        &prev,
+        [
+            chain::Field::Int(event.at),
+            chain::Field::Text(&event.actor),
+            chain::Field::Text(&event.kind),
+            chain::Field::Text(&event.summary),
+            chain::Field::Text(&details),
+        ],
+    );
     let id = sqlx::query_scalar(
-        "INSERT INTO admin_log (at, actor, kind, summary, details) VALUES (?, ?, ?, ?, ?) \
-         RETURNING id",
+        "INSERT INTO admin_log (at, actor, kind, summary, details, prev, hash) \
+         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
     )
     .bind(event.at)
     .bind(event.actor.clone())
     .bind(event.kind.clone())
     .bind(event.summary.clone())
     .bind(details)
+    .bind(prev.to_vec())
+    .bind(hash.to_vec())
     .fetch_one(&mut *conn)
     .await?;
     Ok(id)

@@ -10,8 +10,10 @@
 
 mod admin;
 mod capabilities;
+mod chain;
 mod chains;
 mod changes;
+mod checkpoint;
 mod codec;
 mod confirmations;
 mod error;
@@ -27,6 +29,7 @@ mod switches;
 mod timeline;
 mod tokens;
 mod tools;
+mod verify;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -46,6 +49,7 @@ pub use capabilities::{
 };
 pub use chains::{ChainRunEnd, ChainRunQuery, ChainRunRow, NewChainRun, RunningChainRun};
 pub use changes::{ChangeCounters, WATCHED_TABLES};
+pub use checkpoint::{Checkpoint, read_file as read_checkpoints};
 pub use confirmations::{
     ConfirmationQuery, ConfirmationRow, ConfirmationState, NewConfirmation, Resolution,
     ResolveOutcome,
@@ -66,6 +70,7 @@ pub use switches::{SwitchChange, SwitchOutcome, ToolSwitchRow};
 pub use timeline::{DEFAULT_SPAN_US, MAX_BUCKETS, TimelineCell, TimelineWindow};
 pub use tokens::{ApiTokenRow, NewApiToken};
 pub use tools::StoredTool;
+pub use verify::{Head, MAX_PROBLEMS, Problem, ProblemKind, VerifyReport};
 
 use record::Encoded;
 use writer::Writer;
@@ -113,6 +118,11 @@ pub struct StoreOptions {
     /// Keep the audit log's text index (`<path>.search`, see [`Store::text_index`]) and search
     /// through it. Without it a text search reads the log directly, a window at a time.
     pub text_index: bool,
+    /// A signed checkpoint of the logs' heads is made once this many records came in since the
+    /// last one...
+    pub checkpoint_every: u64,
+    /// ...or this long after it, if any did.
+    pub checkpoint_interval: Duration,
 }
 
 impl StoreOptions {
@@ -124,6 +134,8 @@ impl StoreOptions {
             max_batch: 512,
             busy_timeout: Duration::from_secs(5),
             text_index: true,
+            checkpoint_every: 1000,
+            checkpoint_interval: Duration::from_secs(60),
         }
     }
 }
@@ -141,6 +153,7 @@ struct Inner {
     writer: Writer,
     /// The text index's builder, when the store keeps one.
     indexer: Option<search::Indexer>,
+    checkpoints: checkpoint::Schedule,
 }
 
 impl Store {
@@ -225,8 +238,10 @@ impl Store {
             busy_timeout: options.busy_timeout,
         };
         let writer = Writer::open(&audit, conn, options.max_batch.clamp(1, 1000))?;
-        // Records a process left in the tail (it was killed before moving them) move now.
+        // Records a process left in the tail (it was killed before moving them) move now; then
+        // rows from before the hash chain, if any, are sealed, before anything else is written.
         writer.settle().await?;
+        writer.write_in_place(chain::seal).await?;
         let indexer = index.and_then(|index| {
             search::Indexer::start(&path, &index, writer.commit_counter())
                 .map_err(|e| {
@@ -234,14 +249,82 @@ impl Store {
                 })
                 .ok()
         });
-        Ok(Self {
+        let store = Self {
             inner: Arc::new(Inner {
                 path,
                 pool,
                 writer,
                 indexer,
+                checkpoints: checkpoint::Schedule::new(
+                    options.checkpoint_every,
+                    options.checkpoint_interval,
+                ),
             }),
-        })
+        };
+        store.start_checkpointing();
+        Ok(store)
+    }
+
+    /// Makes a signed checkpoint whenever one is due (see [`StoreOptions::checkpoint_every`]),
+    /// until the store is dropped or closed.
+    fn start_checkpointing(&self) {
+        let store = Arc::downgrade(&self.inner);
+        let (wake, interval) = (
+            self.inner.checkpoints.wake.clone(),
+            self.inner.checkpoints.interval,
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = wake.notified() => {}
+                    () = tokio::time::sleep(interval) => {}
+                }
+                let Some(inner) = store.upgrade() else { return };
+                if inner
+                    .checkpoints
+                    .closed
+                    .load(std::sync::atomic::Ordering::Acquire)
+                {
+                    return;
+                }
+                match (Store { inner }).checkpoint_if_due().await {
+                    Ok(_) => {}
+                    Err(StoreError::WriterClosed) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no audit checkpoint was made; the next try is in {interval:?}")
+                    }
+                }
+            }
+        });
+    }
+
+    /// Makes a checkpoint if the logs moved since the last one and it is due: `every` records
+    /// or `interval` since it (or there is none yet).
+    async fn checkpoint_if_due(&self) -> Result<Option<Checkpoint>> {
+        self.make_checkpoint(false).await
+    }
+
+    /// Makes a signed checkpoint of both logs' heads now, unless nothing was appended since the
+    /// last one; returns it. It goes into the database and into `<database>.checkpoints`.
+    pub async fn checkpoint(&self) -> Result<Option<Checkpoint>> {
+        self.make_checkpoint(true).await
+    }
+
+    async fn make_checkpoint(&self, now: bool) -> Result<Option<Checkpoint>> {
+        let inner = &self.inner;
+        (inner.checkpoints)
+            .make(&inner.writer, &inner.pool, &inner.path, now)
+            .await
+    }
+
+    /// Recomputes both logs' hash chains, checks every output against its digest and every
+    /// checkpoint (the database's, `<database>.checkpoints`, and `saved`) against its signature,
+    /// this store's key and the logs; says where each break is.
+    pub async fn verify(&self, saved: Vec<Checkpoint>) -> Result<VerifyReport> {
+        let path = self.inner.path.clone();
+        tokio::task::spawn_blocking(move || verify::verify(&path, &saved))
+            .await
+            .map_err(|e| StoreError::Database(format!("the verifier stopped: {e}")))?
     }
 
     /// The database file.
@@ -259,6 +342,10 @@ impl Store {
         let id = self.inner.writer.append(Encoded::new(record)).await?;
         if self.inner.writer.note_tail(1) {
             self.start_moving();
+        }
+        let c = &self.inner.checkpoints;
+        if c.since.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == c.every {
+            c.wake.notify_one();
         }
         Ok(id)
     }
@@ -431,7 +518,7 @@ impl Store {
         let details = admin::encode(&event)?;
         self.inner
             .writer
-            .with_conn(async |conn| admin::append(conn, &event, details).await)
+            .transaction(async |conn| admin::append(conn, &event, details).await)
             .await
     }
 
@@ -734,6 +821,15 @@ impl Store {
     /// Writes everything queued, stops the writer and closes the file. Appends after this fail
     /// with [`StoreError::WriterClosed`]. Safe to call more than once.
     pub async fn close(&self) {
+        // What this process appended is covered now if a checkpoint is due; otherwise by the
+        // next process's.
+        let c = &self.inner.checkpoints;
+        if !c.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            if let Err(e) = self.checkpoint_if_due().await {
+                tracing::warn!(error = %e, "no audit checkpoint was made on close");
+            }
+            c.wake.notify_one();
+        }
         if let Some(indexer) = &self.inner.indexer {
             indexer.close().await;
         }
@@ -843,3 +939,5 @@ mod search_tests;
 mod tests;
 #[cfg(test)]
 mod tokens_tests;
+#[cfg(test)]
+mod verify_tests;

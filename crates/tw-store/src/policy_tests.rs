@@ -193,7 +193,8 @@ async fn kinds_that_are_not_snake_case_are_refused_with_the_reason() {
     );
     let pool = raw(&dir).await;
     let err = sqlx::query(
-        "INSERT INTO admin_log (at, actor, kind, summary, details) VALUES (0, 'a', 'Bad', '', '{}')",
+        "INSERT INTO admin_log (at, actor, kind, summary, details, prev, hash) \
+         VALUES (0, 'a', 'Bad', '', '{}', zeroblob(32), zeroblob(32))",
     )
     .execute(&pool)
     .await

@@ -641,6 +641,8 @@ const CSV_HEADER: &[&str] = &[
     "output_sha256",
     "violation_type",
     "violation_severity",
+    "prev",
+    "hash",
 ];
 
 /// Rows fetched per round trip while exporting, so memory stays flat for any log size.
@@ -720,6 +722,8 @@ fn csv_fields(r: &AuditRow) -> impl Iterator<Item = String> {
             .as_ref()
             .map(|v| v.severity.as_str().to_owned())
             .unwrap_or_default(),
+        opt(&r.prev),
+        opt(&r.hash),
     ]
     .into_iter()
 }

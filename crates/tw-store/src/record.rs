@@ -102,6 +102,13 @@ pub struct AuditRow {
     pub duration_us: i64,
     /// Execution facts.
     pub metadata: Value,
+    /// The previous record's hash (hex), which this record's hash covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<String>,
+    /// This record's hash (hex) over `prev` and its content: the link `audit verify` checks
+    /// (docs/decisions/0035-verifiable-audit-log.md has the encoding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
 }
 
 /// What rule a call broke and how much it matters.
@@ -176,7 +183,7 @@ impl Encoded {
 /// The columns of `audit_log` in the order [`decode_row`] expects.
 pub(crate) const COLUMNS: &str = "id, execution_id, trace_id, tool, agent_id, skill, user_id, arguments, decision, \
      explanation, status, error_code, error_message, output, output_sha256, output_bytes, truncated, \
-     started_at, completed_at, duration_us, metadata, violation_type, violation_severity";
+     started_at, completed_at, duration_us, metadata, violation_type, violation_severity, prev, hash";
 
 fn json(id: i64, column: &str, text: &str) -> Result<Value> {
     codec::json(|| format!("audit row {id}, column {column}"), text)
@@ -235,6 +242,12 @@ pub(crate) fn decode_row(row: &SqliteRow) -> Result<AuditRow> {
         completed_at: row.try_get("completed_at")?,
         duration_us: row.try_get("duration_us")?,
         metadata: json(id, "metadata", &row.try_get::<String, _>("metadata")?)?,
+        prev: row
+            .try_get::<Option<Vec<u8>>, _>("prev")?
+            .map(|b| crate::chain::hex(&b)),
+        hash: row
+            .try_get::<Option<Vec<u8>>, _>("hash")?
+            .map(|b| crate::chain::hex(&b)),
     })
 }
 

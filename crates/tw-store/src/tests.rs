@@ -116,7 +116,11 @@ async fn appended_rows_read_back_whole() {
         completed_at: rec.completed_at,
         duration_us: rec.duration_us,
         metadata: rec.metadata,
+        // The first record links to the genesis hash.
+        prev: Some("0".repeat(64)),
+        hash: row.hash.clone(),
     };
+    assert_eq!(row.hash.as_ref().map(String::len), Some(64));
     assert_eq!(row, expect);
     assert_eq!(store.get("exec-99999").await.unwrap(), None);
     store.close().await;
@@ -295,8 +299,9 @@ async fn records_a_killed_process_left_in_the_tail_move_when_the_store_opens_aga
     let pool = raw(&dir).await;
     sqlx::query(
         "INSERT INTO audit_tail (id, execution_id, trace_id, tool, agent_id, arguments, status, \
-         output_bytes, truncated, started_at, completed_at, duration_us, metadata) \
-         VALUES (?, 'exec-left', 't', 'echo', 'a', '{}', 'success', 0, 0, 1, 2, 1, '{}')",
+         output_bytes, truncated, started_at, completed_at, duration_us, metadata, prev, hash) \
+         VALUES (?, 'exec-left', 't', 'echo', 'a', '{}', 'success', 0, 0, 1, 2, 1, '{}', \
+         zeroblob(32), zeroblob(32))",
     )
     .bind(moved + 1)
     .execute(&pool)
@@ -843,10 +848,11 @@ async fn text_search_through_the_store_stops_at_its_window() {
     sqlx::query(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) \
          INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, arguments, status, \
-         error_message, output_bytes, truncated, started_at, completed_at, duration_us, metadata) \
+         error_message, output_bytes, truncated, started_at, completed_at, duration_us, metadata, \
+         prev, hash) \
          SELECT 'exec-' || i, 't', 'echo', 'a', '{}', 'failed', \
          CASE WHEN i IN (3, 5, ?, ?) THEN 'disk full (ENOSPC)' ELSE 'nope' END, \
-         0, 0, i, i, 0, '{}' FROM n",
+         0, 0, i, i, 0, '{}', zeroblob(32), zeroblob(32) FROM n",
     )
     .bind(rows)
     .bind(rows - 1)
@@ -1143,8 +1149,9 @@ async fn violations_read_back_and_narrow_queries() {
         let sql = format!(
             "INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, arguments, status, \
              output_bytes, truncated, started_at, completed_at, duration_us, metadata, \
-             violation_type, violation_severity) \
-             VALUES ('x', 't', 'echo', 'a', '{{}}', 'success', 0, 0, 0, 0, 0, '{{}}', {kind}, {severity})"
+             violation_type, violation_severity, prev, hash) \
+             VALUES ('x', 't', 'echo', 'a', '{{}}', 'success', 0, 0, 0, 0, 0, '{{}}', {kind}, \
+             {severity}, zeroblob(32), zeroblob(32))"
         );
         let err = sqlx::query(sqlx::AssertSqlSafe(sql))
             .execute(&pool)

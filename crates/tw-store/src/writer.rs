@@ -61,7 +61,13 @@ struct Conns {
     audit: rusqlite::Connection,
     /// Every other write's.
     other: SqliteConnection,
+    /// The audit log's last record (id and hash) as this connection last saw it; `None` until
+    /// read, and after a write that may not have gone in.
+    head: Option<Head>,
 }
+
+/// A record's id and hash.
+type Head = (i64, [u8; 32]);
 
 /// How the audit connection is opened.
 pub(crate) struct AuditConnection<'a> {
@@ -121,7 +127,11 @@ impl Writer {
         })?;
         Ok(Self {
             queue: Mutex::new(Queue::default()),
-            conns: tokio::sync::Mutex::new(Some(Conns { audit: conn, other })),
+            conns: tokio::sync::Mutex::new(Some(Conns {
+                audit: conn,
+                other,
+                head: None,
+            })),
             max_batch: max_batch.max(1),
             busy_timeout: audit.busy_timeout,
             healthy: AtomicBool::new(true),
@@ -260,7 +270,7 @@ impl Writer {
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
-            match self.commit_queued(&mut conns.audit) {
+            match self.commit_queued(&conns.audit, &mut conns.head) {
                 Commit::Done => busy = Backoff::new(self.busy_timeout),
                 // Our record was queued before we took the connection, so only a commit can
                 // have taken it, and that commit answered or dropped our reply.
@@ -282,12 +292,12 @@ impl Writer {
     }
 
     /// Commits one transaction's worth of queued records.
-    fn commit_queued(&self, conn: &mut rusqlite::Connection) -> Commit {
+    fn commit_queued(&self, conn: &rusqlite::Connection, head: &mut Option<Head>) -> Commit {
         let batch = self.take_batch();
         if batch.is_empty() {
             return Commit::Empty;
         }
-        match insert(conn, &batch) {
+        match insert(conn, head, &batch) {
             Ok(answers) => {
                 self.committed();
                 for ((_, reply), answer) in batch.into_iter().zip(answers) {
@@ -339,7 +349,7 @@ impl Writer {
         if let Some(conns) = guard.as_mut() {
             let mut busy = Backoff::new(self.busy_timeout);
             loop {
-                match self.commit_queued(&mut conns.audit) {
+                match self.commit_queued(&conns.audit, &mut conns.head) {
                     Commit::Done => {}
                     Commit::Empty => match move_tail(&conns.audit, usize::MAX) {
                         Ok(_) => break,
@@ -538,21 +548,50 @@ macro_rules! columns {
     };
 }
 
-/// One record into the tail, under the next id over both tables, unless audit_log already has
-/// its execution id (the tail's own UNIQUE covers the tail).
+/// One record into the tail under the id and link the writer gives it (the next after the last
+/// record it knows), unless that is no longer the log's last record (another process appended
+/// since) or audit_log already has its execution id (the tail's own UNIQUE covers the tail). A
+/// statement that inserts nothing says which by the log's head: see [`insert`].
 const INSERT: &str = concat!(
-    "INSERT INTO audit_tail (id, ",
+    "INSERT INTO audit_tail (id, prev, hash, ",
     columns!(),
-    ") SELECT COALESCE((SELECT MAX(id) FROM audit_tail), (SELECT MAX(id) FROM audit_log), 0) + 1, \
-     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, \
-     ?21, ?22 WHERE NOT EXISTS (SELECT 1 FROM audit_log WHERE execution_id = ?1)"
+    ") SELECT ?23, ?24, ?25, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
+     ?16, ?17, ?18, ?19, ?20, ?21, ?22 \
+     WHERE NOT EXISTS (SELECT 1 FROM audit_tail WHERE id >= ?23) \
+     AND NOT EXISTS (SELECT 1 FROM audit_log WHERE id >= ?23) \
+     AND NOT EXISTS (SELECT 1 FROM audit_log WHERE execution_id = ?1)"
 );
+
+/// The audit log's last record: the tail's newest, else audit_log's, else the genesis link.
+fn read_head(conn: &rusqlite::Connection) -> rusqlite::Result<Head> {
+    use rusqlite::OptionalExtension as _;
+    for table in ["audit_tail", "audit_log"] {
+        let sql = format!("SELECT id, hash FROM {table} ORDER BY id DESC LIMIT 1");
+        let row = conn
+            .prepare_cached(&sql)?
+            .query_row([], |r| {
+                Ok((r.get::<_, i64>(0)?, crate::chain::hash32(r.get_ref(1)?)))
+            })
+            .optional()?;
+        if let Some((id, hash)) = row {
+            let hash = hash.ok_or_else(|| {
+                rusqlite::Error::InvalidColumnType(
+                    1,
+                    format!("hash of audit record {id}"),
+                    rusqlite::types::Type::Null,
+                )
+            })?;
+            return Ok((id, hash));
+        }
+    }
+    Ok((0, crate::chain::GENESIS))
+}
 
 /// The tail's rows up to an id into audit_log, ids kept.
 const MOVE: &str = concat!(
-    "INSERT INTO audit_log (id, ",
+    "INSERT INTO audit_log (id, prev, hash, ",
     columns!(),
-    ") SELECT id, ",
+    ") SELECT id, prev, hash, ",
     columns!(),
     " FROM audit_tail WHERE id <= ?1 ORDER BY id"
 );
@@ -586,9 +625,18 @@ fn move_tail(conn: &rusqlite::Connection, limit: usize) -> rusqlite::Result<usiz
 /// A record the database refuses (a repeated execution id, say) is answered with its own error
 /// and the others still go in: a failed statement undoes only itself. An error for the whole
 /// transaction (busy, I/O, a full disk) comes back as `Err` and nothing is in.
-fn insert(conn: &rusqlite::Connection, batch: &[Pending]) -> rusqlite::Result<Vec<Result<i64>>> {
+///
+/// Each record is linked to `head`, the last record this connection knows, and goes in as the next
+/// id only while that is still the log's last record. When another process appended meanwhile
+/// the insert changes nothing; the head is read again and the record linked anew. So the usual
+/// append reads nothing extra, and the chain never forks.
+fn insert(
+    conn: &rusqlite::Connection,
+    head: &mut Option<Head>,
+    batch: &[Pending],
+) -> rusqlite::Result<Vec<Result<i64>>> {
     // One record is one statement, which SQLite commits by itself.
-    in_transaction(conn, batch.len() == 1, |tx| {
+    let done = in_transaction(conn, batch.len() == 1, |tx| {
         let mut answers = Vec::with_capacity(batch.len());
         let mut stmt = tx.prepare_cached(INSERT)?;
         for (e, _) in batch {
@@ -600,44 +648,71 @@ fn insert(conn: &rusqlite::Connection, batch: &[Pending]) -> rusqlite::Result<Ve
                     continue;
                 }
             };
-            let done = stmt.execute(rusqlite::params![
-                r.execution_id,
-                r.trace_id,
-                r.tool,
-                r.agent_id,
-                r.skill,
-                r.user_id,
-                e.arguments,
-                r.decision,
-                e.explanation,
-                r.status.as_str(),
-                r.error_code,
-                r.error_message,
-                e.output,
-                e.output_sha256,
-                size,
-                r.truncated,
-                r.started_at,
-                r.completed_at,
-                r.duration_us,
-                e.metadata,
-                r.violation.as_ref().map(|v| v.kind.as_str()),
-                r.violation.as_ref().map(|v| v.severity.as_str()),
-            ]);
-            match done {
-                Ok(0) => answers.push(Err(StoreError::WriteFailed(format!(
-                    "UNIQUE constraint failed: audit_log.execution_id ({})",
-                    r.execution_id
-                )))),
-                Ok(_) => answers.push(Ok(tx.last_insert_rowid())),
-                Err(refused) if is_record_fault(&refused) => {
-                    answers.push(Err(StoreError::WriteFailed(refused.to_string())));
+            let answer = loop {
+                let (last, prev) = match *head {
+                    Some(known) => known,
+                    None => *head.insert(read_head(tx)?),
+                };
+                let (id, hash) = (last + 1, crate::chain::audit_link(&prev, e, size));
+                let done = stmt.execute(rusqlite::params![
+                    r.execution_id,
+                    r.trace_id,
+                    r.tool,
+                    r.agent_id,
+                    r.skill,
+                    r.user_id,
+                    e.arguments,
+                    r.decision,
+                    e.explanation,
+                    r.status.as_str(),
+                    r.error_code,
+                    r.error_message,
+                    e.output,
+                    e.output_sha256,
+                    size,
+                    r.truncated,
+                    r.started_at,
+                    r.completed_at,
+                    r.duration_us,
+                    e.metadata,
+                    r.violation.as_ref().map(|v| v.kind.as_str()),
+                    r.violation.as_ref().map(|v| v.severity.as_str()),
+                    id,
+                    prev.as_slice(),
+                    hash.as_slice(),
+                ]);
+                match done {
+                    Ok(0) => {
+                        // Another process appended (link anew), or the execution id is taken.
+                        let now = read_head(tx)?;
+                        if now != (last, prev) {
+                            *head = Some(now);
+                            continue;
+                        }
+                        break Err(StoreError::WriteFailed(format!(
+                            "UNIQUE constraint failed: audit_log.execution_id ({})",
+                            r.execution_id
+                        )));
+                    }
+                    Ok(_) => {
+                        *head = Some((id, hash));
+                        break Ok(id);
+                    }
+                    Err(refused) if is_record_fault(&refused) => {
+                        break Err(StoreError::WriteFailed(refused.to_string()));
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
-            }
+            };
+            answers.push(answer);
         }
         Ok(answers)
-    })
+    });
+    if done.is_err() {
+        // Rolled back: what this connection wrote may not be there.
+        *head = None;
+    }
+    done
 }
 
 /// Runs `work` in one `BEGIN IMMEDIATE` transaction, committed if it returns `Ok` and rolled back

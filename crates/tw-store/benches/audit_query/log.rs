@@ -630,6 +630,8 @@ pub(crate) fn remove_db(path: &Path) {
         ".search",
         ".search-wal",
         ".search-shm",
+        ".audit-key",
+        ".checkpoints",
     ] {
         let _ = std::fs::remove_file(with_suffix(path, suffix));
     }
@@ -729,6 +731,11 @@ pub(crate) async fn build(path: &Path, rows: u64, progress: bool) -> Duration {
         .await
         .unwrap();
     drop(conn);
+    // The signing key and the checkpoints go with the log (the database last: its name is what
+    // says the build is complete).
+    for suffix in [".audit-key", ".checkpoints"] {
+        std::fs::rename(with_suffix(&partial, suffix), with_suffix(path, suffix)).unwrap();
+    }
     std::fs::rename(&partial, path).unwrap();
     remove_db(&partial);
     took

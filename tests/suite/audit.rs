@@ -303,3 +303,50 @@ fn audit_verify_passes_on_an_untouched_log_and_names_each_edit() {
     assert_eq!(run.code, 8, "{}", run.stderr);
     assert!(run.stderr.contains("bad.jsonl:1"), "{}", run.stderr);
 }
+
+#[test]
+fn audit_archive_moves_old_records_out_and_refuses_a_tampered_range() {
+    let env = Env::new();
+    for i in 0..4 {
+        env.call("echo", json!({"message": format!("call {i}")}))
+            .ok();
+    }
+    let old = env.root.path().join("old.jsonl");
+    let old = old.to_str().unwrap();
+    let run = env
+        .cmd(&["audit", "archive", "--before", "0s", "-o", old])
+        .run()
+        .ok();
+    assert!(
+        run.stdout.contains("archived records 1 to 4 (4)") && run.stdout.contains("removed 4"),
+        "{}",
+        run.stdout
+    );
+    let run = env.cmd(&["audit", "verify", "--archive", old]).run().ok();
+    assert!(run.stdout.contains("ok: the signature"), "{}", run.stdout);
+    env.call("echo", json!({"message": "after"})).ok();
+    let run = env.cmd(&["audit", "verify", "--json"]).run().ok();
+    let report = run.json();
+    assert_eq!(
+        (&report["audit_records"], &report["archives"]),
+        (&json!(1), &json!(1))
+    );
+    // A range with an edited record is not archived, and nothing leaves the log.
+    env.call("echo", json!({"message": "more"})).ok();
+    tamper(&env, "UPDATE audit_log SET tool = 'rm' WHERE id = 5");
+    let newer = env.root.path().join("newer.jsonl");
+    let run = env
+        .cmd(&[
+            "audit",
+            "archive",
+            "--before",
+            "0s",
+            "-o",
+            newer.to_str().unwrap(),
+        ])
+        .run();
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(run.stderr.contains("nothing was removed"), "{}", run.stderr);
+    assert!(!newer.exists());
+    assert_eq!(env.audit_rows().len(), 2);
+}

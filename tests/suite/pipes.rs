@@ -84,6 +84,9 @@ const PRINTING: &[(&[&str], Shape)] = &[
     (&["audit", "report", "--json"], Shape::Prints),
     (&["audit", "changes"], Shape::Prints),
     (&["audit", "changes", "--json"], Shape::Prints),
+    (&["audit", "verify"], Shape::Prints),
+    (&["audit", "verify", "--json"], Shape::Prints),
+    (&["audit", "checkpoint"], Shape::Prints),
     (&["policy", "show"], Shape::Prints),
     (&["policy", "explain", "--tool", "echo"], Shape::Prints),
     (
@@ -177,6 +180,18 @@ const PRINTING: &[(&[&str], Shape)] = &[
     (&["serve", "revoke", "bot"], Shape::Prints),
     (&["serve", "tokens"], Shape::Prints),
     (&["serve", "tokens", "--json"], Shape::Prints),
+    // Last: it takes every record out of the log.
+    (
+        &[
+            "audit",
+            "archive",
+            "--before",
+            "0s",
+            "-o",
+            "{root}/old.jsonl",
+        ],
+        Shape::Prints,
+    ),
 ];
 
 /// Policy under which `echo` runs without a person and `write_file` waits for one: a call in

@@ -34,9 +34,16 @@ pub(crate) async fn run(rt: &Runtime, cmd: AuditCommand) -> anyhow::Result<u8> {
         } => changes(rt, since.as_deref(), kind, limit, json).await,
         AuditCommand::Report { filter, json } => report(rt, &filter, json).await,
         AuditCommand::Verify {
+            archive: Some(file),
+            json,
+            ..
+        } => verify_archive(&file, json),
+        AuditCommand::Verify {
             from_checkpoint,
             json,
+            archive: None,
         } => verify(rt, &from_checkpoint, json).await,
+        AuditCommand::Archive { before, output } => archive(rt, &before, &output).await,
         AuditCommand::Checkpoint => checkpoint(rt).await,
     }
 }
@@ -94,10 +101,59 @@ async fn verify(rt: &Runtime, saved: &[std::path::PathBuf], as_json: bool) -> an
     Ok(code)
 }
 
+fn verify_archive(file: &Path, as_json: bool) -> anyhow::Result<u8> {
+    let report = tw_store::verify_archive(file).map_err(tw_runtime::RuntimeError::from)?;
+    let code = u8::from(!report.ok);
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(code);
+    }
+    let h = &report.header;
+    outln!(
+        "archive {}: records {} to {} ({}), started before {}, signed by key {}",
+        file.display(),
+        h.first_id,
+        h.last_id,
+        h.records,
+        time(h.before),
+        h.public_key.get(..16).unwrap_or(&h.public_key)
+    )?;
+    if report.ok {
+        outln!(
+            "ok: the signature, every record's link and output, the count and the last hash verify"
+        )?;
+    } else {
+        outln!("TAMPERED: {} problems", report.problems.len())?;
+        for p in &report.problems {
+            outln!("  {p}")?;
+        }
+    }
+    Ok(code)
+}
+
+async fn archive(rt: &Runtime, before: &str, output: &Path) -> anyhow::Result<u8> {
+    let before = parse_time(before)?;
+    match rt.store().archive(before, output).await? {
+        Some(s) => outln!(
+            "archived records {} to {} ({}) into {} and removed {} from the log",
+            s.header.first_id,
+            s.header.last_id,
+            s.header.records,
+            s.path.display(),
+            s.removed
+        )?,
+        None => errln!(
+            "no record started before {}: nothing archived",
+            time(before)
+        ),
+    }
+    Ok(0)
+}
+
 async fn checkpoint(rt: &Runtime) -> anyhow::Result<u8> {
     match rt.store().checkpoint().await? {
         Some(c) => outln!("{}", serde_json::to_string(&c)?)?,
-        None => errln!("nothing was appended since the last checkpoint (or the log is empty)"),
+        None => errln!("both logs are empty: there is nothing to sign yet"),
     }
     Ok(0)
 }

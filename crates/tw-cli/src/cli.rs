@@ -595,9 +595,25 @@ pub(crate) enum AuditCommand {
         /// `toolwarden audit checkpoint` prints them): the log must still hold what they signed.
         #[arg(long)]
         from_checkpoint: Vec<PathBuf>,
+        /// Check this archive file on its own instead of the store (as `audit archive` wrote
+        /// it): its signature, every record's link and output, its count and last hash.
+        #[arg(long, conflicts_with = "from_checkpoint")]
+        archive: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Move the records that started before a time out of the log into an archive file: written,
+    /// read back and verified, recorded with its signature, and only then removed (`[audit]
+    /// keep_days` does this by itself, hourly). `audit verify` still passes across the cut, and
+    /// `audit verify --archive FILE` checks the file alone.
+    Archive {
+        /// Records that started before this: RFC 3339 or a duration ago (90d).
+        #[arg(long)]
+        before: String,
+        /// The archive to write (must not exist).
+        #[arg(long, short)]
+        output: PathBuf,
     },
     /// Sign a checkpoint of both logs' heads now (one is made every 1,000 records or minute
     /// anyway) and print it as one JSON line, to keep somewhere else for `verify

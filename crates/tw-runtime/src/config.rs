@@ -77,6 +77,9 @@ pub struct Config {
     pub schema_cache_capacity: usize,
     /// Audit durability.
     pub audit_synchronous: Synchronous,
+    /// `[audit] keep_days`: records older than this are archived (`<data>/archives`) and then
+    /// removed; none: kept for good.
+    pub audit_keep_days: Option<u32>,
     /// The `[policy]` table, if the file has one.
     pub policy: Option<PolicyDoc>,
     /// Further policy files, compiled together with `[policy]`.
@@ -279,6 +282,7 @@ impl Default for Config {
             chains_dir: None,
             schema_cache_capacity: tw_core::validate::DEFAULT_CAPACITY,
             audit_synchronous: Synchronous::Normal,
+            audit_keep_days: None,
             policy: None,
             policy_files: Vec::new(),
             tools: BTreeMap::new(),
@@ -395,6 +399,7 @@ struct CommandsDoc {
 #[serde(deny_unknown_fields)]
 struct AuditDoc {
     synchronous: Option<SyncDoc>,
+    keep_days: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -469,11 +474,23 @@ impl Config {
             .map(|f| expand(f, base, home))
             .collect();
         config.text = text.to_owned();
-        if let Some(s) = doc.audit.and_then(|a| a.synchronous) {
-            config.audit_synchronous = match s {
-                SyncDoc::Normal => Synchronous::Normal,
-                SyncDoc::Full => Synchronous::Full,
-            };
+        if let Some(audit) = doc.audit {
+            if let Some(s) = audit.synchronous {
+                config.audit_synchronous = match s {
+                    SyncDoc::Normal => Synchronous::Normal,
+                    SyncDoc::Full => Synchronous::Full,
+                };
+            }
+            if let Some(days) = audit.keep_days {
+                if *days.get_ref() == 0 {
+                    return Err(err(
+                        Some(days.span().start),
+                        "[audit] keep_days must be at least 1 (leave it out to keep every record)"
+                            .into(),
+                    ));
+                }
+                config.audit_keep_days = Some(days.into_inner());
+            }
         }
         if let Some(sb) = doc.sandbox {
             config.sandbox = SandboxSettings {

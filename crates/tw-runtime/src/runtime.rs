@@ -119,6 +119,7 @@ impl Runtime {
         let policy = crate::policy::load(&config, crate::policy::env(&workspace))?;
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
         store_options.synchronous = config.audit_synchronous;
+        store_options.keep_days = config.audit_keep_days;
         let store = Store::open(store_options).await?;
         // Read before any service reads its state, so a change made in between is followed.
         let seen = store.change_counters().await?;

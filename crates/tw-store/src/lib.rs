@@ -9,6 +9,7 @@
 //! build is refused rather than touched.
 
 mod admin;
+mod archive;
 mod capabilities;
 mod chain;
 mod chains;
@@ -43,6 +44,7 @@ use tokio::io::AsyncWrite;
 use tw_core::ToolSpec;
 
 pub use admin::{AdminEvent, AdminEventRow, AdminQuery};
+pub use archive::{ArchiveHeader, ArchiveReport, ArchiveSummary, verify_file as verify_archive};
 pub use capabilities::{
     CapabilityScore, ClassificationRow, ClassificationSource, OverrideAction, SkillOverrideRow,
     SkillUsageRow,
@@ -123,19 +125,28 @@ pub struct StoreOptions {
     pub checkpoint_every: u64,
     /// ...or this long after it, if any did.
     pub checkpoint_interval: Duration,
+    /// Keep audit records this many days: older ones are archived into `archive_dir` (checked
+    /// hourly) and then removed. `None` keeps everything.
+    pub keep_days: Option<u32>,
+    /// Where retention writes its archives (default `archives/` beside the database).
+    pub archive_dir: PathBuf,
 }
 
 impl StoreOptions {
     /// Defaults for `path`.
     pub fn new(path: impl Into<PathBuf>) -> Self {
+        let path: PathBuf = path.into();
+        let archive_dir = path.with_file_name("archives");
         Self {
-            path: path.into(),
+            archive_dir,
+            path,
             synchronous: Synchronous::Normal,
             max_batch: 512,
             busy_timeout: Duration::from_secs(5),
             text_index: true,
             checkpoint_every: 1000,
             checkpoint_interval: Duration::from_secs(60),
+            keep_days: None,
         }
     }
 }
@@ -154,6 +165,8 @@ struct Inner {
     /// The text index's builder, when the store keeps one.
     indexer: Option<search::Indexer>,
     checkpoints: checkpoint::Schedule,
+    /// `keep_days` and where archives go.
+    retention: Option<(u32, PathBuf)>,
 }
 
 impl Store {
@@ -242,6 +255,8 @@ impl Store {
         // rows from before the hash chain, if any, are sealed, before anything else is written.
         writer.settle().await?;
         writer.write_in_place(chain::seal).await?;
+        // An archive's removal a crash cut short is finished.
+        archive::finish_cut(&writer).await?;
         let indexer = index.and_then(|index| {
             search::Indexer::start(&path, &index, writer.commit_counter())
                 .map_err(|e| {
@@ -259,9 +274,13 @@ impl Store {
                     options.checkpoint_every,
                     options.checkpoint_interval,
                 ),
+                retention: options.keep_days.map(|d| (d, options.archive_dir.clone())),
             }),
         };
         store.start_checkpointing();
+        if store.inner.retention.is_some() {
+            store.start_retention();
+        }
         Ok(store)
     }
 
@@ -304,8 +323,9 @@ impl Store {
         self.make_checkpoint(false).await
     }
 
-    /// Makes a signed checkpoint of both logs' heads now, unless nothing was appended since the
-    /// last one; returns it. It goes into the database and into `<database>.checkpoints`.
+    /// Makes a signed checkpoint of both logs' heads now and returns it (it goes into the
+    /// database and into `<database>.checkpoints`); if nothing was appended since the last one,
+    /// returns that one. `None` while both logs are empty.
     pub async fn checkpoint(&self) -> Result<Option<Checkpoint>> {
         self.make_checkpoint(true).await
     }
@@ -315,6 +335,56 @@ impl Store {
         (inner.checkpoints)
             .make(&inner.writer, &inner.pool, &inner.path, now)
             .await
+    }
+
+    /// Archives the audit records that started before `before` (µs since the epoch) into
+    /// `out`, which must not exist; reads the file back and verifies it; records it; and only
+    /// then removes those records from the log. `None` if no record is that old.
+    pub async fn archive(&self, before: i64, out: &Path) -> Result<Option<ArchiveSummary>> {
+        archive::run(&self.inner.writer, &self.inner.path, before, out).await
+    }
+
+    /// Every hour (the first time a minute after opening), archives what `keep_days` no longer
+    /// keeps into `archive_dir/audit-<time>.jsonl`.
+    fn start_retention(&self) {
+        let store = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut wait = Duration::from_secs(60);
+            loop {
+                tokio::time::sleep(wait).await;
+                wait = Duration::from_secs(3600);
+                let Some(inner) = store.upgrade() else { return };
+                if inner
+                    .checkpoints
+                    .closed
+                    .load(std::sync::atomic::Ordering::Acquire)
+                {
+                    return;
+                }
+                let Some((days, dir)) = inner.retention.clone() else {
+                    return;
+                };
+                let now = checkpoint::now_us();
+                let before = now - i64::from(days) * 86_400_000_000;
+                let out = dir.join(format!("audit-{now}.jsonl"));
+                let made = std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
+                    path: dir.clone(),
+                    source,
+                });
+                match made.map(|()| Store { inner }) {
+                    Ok(store) => match store.archive(before, &out).await {
+                        Ok(Some(s)) => {
+                            tracing::info!(file = %s.path.display(), records = s.header.records, removed = s.removed, "audit records past keep_days archived")
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "audit retention: nothing was archived or removed")
+                        }
+                    },
+                    Err(e) => tracing::warn!(error = %e, "audit retention: no archive directory"),
+                }
+            }
+        });
     }
 
     /// Recomputes both logs' hash chains, checks every output against its digest and every
@@ -925,6 +995,8 @@ async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<()> {
     }
 }
 
+#[cfg(test)]
+mod archive_tests;
 #[cfg(test)]
 mod capabilities_tests;
 #[cfg(test)]

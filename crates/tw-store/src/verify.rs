@@ -86,6 +86,9 @@ pub struct VerifyReport {
     pub latest_checkpoint: Option<Checkpoint>,
     /// Audit records after that checkpoint: the chain links them, no signature covers them yet.
     pub audit_uncovered: u64,
+    /// Archives recorded whose signatures verify (their records left the log; each file still
+    /// where it was written is checked too).
+    pub archives: u64,
     /// Every break found, in log and id order (at most [`MAX_PROBLEMS`]).
     pub problems: Vec<Problem>,
     /// How many breaks there were in all.
@@ -144,6 +147,10 @@ pub(crate) fn verify(db: &Path, extra: &[Checkpoint]) -> Result<VerifyReport> {
     checkpoints.sort_by(|a, b| (a.created_at, &a.signature).cmp(&(b.created_at, &b.signature)));
     checkpoints.dedup();
     let signed = v.check_signatures(&checkpoints, key.as_deref());
+    let archives = v.check_archives(
+        &crate::archive::recorded(&conn).map_err(|e| database(db, e))?,
+        key.as_deref(),
+    );
     // The heads the checkpoints name, looked out for while the logs are walked.
     let mut audit_marks: BTreeMap<i64, Option<Mark>> = BTreeMap::new();
     let mut admin_marks: BTreeMap<i64, Option<Mark>> = BTreeMap::new();
@@ -158,6 +165,7 @@ pub(crate) fn verify(db: &Path, extra: &[Checkpoint]) -> Result<VerifyReport> {
             &format!("SELECT id, prev, hash, {AUDIT_COLUMNS}, output FROM audit_log ORDER BY id"),
             &format!("SELECT id, prev, hash, {AUDIT_COLUMNS}, output FROM audit_tail ORDER BY id"),
         ],
+        &archives,
         &mut audit_marks,
         &mut v,
     )
@@ -168,6 +176,7 @@ pub(crate) fn verify(db: &Path, extra: &[Checkpoint]) -> Result<VerifyReport> {
         &[&format!(
             "SELECT id, prev, hash, {ADMIN_COLUMNS} FROM admin_log ORDER BY id"
         )],
+        &[],
         &mut admin_marks,
         &mut v,
     )
@@ -176,6 +185,30 @@ pub(crate) fn verify(db: &Path, extra: &[Checkpoint]) -> Result<VerifyReport> {
     // Each checkpoint against the logs.
     let mut latest: Option<&Checkpoint> = None;
     for (c, h) in &signed {
+        if let Some(a) = archives
+            .iter()
+            .find(|a| a.first_id <= h.audit_id && h.audit_id <= a.last_id)
+            .filter(|_| audit.first.is_none_or(|first| h.audit_id < first))
+        {
+            // Its records are in an archive (checked on its own): its head must be the archive's
+            // last record if it is that one.
+            if h.audit_id == a.last_id && h.audit_hash != a.last_hash {
+                v.problem(
+                    "audit",
+                    Some(h.audit_id),
+                    ProblemKind::Edited,
+                    format!(
+                        "the checkpoint made at {} and the archive of {} to {} disagree on \
+                         record {}'s hash",
+                        time(c.created_at),
+                        a.first_id,
+                        a.last_id,
+                        h.audit_id
+                    ),
+                );
+            }
+            continue;
+        }
         let audit_ok = v.against(
             "audit",
             c,
@@ -199,9 +232,13 @@ pub(crate) fn verify(db: &Path, extra: &[Checkpoint]) -> Result<VerifyReport> {
         }
     }
     let covered = latest.map_or(0, |c| c.audit_head_id);
-    v.problems.sort_by(|a, b| {
-        (a.log != "audit", a.log != "admin", a.id).cmp(&(b.log != "audit", b.log != "admin", b.id))
-    });
+    let rank = |log: &str| {
+        ["audit", "admin", "archive"]
+            .iter()
+            .position(|l| *l == log)
+            .unwrap_or(3)
+    };
+    v.problems.sort_by_key(|p| (rank(&p.log), p.id));
     Ok(VerifyReport {
         audit_records: audit.rows,
         admin_entries: admin.rows,
@@ -217,6 +254,7 @@ pub(crate) fn verify(db: &Path, extra: &[Checkpoint]) -> Result<VerifyReport> {
         checkpoints: checkpoints.len() as u64,
         latest_checkpoint: latest.cloned(),
         audit_uncovered: audit.ids_after(covered),
+        archives: v.archives,
         problem_count: v.count,
         problems: v.problems,
     })
@@ -259,6 +297,10 @@ struct Mark {
 #[derive(Debug, Default)]
 struct Walked {
     rows: u64,
+    /// The first row's id.
+    first: Option<i64>,
+    /// Rows before the first, held by archives.
+    base: u64,
     last: Option<(i64, [u8; 32])>,
     /// Ids in order (to count rows after a checkpoint and to tell a cut from a gap).
     ids: Vec<i64>,
@@ -274,6 +316,15 @@ impl Walked {
 struct Verifier {
     problems: Vec<Problem>,
     count: u64,
+    archives: u64,
+}
+
+/// A recorded archive whose signature verified.
+#[derive(Debug, Clone, Copy)]
+struct Archived {
+    first_id: i64,
+    last_id: i64,
+    last_hash: [u8; 32],
 }
 
 impl Verifier {
@@ -337,6 +388,64 @@ impl Verifier {
                 Ok(heads) => good.push((c, heads)),
             }
         }
+        good
+    }
+
+    /// The recorded archives whose signatures verify with the store's key; a file still where
+    /// it was written is read back and checked too.
+    fn check_archives(
+        &mut self,
+        recorded: &[(crate::archive::ArchiveHeader, String)],
+        key: Option<&str>,
+    ) -> Vec<Archived> {
+        let mut good = Vec::new();
+        for (h, file) in recorded {
+            let what = format!(
+                "the archive of records {} to {} ({file})",
+                h.first_id, h.last_id
+            );
+            let at = Some(h.first_id);
+            match h.check() {
+                Err(why) => self.problem(
+                    "archive",
+                    at,
+                    ProblemKind::BadCheckpoint,
+                    format!("{what}: {why}"),
+                ),
+                Ok(_) if key.is_some_and(|k| !k.eq_ignore_ascii_case(&h.public_key)) => self
+                    .problem(
+                        "archive",
+                        at,
+                        ProblemKind::ForeignKey,
+                        format!(
+                            "{what} was signed by key {}, not by this store's key",
+                            short(&h.public_key)
+                        ),
+                    ),
+                Ok((_, last_hash)) => {
+                    if let Ok(report) = crate::archive::verify_file(Path::new(file))
+                        && (!report.ok || report.header != *h)
+                    {
+                        self.problem(
+                            "archive",
+                            at,
+                            ProblemKind::Edited,
+                            format!(
+                                "{what}: the file does not verify or is not the archive \
+                                 recorded: {}",
+                                report.problems.join("; ")
+                            ),
+                        );
+                    }
+                    good.push(Archived {
+                        first_id: h.first_id,
+                        last_id: h.last_id,
+                        last_hash,
+                    });
+                }
+            }
+        }
+        self.archives = good.len() as u64;
         good
     }
 
@@ -423,6 +532,7 @@ fn walk(
     conn: &rusqlite::Connection,
     log: Log,
     queries: &[&str],
+    archives: &[Archived],
     marks: &mut BTreeMap<i64, Option<Mark>>,
     v: &mut Verifier,
 ) -> rusqlite::Result<Walked> {
@@ -454,6 +564,23 @@ fn walk(
                 .map(|i| r.get_ref(i).map(Field::from))
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let id = row.id;
+            if walked.first.is_none() {
+                walked.first = Some(id);
+                // Records before the first one left are accounted for by an archive: the log
+                // goes on where it ends, or (a removal cut short) somewhere inside it.
+                if let Some(a) = archives.iter().find(|a| a.last_id + 1 == id) {
+                    expected = a.last_hash;
+                    walked.base = (id - 1).max(0) as u64;
+                } else if let (Some(prev), Some(_)) = (
+                    row.prev,
+                    archives
+                        .iter()
+                        .find(|a| a.first_id <= id && id <= a.last_id),
+                ) {
+                    expected = prev;
+                    walked.base = (id - 1).max(0) as u64;
+                }
+            }
             walked.rows += 1;
             walked.ids.push(id);
             let last = walked.last;
@@ -522,7 +649,7 @@ fn walk(
             if let Some(mark) = marks.get_mut(&id) {
                 *mark = Some(Mark {
                     hash,
-                    count: walked.rows,
+                    count: walked.base + walked.rows,
                 });
             }
             before_last = last;
@@ -537,18 +664,23 @@ fn walk(
     Ok(walked)
 }
 
-/// Whether the output column (`at`) matches the digest column (`digest_at`): SHA-256 of the text
-/// itself for a JSON string, of the stored JSON otherwise.
+/// Whether the output column (`at`) matches the digest column (`digest_at`).
 fn output_matches(r: &rusqlite::Row<'_>, at: usize, digest_at: usize) -> rusqlite::Result<bool> {
     let output: Option<String> = r.get(at)?;
     let digest: Option<String> = r.get(digest_at)?;
-    Ok(match (output, digest) {
+    Ok(output_matches_text(output.as_deref(), digest.as_deref()))
+}
+
+/// Whether a stored output matches its stored digest: SHA-256 of the text itself for a JSON
+/// string, of the stored JSON otherwise; neither is none.
+pub(crate) fn output_matches_text(output: Option<&str>, digest: Option<&str>) -> bool {
+    match (output, digest) {
         (None, None) => true,
         (Some(text), Some(digest)) => {
             let bytes = if text.starts_with('"') {
-                match serde_json::from_str::<String>(&text) {
+                match serde_json::from_str::<String>(text) {
                     Ok(s) => Sha256::digest(s.as_bytes()),
-                    Err(_) => return Ok(false),
+                    Err(_) => return false,
                 }
             } else {
                 Sha256::digest(text.as_bytes())
@@ -556,7 +688,7 @@ fn output_matches(r: &rusqlite::Row<'_>, at: usize, digest_at: usize) -> rusqlit
             chain::hex(&bytes) == digest
         }
         _ => false,
-    })
+    }
 }
 
 /// Names what a row whose link matches neither neighbour links to: a row after it (moved), one

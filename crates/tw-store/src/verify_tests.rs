@@ -308,10 +308,7 @@ async fn a_rewritten_history_resigned_with_another_key_is_refused() {
         .await
         .unwrap();
     let forged = theirs.sign(checkpoint::now_us(), &heads);
-    store
-        .inner
-        .writer
-        .with_conn(async |conn| checkpoint::insert(conn, &forged).await)
+    checkpoint::insert(&store.inner.writer, &forged)
         .await
         .unwrap();
     store.close().await;

@@ -550,7 +550,7 @@ macro_rules! columns {
 
 /// One record into the tail under the id and link the writer gives it (the next after the last
 /// record it knows), unless that is no longer the log's last record (another process appended
-/// since) or audit_log already has its execution id (the tail's own UNIQUE covers the tail). A
+/// or archived since: an archived id is never given again) or audit_log already has its execution id (the tail's own UNIQUE covers the tail). A
 /// statement that inserts nothing says which by the log's head: see [`insert`].
 const INSERT: &str = concat!(
     "INSERT INTO audit_tail (id, prev, hash, ",
@@ -559,16 +559,21 @@ const INSERT: &str = concat!(
      ?16, ?17, ?18, ?19, ?20, ?21, ?22 \
      WHERE NOT EXISTS (SELECT 1 FROM audit_tail WHERE id >= ?23) \
      AND NOT EXISTS (SELECT 1 FROM audit_log WHERE id >= ?23) \
+     AND NOT EXISTS (SELECT 1 FROM audit_archives WHERE last_id >= ?23) \
      AND NOT EXISTS (SELECT 1 FROM audit_log WHERE execution_id = ?1)"
 );
 
 /// The audit log's last record: the tail's newest, else audit_log's, else the genesis link.
 fn read_head(conn: &rusqlite::Connection) -> rusqlite::Result<Head> {
     use rusqlite::OptionalExtension as _;
-    for table in ["audit_tail", "audit_log"] {
-        let sql = format!("SELECT id, hash FROM {table} ORDER BY id DESC LIMIT 1");
+    // After a cut both tables can be empty: the log goes on where its newest archive ends.
+    for sql in [
+        "SELECT id, hash FROM audit_tail ORDER BY id DESC LIMIT 1",
+        "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1",
+        "SELECT last_id, last_hash FROM audit_archives ORDER BY last_id DESC LIMIT 1",
+    ] {
         let row = conn
-            .prepare_cached(&sql)?
+            .prepare_cached(sql)?
             .query_row([], |r| {
                 Ok((r.get::<_, i64>(0)?, crate::chain::hash32(r.get_ref(1)?)))
             })

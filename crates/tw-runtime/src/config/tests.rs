@@ -37,6 +37,7 @@ deny = [
 
 [audit]
 synchronous = "full"
+keep_days = 90
 
 [tools.delete_file]
 requires_confirmation = false
@@ -59,6 +60,7 @@ requires_confirmation = false
     );
     assert_eq!(c.schema_cache_capacity, 16);
     assert_eq!(c.audit_synchronous, Synchronous::Full);
+    assert_eq!(c.audit_keep_days, Some(90));
     let policy = c.policy.as_ref().unwrap();
     assert_eq!(policy.allow.len(), 1);
     assert_eq!(policy.deny[0].get_ref(), "delete_*");
@@ -92,6 +94,12 @@ fn errors_have_file_line_column() {
     check(
         "license_tier = \n",
         Err("/etc/tw/config.toml:1:16: string values must be quoted, expected literal string"),
+    );
+    check(
+        "[audit]\nkeep_days = 0\n",
+        Err(
+            "/etc/tw/config.toml:2:13: [audit] keep_days must be at least 1 (leave it out to keep every record)",
+        ),
     );
     check(
         "[tools.\"Bad\"]\nenabled = false\n",

@@ -1,0 +1,475 @@
+//! Retention: the audit log's oldest records written to a self-verifying archive, the archive
+//! read back and verified, and only then the records removed. Nothing leaves the log that is not
+//! in a written, verified archive: the removal is a batch of deletes that the schema allows only
+//! below the newest archive recorded in `audit_archives`, and that record is signed.
+//!
+//! An archive is JSON lines. The first is the header: the ids it holds, the link before its first
+//! record, its last record's hash, how many records, when and up to when, signed with the store's
+//! key like a checkpoint (what is signed: `toolwarden archive v1\n`, then `created_at`, `before`,
+//! `first_id`, `last_id`, each 8 bytes big-endian, the 32-byte `prev` and `last_hash`, and
+//! `records`, 8 bytes big-endian). Every other line is one record as stored: `id`, `prev` and
+//! `hash` (hex), and every column under its name, text as text (the JSON columns as the stored
+//! JSON text, so the link is recomputed from exactly the bytes it covered), integers as numbers.
+//! `audit verify --archive FILE` checks one on its own; `audit verify` of the store checks that
+//! the log goes on where its newest archive ends.
+
+use std::io::{BufRead as _, BufWriter};
+use std::path::{Path, PathBuf};
+
+use ring::signature::{ED25519, UnparsedPublicKey};
+use rusqlite::OpenFlags;
+use rusqlite::types::ValueRef;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::chain::{self, AUDIT_COLUMNS, Field, Log, hex, unhex};
+use crate::checkpoint::SigningKey;
+use crate::error::{Result, StoreError};
+
+/// An archive's first line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveHeader {
+    /// The format (1).
+    pub toolwarden_archive: u32,
+    /// When it was written (µs since the epoch).
+    pub created_at: i64,
+    /// It holds the records that started before this time (µs since the epoch).
+    pub before: i64,
+    /// Its first record's id.
+    pub first_id: i64,
+    /// Its last record's id.
+    pub last_id: i64,
+    /// The link before its first record (hex): the hash of the record before, or the genesis.
+    pub prev: String,
+    /// Its last record's hash (hex): where the log goes on.
+    pub last_hash: String,
+    /// How many records it holds.
+    pub records: u64,
+    /// The key that signed it (hex).
+    pub public_key: String,
+    /// The signature (hex).
+    pub signature: String,
+}
+
+fn message(h: &ArchiveHeader, prev: &[u8; 32], last: &[u8; 32]) -> Vec<u8> {
+    let mut m = b"toolwarden archive v1\n".to_vec();
+    for n in [h.created_at, h.before, h.first_id, h.last_id] {
+        m.extend_from_slice(&n.to_be_bytes());
+    }
+    m.extend_from_slice(prev);
+    m.extend_from_slice(last);
+    m.extend_from_slice(&h.records.to_be_bytes());
+    m
+}
+
+fn hash_of(name: &str, text: &str) -> std::result::Result<[u8; 32], String> {
+    unhex(text)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| format!("{name} is not 32 bytes of hex"))
+}
+
+impl ArchiveHeader {
+    /// Checks the signature with the header's own key; returns `prev` and `last_hash`.
+    pub(crate) fn check(&self) -> std::result::Result<([u8; 32], [u8; 32]), String> {
+        if self.toolwarden_archive != 1 {
+            return Err(format!(
+                "unknown archive format {}",
+                self.toolwarden_archive
+            ));
+        }
+        let prev = hash_of("prev", &self.prev)?;
+        let last = hash_of("last_hash", &self.last_hash)?;
+        let key = unhex(&self.public_key).ok_or("public_key is not hex")?;
+        let signature = unhex(&self.signature).ok_or("signature is not hex")?;
+        UnparsedPublicKey::new(&ED25519, key)
+            .verify(&message(self, &prev, &last), &signature)
+            .map_err(|_| "its signature does not verify with its key: it was edited".to_owned())?;
+        Ok((prev, last))
+    }
+}
+
+/// What an archive holds, once verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveReport {
+    /// The file.
+    pub path: PathBuf,
+    /// Its header.
+    pub header: ArchiveHeader,
+    /// Whether the header, every link and every output verified.
+    pub ok: bool,
+    /// What did not, by record id or line.
+    pub problems: Vec<String>,
+}
+
+/// The columns of an archived record, in the order they are read and written.
+fn columns() -> Vec<&'static str> {
+    let mut c = vec!["id", "prev", "hash"];
+    c.extend(AUDIT_COLUMNS.split(',').map(str::trim));
+    c.push("output");
+    c
+}
+
+/// Where the records started before `before` end: the highest id below which every record
+/// started before it (records finish out of order, so a later id may have started earlier).
+fn cut(conn: &rusqlite::Connection, before: i64) -> rusqlite::Result<Option<(i64, i64)>> {
+    let first: Option<i64> = conn.query_row("SELECT MIN(id) FROM audit_log", [], |r| r.get(0))?;
+    let newer: Option<i64> = conn.query_row(
+        "SELECT MIN(id) FROM audit_log WHERE started_at >= ?1",
+        [before],
+        |r| r.get(0),
+    )?;
+    let last: Option<i64> = match newer {
+        Some(n) => Some(n - 1),
+        None => conn.query_row("SELECT MAX(id) FROM audit_log", [], |r| r.get(0))?,
+    };
+    Ok(match (first, last) {
+        (Some(f), Some(l)) if l >= f => Some((f, l)),
+        _ => None,
+    })
+}
+
+/// Writes the records that started before `before` to `out` (created, owner-only; it must not
+/// exist), signed with `key`; `None` if there are none. Reads one snapshot of the log.
+pub(crate) fn write(
+    db: &Path,
+    key: &SigningKey,
+    created_at: i64,
+    before: i64,
+    out: &Path,
+) -> Result<Option<ArchiveHeader>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let sql_err = |e: rusqlite::Error| StoreError::Database(format!("archiving: {e}"));
+    let conn = rusqlite::Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sql_err)?;
+    conn.execute_batch("BEGIN").map_err(sql_err)?;
+    let Some((first_id, last_id)) = cut(&conn, before).map_err(sql_err)? else {
+        return Ok(None);
+    };
+    let link = |id: i64, column: &str| -> Result<[u8; 32]> {
+        let bytes: Option<Vec<u8>> = conn
+            .query_row(
+                &format!("SELECT {column} FROM audit_log WHERE id = ?1"),
+                [id],
+                |r| r.get(0),
+            )
+            .map_err(sql_err)?;
+        bytes
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| StoreError::Corrupt {
+                what: format!("audit record {id}"),
+                message: format!("it has no chain {column}: run `toolwarden audit verify`"),
+            })
+    };
+    let (prev, last) = (link(first_id, "prev")?, link(last_id, "hash")?);
+    let records: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM audit_log WHERE id BETWEEN ?1 AND ?2",
+            [first_id, last_id],
+            |r| r.get(0),
+        )
+        .map_err(sql_err)?;
+    let mut header = ArchiveHeader {
+        toolwarden_archive: 1,
+        created_at,
+        before,
+        first_id,
+        last_id,
+        prev: hex(&prev),
+        last_hash: hex(&last),
+        records: crate::codec::count(records),
+        public_key: key.public_hex(),
+        signature: String::new(),
+    };
+    header.signature = hex(&key.sign_bytes(&message(&header, &prev, &last)));
+    let io = |source| StoreError::Io {
+        path: out.to_owned(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(out)
+        .map_err(io)?;
+    let mut w = BufWriter::new(file);
+    json_line(&mut w, &header).map_err(io)?;
+    let names = columns();
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT {} FROM audit_log WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+            names.join(", ")
+        ))
+        .map_err(sql_err)?;
+    let mut rows = stmt.query([first_id, last_id]).map_err(sql_err)?;
+    while let Some(r) = rows.next().map_err(sql_err)? {
+        let mut object = Map::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            let v = match r.get_ref(i).map_err(sql_err)? {
+                ValueRef::Null => Value::Null,
+                ValueRef::Integer(n) => Value::from(n),
+                ValueRef::Real(x) => Value::from(x),
+                ValueRef::Text(t) => Value::String(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Blob(b) => Value::String(hex(b)),
+            };
+            object.insert((*name).to_owned(), v);
+        }
+        json_line(&mut w, &Value::Object(object)).map_err(io)?;
+    }
+    let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    conn.execute_batch("COMMIT").map_err(sql_err)?;
+    Ok(Some(header))
+}
+
+/// `v` as one JSON line.
+fn json_line(w: &mut impl std::io::Write, v: &impl Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *w, v)?;
+    w.write_all(b"\n")
+}
+
+/// Reads an archive back and checks it on its own: the header's signature, every record's link
+/// from the header's `prev` on, every output against its digest, ids without gaps, and the
+/// header's last hash and count.
+pub fn verify_file(path: &Path) -> Result<ArchiveReport> {
+    let io = |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let first = lines.next().transpose().map_err(io)?.unwrap_or_default();
+    let header: ArchiveHeader = serde_json::from_str(&first).map_err(|e| StoreError::Invalid {
+        what: format!("{}:1", path.display()),
+        message: format!("not an audit archive's header: {e}"),
+    })?;
+    let mut problems = Vec::new();
+    let (mut expected, last) = match header.check() {
+        Ok(links) => links,
+        Err(why) => {
+            problems.push(format!("header: {why}"));
+            ([0; 32], [0; 32])
+        }
+    };
+    let names = columns();
+    let (mut records, mut next_id) = (0u64, header.first_id);
+    for (n, line) in lines.enumerate() {
+        let line_no = n + 2;
+        let line = line.map_err(io)?;
+        let row: Map<String, Value> = match serde_json::from_str(&line) {
+            Ok(row) => row,
+            Err(e) => {
+                problems.push(format!("line {line_no}: not a record: {e}"));
+                continue;
+            }
+        };
+        records += 1;
+        let id = row.get("id").and_then(Value::as_i64).unwrap_or(-1);
+        if id != next_id {
+            problems.push(format!(
+                "line {line_no}: record {id} where {next_id} should be"
+            ));
+        }
+        next_id = id + 1;
+        let link_of = |name| {
+            row.get(name)
+                .and_then(Value::as_str)
+                .and_then(|h| hash_of(name, h).ok())
+        };
+        let (Some(prev), Some(hash)) = (link_of("prev"), link_of("hash")) else {
+            problems.push(format!("record {id}: no chain link"));
+            continue;
+        };
+        let fields = names[3..names.len() - 1]
+            .iter()
+            .map(|name| match row.get(*name) {
+                Some(Value::String(s)) => Field::Text(s),
+                Some(Value::Number(n)) => n.as_i64().map_or(Field::Null, Field::Int),
+                _ => Field::Null,
+            });
+        if chain::link(Log::Audit, &prev, fields) != hash {
+            problems.push(format!(
+                "record {id} was edited: its content no longer matches its hash"
+            ));
+        } else if prev != expected {
+            problems.push(format!("record {id} does not link to the record before it"));
+        }
+        let output = row.get("output").and_then(Value::as_str);
+        let digest = row.get("output_sha256").and_then(Value::as_str);
+        if !crate::verify::output_matches_text(output, digest) {
+            problems.push(format!(
+                "record {id} was edited: its output no longer matches its digest"
+            ));
+        }
+        expected = hash;
+    }
+    if records != header.records {
+        problems.push(format!(
+            "the header says {} records; the file holds {records}",
+            header.records
+        ));
+    }
+    if expected != last {
+        problems.push("the last record is not the one the header signed".to_owned());
+    }
+    Ok(ArchiveReport {
+        path: path.to_owned(),
+        ok: problems.is_empty(),
+        header,
+        problems,
+    })
+}
+
+/// What `Store::archive` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveSummary {
+    /// The archive written.
+    pub path: PathBuf,
+    /// Its header.
+    pub header: ArchiveHeader,
+    /// Records removed from the log (all of the archive's, unless another process removed some).
+    pub removed: u64,
+}
+
+/// Records removed per transaction: each holds the write lock for a few milliseconds, so calls
+/// go on between them.
+const REMOVE_BATCH: i64 = 2000;
+
+/// Archives the records that started before `before` into `out` (which must not exist), verifies
+/// the file, records it, then removes its records from the log. `None` if there is nothing to
+/// archive.
+pub(crate) async fn run(
+    writer: &crate::writer::Writer,
+    db: &Path,
+    before: i64,
+    out: &Path,
+) -> Result<Option<ArchiveSummary>> {
+    let io = |path: &Path, source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if out.exists() {
+        return Err(io(out, std::io::ErrorKind::AlreadyExists.into()));
+    }
+    writer.settle().await?;
+    let partial = {
+        let mut name = out.as_os_str().to_owned();
+        name.push(".partial");
+        PathBuf::from(name)
+    };
+    let _ = std::fs::remove_file(&partial);
+    let key = SigningKey::read_or_create(&crate::checkpoint::key_path(db))?;
+    let (db_owned, part) = (db.to_owned(), partial.clone());
+    let created_at = crate::checkpoint::now_us();
+    let written = tokio::task::spawn_blocking(move || {
+        let header = write(&db_owned, &key, created_at, before, &part)?;
+        // Read back from the disk and checked on its own before anything is removed.
+        header.map(|_| verify_file(&part)).transpose()
+    })
+    .await
+    .map_err(|e| StoreError::Database(format!("the archiver stopped: {e}")))?;
+    let report = match written {
+        Ok(Some(report)) => report,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
+    if !report.ok {
+        let _ = std::fs::remove_file(&partial);
+        return Err(StoreError::WriteFailed(format!(
+            "the archive did not verify after writing ({}); nothing was removed",
+            report.problems.join("; ")
+        )));
+    }
+    std::fs::rename(&partial, out).map_err(|e| io(out, e))?;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io(dir, e))?;
+    }
+    let h = &report.header;
+    let blob = |text: &str| unhex(text).unwrap_or_default();
+    writer
+        .with_conn(async |conn| {
+            sqlx::query(
+                "INSERT INTO audit_archives (created_at, before, first_id, last_id, prev, \
+                 last_hash, records, public_key, signature, file) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(h.created_at)
+            .bind(h.before)
+            .bind(h.first_id)
+            .bind(h.last_id)
+            .bind(blob(&h.prev))
+            .bind(blob(&h.last_hash))
+            .bind(i64::try_from(h.records).unwrap_or(i64::MAX))
+            .bind(blob(&h.public_key))
+            .bind(blob(&h.signature))
+            .bind(out.to_string_lossy().into_owned())
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        })
+        .await?;
+    let removed = finish_cut(writer).await?;
+    Ok(Some(ArchiveSummary {
+        path: out.to_owned(),
+        header: report.header,
+        removed,
+    }))
+}
+
+/// Removes what the newest recorded archive holds and the log still has (all of it after an
+/// archive, the rest of it after a crash midway), a batch at a time; returns how many.
+pub(crate) async fn finish_cut(writer: &crate::writer::Writer) -> Result<u64> {
+    let mut removed = 0;
+    loop {
+        let n = writer
+            .write_in_place(|conn| {
+                conn.prepare_cached(
+                    "DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE id <= \
+                     (SELECT COALESCE(MAX(last_id), 0) FROM audit_archives) ORDER BY id LIMIT ?1)",
+                )?
+                .execute([REMOVE_BATCH])
+            })
+            .await?;
+        removed += n as u64;
+        if (n as i64) < REMOVE_BATCH {
+            return Ok(removed);
+        }
+    }
+}
+
+/// The archives recorded in the store, oldest first, as headers (the file each was written to
+/// beside it).
+pub(crate) fn recorded(
+    conn: &rusqlite::Connection,
+) -> rusqlite::Result<Vec<(ArchiveHeader, String)>> {
+    let mut stmt = conn.prepare(
+        "SELECT created_at, before, first_id, last_id, prev, last_hash, records, public_key, \
+         signature, file FROM audit_archives ORDER BY last_id",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        let blob = |i| -> rusqlite::Result<String> { Ok(hex(&r.get::<_, Vec<u8>>(i)?)) };
+        Ok((
+            ArchiveHeader {
+                toolwarden_archive: 1,
+                created_at: r.get(0)?,
+                before: r.get(1)?,
+                first_id: r.get(2)?,
+                last_id: r.get(3)?,
+                prev: blob(4)?,
+                last_hash: blob(5)?,
+                records: crate::codec::count(r.get(6)?),
+                public_key: blob(7)?,
+                signature: blob(8)?,
+            },
+            r.get(9)?,
+        ))
+    })?;
+    rows.collect()
+}

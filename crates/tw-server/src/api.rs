@@ -64,6 +64,8 @@ pub(crate) fn routes(state: Arc<Gateway>) -> Router {
         .route("/audit/export", get(export))
         .route("/audit/report", get(report))
         .route("/audit/changes", get(changes))
+        .route("/audit/verify", get(verify).post(verify_with))
+        .route("/audit/checkpoint", post(checkpoint))
         .route("/audit/{execution_id}", get(audit_record))
         .route("/upstream", get(upstream))
         .route("/upstream/review", get(upstream_review))
@@ -539,6 +541,34 @@ async fn changes(State(g): Shared, q: Result<Query<ChangesParams>, QueryRejectio
         .then(|| rows.last().map(|r| r.id))
         .flatten();
     ok(json!({ "rows": rows, "next_cursor": next_cursor }))
+}
+
+/// `toolwarden audit verify --json`: both logs' chains, every output and every checkpoint the
+/// store knows, checked; 200 whether or not something is wrong (the report says).
+async fn verify(State(g): Shared) -> Reply {
+    ok(g.rt.store().verify(Vec::new()).await?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyBody {
+    /// Checkpoints saved elsewhere, as `POST /audit/checkpoint` returned them.
+    checkpoints: Vec<tw_store::Checkpoint>,
+}
+
+/// The same, also against checkpoints the caller kept elsewhere.
+async fn verify_with(
+    State(g): Shared,
+    body: Result<axum::Json<VerifyBody>, JsonRejection>,
+) -> Reply {
+    let axum::Json(b) = body?;
+    ok(g.rt.store().verify(b.checkpoints).await?)
+}
+
+/// A signed checkpoint of both logs' heads, made now (or the newest, if nothing was appended
+/// since), to keep elsewhere; null while both logs are empty.
+async fn checkpoint(State(g): Shared) -> Reply {
+    ok(g.rt.store().checkpoint().await?)
 }
 
 /// The sandbox's report on this host, as `toolwarden sandbox doctor --json` prints it.

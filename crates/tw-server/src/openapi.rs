@@ -288,6 +288,16 @@ fn control_paths() -> Value {
     let grant = json!({"type": "object", "description": "A grant as stored: id, tool, scope (exact, pattern or tool) with its arguments, agent_id (null: any caller), skill, created_at, created_by, expires_at (null: until revoked), revoked_at, revoked_by, confirmation_id."});
     let mode =
         json!({"type": "string", "enum": ["normal", "alert", "degraded", "lockdown", "recovery"]});
+    let checkpoint = json!({"type": ["object", "null"], "description": "A signed checkpoint: created_at, audit_head_id, audit_head_hash, audit_count, admin_head_id, admin_head_hash, admin_count, public_key, signature (hex)."});
+    let verify_report = json!({"type": "object", "properties": {
+        "audit_records": {"type": "integer"}, "admin_entries": {"type": "integer"},
+        "checkpoints": {"type": "integer"}, "archives": {"type": "integer"},
+        "audit_uncovered": {"type": "integer"}, "problem_count": {"type": "integer"},
+        "problems": {"type": "array", "items": {"type": "object", "properties": {
+            "log": {"type": "string"}, "id": {"type": ["integer", "null"]},
+            "kind": {"type": "string"}, "message": {"type": "string"}
+        }}}
+    }});
     let usage_rows = json!({"type": "array", "items": {"type": "object", "properties": {
         "key": {"type": "string"}, "calls": {"type": "integer"}, "success": {"type": "integer"}, "failed": {"type": "integer"},
         "denied": {"type": "integer"}, "invalid": {"type": "integer"}, "awaiting_confirmation": {"type": "integer"},
@@ -318,6 +328,11 @@ fn control_paths() -> Value {
             "put": {"operationId": "setMode", "summary": "Switches the operational mode for every process on the data directory; recorded in the admin log.", "requestBody": body(json!({"type": "object", "required": ["mode"], "additionalProperties": false, "properties": {"mode": mode.clone()}}), true), "responses": ok("The mode before and now.", json!({"type": "object", "properties": {"from": mode.clone(), "to": mode}}), &["400", "401", "403"])}
         },
         "/audit/report": {"get": {"operationId": "auditReport", "summary": "Calls per tool, per caller and per skill among the matching records: how many, how they ended, how long they took.", "parameters": audit_filters(), "responses": ok("The report.", json!({"type": "object", "properties": {"by_tool": usage_rows.clone(), "by_caller": usage_rows.clone(), "by_skill": usage_rows}}), &["400", "401", "403"])}},
+        "/audit/verify": {
+            "get": {"operationId": "verifyAudit", "summary": "Recomputes the audit and admin logs' hash chains, checks every output against its digest and every signed checkpoint and archive; the report names each edited, deleted, inserted or moved record (problem_count 0: intact).", "responses": ok("The report.", verify_report.clone(), &["401", "403"])},
+            "post": {"operationId": "verifyAuditWith", "summary": "The same, also against checkpoints kept elsewhere (as POST /audit/checkpoint returned them).", "requestBody": body(json!({"type": "object", "required": ["checkpoints"], "properties": {"checkpoints": {"type": "array", "items": checkpoint.clone()}}, "additionalProperties": false}), true), "responses": ok("The report.", verify_report, &["400", "401", "403"])}
+        },
+        "/audit/checkpoint": {"post": {"operationId": "auditCheckpoint", "summary": "Signs a checkpoint of both logs' heads now (or returns the newest, if nothing was appended since) to keep elsewhere; null while both logs are empty.", "responses": ok("The checkpoint.", checkpoint, &["401", "403"])}},
         "/audit/changes": {"get": {
             "operationId": "adminLog", "summary": "One page of the admin log, newest first: who changed the rules and when (mode switches, policy reloads, grants, tool switches, custom tools, skills, classifications).",
             "parameters": [

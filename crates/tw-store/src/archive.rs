@@ -415,7 +415,7 @@ pub(crate) async fn run(
             Ok(())
         })
         .await?;
-    let removed = finish_cut(writer).await?;
+    let removed = finish_cut(writer, db).await?;
     Ok(Some(ArchiveSummary {
         path: out.to_owned(),
         header: report.header,
@@ -424,17 +424,41 @@ pub(crate) async fn run(
 }
 
 /// Removes what the newest recorded archive holds and the log still has (all of it after an
-/// archive, the rest of it after a crash midway), a batch at a time; returns how many.
-pub(crate) async fn finish_cut(writer: &crate::writer::Writer) -> Result<u64> {
+/// archive, the rest of it after a crash midway), a batch at a time; returns how many. Only an
+/// archive this store signed counts: a row put in `audit_archives` by hand (which the schema
+/// cannot tell apart) removes nothing, and `audit verify` names it.
+pub(crate) async fn finish_cut(writer: &crate::writer::Writer, db: &Path) -> Result<u64> {
+    let key = SigningKey::read(&crate::checkpoint::key_path(db))?.map(|k| k.public_hex());
+    let newest = writer
+        .write_in_place(|conn| {
+            Ok(recorded(conn)?.pop().map(|(h, _)| {
+                (
+                    h.last_id,
+                    h.check().is_ok() && key.as_deref() == Some(h.public_key.as_str()),
+                )
+            }))
+        })
+        .await?;
+    let upto = match newest {
+        None => return Ok(0),
+        Some((last_id, true)) => last_id,
+        Some((last_id, false)) => {
+            tracing::error!(
+                last_id,
+                "the newest archive record was not signed by this store: nothing is removed; run `toolwarden audit verify`"
+            );
+            return Ok(0);
+        }
+    };
     let mut removed = 0;
     loop {
         let n = writer
             .write_in_place(|conn| {
                 conn.prepare_cached(
-                    "DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE id <= \
-                     (SELECT COALESCE(MAX(last_id), 0) FROM audit_archives) ORDER BY id LIMIT ?1)",
+                    "DELETE FROM audit_log WHERE id IN \
+                     (SELECT id FROM audit_log WHERE id <= ?1 ORDER BY id LIMIT ?2)",
                 )?
-                .execute([REMOVE_BATCH])
+                .execute([upto, REMOVE_BATCH])
             })
             .await?;
         removed += n as u64;

@@ -20,6 +20,7 @@ mod confirmations;
 mod error;
 mod filter;
 mod grants;
+mod options;
 mod pins;
 mod query;
 mod rate;
@@ -34,7 +35,6 @@ mod verify;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +59,7 @@ pub use confirmations::{
 pub use error::{Result, StoreError};
 pub use filter::{AuditFilter, DEFAULT_PAGE};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
+pub use options::{StoreOptions, Synchronous};
 pub use pins::{PinRow, PinState, SeenDefinition};
 pub use query::{
     AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, TEXT_INDEX_WINDOW, TEXT_SCAN_WINDOW,
@@ -82,74 +83,6 @@ use writer::Writer;
 const MOVE_AFTER: Duration = Duration::from_millis(50);
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
-
-/// How hard SQLite works to make a commit survive a crash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Synchronous {
-    /// Survives the process crashing; the last commits may be lost if the machine loses power.
-    #[default]
-    Normal,
-    /// Also survives power loss, at the cost of an fsync per commit.
-    Full,
-}
-
-impl FromStr for Synchronous {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "normal" => Ok(Self::Normal),
-            "full" => Ok(Self::Full),
-            other => Err(format!(
-                "unknown synchronous mode {other:?}: expected \"normal\" or \"full\""
-            )),
-        }
-    }
-}
-
-/// How to open a store.
-#[derive(Debug, Clone)]
-pub struct StoreOptions {
-    /// The database file; created (mode 0600) when missing.
-    pub path: PathBuf,
-    /// Durability of each commit.
-    pub synchronous: Synchronous,
-    /// Most records written in one commit (1 to 1000).
-    pub max_batch: usize,
-    /// How long to wait for another process holding the write lock.
-    pub busy_timeout: Duration,
-    /// Keep the audit log's text index (`<path>.search`, see [`Store::text_index`]) and search
-    /// through it. Without it a text search reads the log directly, a window at a time.
-    pub text_index: bool,
-    /// A signed checkpoint of the logs' heads is made once this many records came in since the
-    /// last one...
-    pub checkpoint_every: u64,
-    /// ...or this long after it, if any did.
-    pub checkpoint_interval: Duration,
-    /// Keep audit records this many days: older ones are archived into `archive_dir` (checked
-    /// hourly) and then removed. `None` keeps everything.
-    pub keep_days: Option<u32>,
-    /// Where retention writes its archives (default `archives/` beside the database).
-    pub archive_dir: PathBuf,
-}
-
-impl StoreOptions {
-    /// Defaults for `path`.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        let path: PathBuf = path.into();
-        let archive_dir = path.with_file_name("archives");
-        Self {
-            archive_dir,
-            path,
-            synchronous: Synchronous::Normal,
-            max_batch: 512,
-            busy_timeout: Duration::from_secs(5),
-            text_index: true,
-            checkpoint_every: 1000,
-            checkpoint_interval: Duration::from_secs(60),
-            keep_days: None,
-        }
-    }
-}
 
 /// An open store. Cheap to clone; all clones share the writer and the read pool.
 #[derive(Debug, Clone)]
@@ -256,7 +189,7 @@ impl Store {
         writer.settle().await?;
         writer.write_in_place(chain::seal).await?;
         // An archive's removal a crash cut short is finished.
-        archive::finish_cut(&writer).await?;
+        archive::finish_cut(&writer, &path).await?;
         let indexer = index.and_then(|index| {
             search::Indexer::start(&path, &index, writer.commit_counter())
                 .map_err(|e| {

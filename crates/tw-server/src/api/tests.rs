@@ -1,7 +1,8 @@
-//! The admin API's mode, usage report, admin log and sandbox report against a real runtime: each
-//! answers what the CLI shows (`mode`, `audit report --json`, `audit changes --json`, `sandbox
-//! doctor --json`), a mode switched over the API is the runtime's and is recorded as `api`, and a
-//! query or body that makes no sense is 400 with its field.
+//! The admin API's mode, usage report, admin log, sandbox report and audit verification against a
+//! real runtime: each answers what the CLI shows (`mode`, `audit report --json`, `audit changes
+//! --json`, `sandbox doctor --json`, `audit verify --json`, `audit checkpoint`), a mode switched
+//! over the API is the runtime's and is recorded as `api`, and a query or body that makes no
+//! sense is 400 with its field.
 
 use axum::http::{Method, StatusCode};
 use pretty_assertions::assert_eq;
@@ -327,4 +328,46 @@ async fn a_chain_file_is_checked_over_the_api_and_a_run_is_found_by_its_id() {
         (status, &body["error"]["code"]),
         (StatusCode::NOT_FOUND, &json!("unknown_chain_run"))
     );
+}
+
+#[tokio::test]
+async fn the_audit_log_is_verified_and_checkpointed_over_the_api_as_the_cli_does() {
+    let f = fixture().await;
+    let call =
+        f.rt.call("echo", json!({"message": "hi"}), Caller::agent("a"));
+    f.rt.execute(call).await;
+    let (status, made) = admin(&f, Method::POST, "/api/v1/audit/checkpoint", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(made["audit_head_id"], 1, "{made}");
+    // Nothing since: the same checkpoint again.
+    let (_, again) = admin(&f, Method::POST, "/api/v1/audit/checkpoint", None).await;
+    assert_eq!(again, made);
+    let (status, report) = admin(&f, Method::GET, "/api/v1/audit/verify", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (&report["problem_count"], &report["audit_records"]),
+        (&json!(0), &json!(1)),
+        "{report}"
+    );
+    // Against a checkpoint kept elsewhere, edited: named.
+    let mut edited = made.clone();
+    edited["audit_count"] = json!(2);
+    let (status, report) = admin(
+        &f,
+        Method::POST,
+        "/api/v1/audit/verify",
+        Some(&json!({"checkpoints": [made, edited]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(report["problem_count"], 1, "{report}");
+    assert_eq!(report["problems"][0]["kind"], "bad_checkpoint");
+    let (status, error) = admin(
+        &f,
+        Method::POST,
+        "/api/v1/audit/verify",
+        Some(&json!({"checkpoint": []})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
 }

@@ -87,6 +87,8 @@ const PRINTING: &[(&[&str], Shape)] = &[
     (&["audit", "verify"], Shape::Prints),
     (&["audit", "verify", "--json"], Shape::Prints),
     (&["audit", "checkpoint"], Shape::Prints),
+    (&["store", "doctor"], Shape::Prints),
+    (&["store", "doctor", "--json"], Shape::Prints),
     (&["policy", "show"], Shape::Prints),
     (&["policy", "explain", "--tool", "echo"], Shape::Prints),
     (

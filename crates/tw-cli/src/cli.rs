@@ -62,6 +62,9 @@ pub(crate) enum Command {
     /// Read the audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Inspect the store: the database every process on the data directory shares.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Inspect, explain, check and simulate the policy.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -307,6 +310,19 @@ pub(crate) enum OverrideCommand {
 pub(crate) enum SandboxCommand {
     /// Report what this host supports: the helper, kernel features, each isolation level, and
     /// the escape self-test case by case. Exits 1 if any escape succeeded.
+    Doctor {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `toolwarden store ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum StoreCommand {
+    /// Report where the store is, whether it answers and how fast, its schema against this
+    /// build's, and how far the tail's move, the text index and the signed checkpoints are behind
+    /// the newest record. Exits 1 if the store takes no records or runs another schema.
     Doctor {
         /// Print the report as JSON.
         #[arg(long)]

@@ -21,6 +21,7 @@ mod sandbox;
 mod serve;
 mod setup;
 mod skills;
+mod store;
 mod table;
 mod tools;
 
@@ -112,6 +113,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Call(args) => call::call(&rt, &ctx, args).await,
         Command::Batch(args) => call::batch(&rt, &ctx, args).await,
         Command::Audit(cmd) => audit::run(&rt, cmd).await,
+        Command::Store(cmd) => store::run(&rt, cmd).await,
         Command::Policy(cmd) => policy::run(&rt, &ctx, cmd).await,
         Command::Confirm(cmd) => confirm::confirm(&rt, &ctx, cmd).await,
         Command::Grants(cmd) => confirm::grants(&rt, &ctx, cmd).await,

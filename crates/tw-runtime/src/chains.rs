@@ -355,8 +355,9 @@ impl ChainService {
                 .await;
             saved.push(c.name.clone());
         }
-        self.reload();
+        // Watched first: an edit after the read below is seen by the watch.
         self.watch();
+        self.reload();
         Ok(saved)
     }
 

@@ -257,6 +257,9 @@ impl SkillService {
                 // and back, say): watch afresh.
                 *self.watching.lock().unwrap_or_else(PoisonError::into_inner) = None;
                 self.watch();
+                // An edit between the read above and the new watch raised no event the watch
+                // saw: read once more, now that every later edit does.
+                self.reload();
             }
         }
     }

@@ -17,6 +17,7 @@ mod changes;
 mod checkpoint;
 mod codec;
 mod confirmations;
+mod doctor;
 mod error;
 mod filter;
 mod grants;
@@ -56,6 +57,7 @@ pub use confirmations::{
     ConfirmationQuery, ConfirmationRow, ConfirmationState, NewConfirmation, Resolution,
     ResolveOutcome,
 };
+pub use doctor::StoreReport;
 pub use error::{Result, StoreError};
 pub use filter::{AuditFilter, DEFAULT_PAGE};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
@@ -318,6 +320,18 @@ impl Store {
                 }
             }
         });
+    }
+
+    /// What `toolwarden store doctor` reports: where the store is, whether it answers and how
+    /// fast, its schema against this build's, and how far the tail's move, the text index and
+    /// the signed checkpoints are behind the newest record.
+    pub async fn doctor(&self) -> Result<StoreReport> {
+        let known = doctor::Known {
+            writable: self.is_healthy(),
+            build_schema_version: MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0),
+            text_index: self.text_index().await?,
+        };
+        doctor::report(&self.inner.pool, &self.inner.path, known).await
     }
 
     /// Recomputes both logs' hash chains, checks every output against its digest and every

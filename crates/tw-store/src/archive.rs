@@ -428,28 +428,30 @@ pub(crate) async fn run(
 /// archive this store signed counts: a row put in `audit_archives` by hand (which the schema
 /// cannot tell apart) removes nothing, and `audit verify` names it.
 pub(crate) async fn finish_cut(writer: &crate::writer::Writer, db: &Path) -> Result<u64> {
-    let key = SigningKey::read(&crate::checkpoint::key_path(db))?.map(|k| k.public_hex());
-    let newest = writer
-        .write_in_place(|conn| {
-            Ok(recorded(conn)?.pop().map(|(h, _)| {
-                (
-                    h.last_id,
-                    h.check().is_ok() && key.as_deref() == Some(h.public_key.as_str()),
-                )
-            }))
-        })
-        .await?;
-    let upto = match newest {
-        None => return Ok(0),
-        Some((last_id, true)) => last_id,
-        Some((last_id, false)) => {
-            tracing::error!(
-                last_id,
-                "the newest archive record was not signed by this store: nothing is removed; run `toolwarden audit verify`"
-            );
-            return Ok(0);
+    let Some(newest) = writer
+        .write_in_place(|conn| Ok(recorded(conn)?.pop()))
+        .await?
+        .map(|(h, _)| h)
+    else {
+        return Ok(0);
+    };
+    // A key that cannot be read signs nothing here: nothing is removed, and the store still
+    // opens (`audit verify` says what is wrong with the key).
+    let key = match SigningKey::read(&crate::checkpoint::key_path(db)) {
+        Ok(key) => key.map(|k| k.public_hex()),
+        Err(e) => {
+            tracing::error!(error = %e, "the audit signing key cannot be read: no archived record is removed");
+            None
         }
     };
+    if newest.check().is_err() || key.as_deref() != Some(newest.public_key.as_str()) {
+        tracing::error!(
+            last_id = newest.last_id,
+            "the newest archive record was not signed by this store: nothing is removed; run `toolwarden audit verify`"
+        );
+        return Ok(0);
+    }
+    let upto = newest.last_id;
     let mut removed = 0;
     loop {
         let n = writer

@@ -199,3 +199,29 @@ async fn after_everything_is_archived_new_records_go_on_from_the_archive_and_sta
     assert_eq!(v.latest_checkpoint.unwrap().audit_count, 6);
     store.close().await;
 }
+
+#[tokio::test]
+async fn a_key_that_cannot_be_read_keeps_the_store_open_and_removes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(&dir, 6).await;
+    store
+        .archive(started(4), &dir.path().join("a.jsonl"))
+        .await
+        .unwrap()
+        .unwrap();
+    store.close().await;
+    let key = crate::checkpoint::key_path(&dir.path().join("tw.db"));
+    std::fs::write(&key, b"not a key").unwrap();
+    // Opens (calls go on being recorded); verify names the key.
+    let store = open(&dir).await;
+    store
+        .append(record(7, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    let v = store.verify(vec![]).await.unwrap();
+    assert!(
+        v.problems.iter().any(|p| p.kind == ProblemKind::MissingKey),
+        "{v:#?}"
+    );
+    store.close().await;
+}

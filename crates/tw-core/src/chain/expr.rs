@@ -350,8 +350,11 @@ impl Expr {
             Expr::Literal(v) => write!(f, "{v}")?,
             Expr::Ref(r) => write!(f, "{r}")?,
             Expr::Not(e) => {
+                // `!!x` and `!a == b` read back as written: a not or a comparison under a not
+                // needs no parentheses (which would count towards the nesting limit and could
+                // take a readable expression past it).
                 f.write_str("!")?;
-                e.write(f, 4)?;
+                e.write(f, 3)?;
             }
             Expr::And(a, b) => {
                 a.write(f, 2)?;

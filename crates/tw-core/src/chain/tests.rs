@@ -177,6 +177,9 @@ fn when_expressions_read_references_leniently() {
         ("$input.n > 'x'", false),
         ("!($input.n == 3 && false) && (null || 1.5)", true),
         ("3 == 3.0", true),
+        ("!!$input.flag", true),
+        ("!$input.n == 3", false),
+        ("(!$input.flag) == false", true),
     ];
     for (text, want) in cases {
         let e = Expr::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -197,6 +200,11 @@ fn when_expressions_read_references_leniently() {
         let got = Expr::parse(text).unwrap_err().to_string();
         assert!(got.starts_with(want), "{text}: {got}");
     }
+    // As deep as allowed in nots, it is written back no deeper (the fuzzer found `!(!(...))`).
+    let nots = format!("{}0", "!".repeat(32));
+    let e = Expr::parse(&nots).unwrap();
+    assert_eq!(e.to_string(), nots);
+    assert_eq!(Expr::parse(&e.to_string()).unwrap(), e);
     let deep = format!("{}1{}", "(".repeat(40), ")".repeat(40));
     assert!(
         Expr::parse(&deep)

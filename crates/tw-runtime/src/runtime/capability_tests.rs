@@ -554,18 +554,17 @@ async fn a_skills_directory_that_cannot_be_read_refuses_every_skill_until_it_can
         skill("[echo, {name: exec, access_level: root}]"),
     )
     .unwrap();
+    // A read that catches the file half written refuses the skill too (for another reason) until
+    // the write's own event reads it whole: wait for the edit's reason.
+    let broken = format!(
+        "skill helper does not load ({}:4: error: tools[1].access_level: unknown access level",
+        dir.join("helper/SKILL.md").display()
+    );
     wait_until("the broken edit to be picked up", || async {
-        skill_verdict(&rt, "helper").0 == policy::Decision::Deny
+        let (decision, reason) = skill_verdict(&rt, "helper");
+        decision == policy::Decision::Deny && reason.starts_with(&broken)
     })
     .await;
-    let (_, reason) = skill_verdict(&rt, "helper");
-    assert!(
-        reason.starts_with(&format!(
-            "skill helper does not load ({}:4: error: tools[1].access_level: unknown access level",
-            dir.join("helper/SKILL.md").display()
-        )),
-        "{reason}"
-    );
 
     // Fixed again, then the watched directory is replaced by a file.
     std::fs::write(dir.join("helper/SKILL.md"), skill("[echo]")).unwrap();

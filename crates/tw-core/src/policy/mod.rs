@@ -334,6 +334,13 @@ pub fn license_layer(
     {
         let allowance = if limit == 0 {
             format!("the {tier} tier includes no custom tools")
+        } else if rank == usize::MAX {
+            // What the caller passes for a tool it has not ranked yet (one another process has
+            // just added): refused until it has been.
+            format!(
+                "the {tier} tier includes {limit} custom tools and this one's place among them is \
+                 not known yet"
+            )
         } else {
             format!(
                 "the {tier} tier includes {limit} custom tools and this is number {}",

@@ -367,6 +367,43 @@ fn modes_use_their_defaults_unless_a_policy_defines_them() {
     assert_eq!(outcome(&d.decision), "deny mode mode_forbidden");
 }
 
+#[test]
+fn a_custom_tool_not_ranked_yet_is_refused_by_the_license_layer_without_a_panic() {
+    let p = policy(OPEN);
+    let defs = tools();
+    let verdict = |rank: usize| {
+        let d = evaluate(
+            &p,
+            &Request {
+                tool: &defs["echo"],
+                arguments: &json!({}),
+                caller: &Caller::agent("a"),
+                tier: LicenseTier::Pro,
+                mode: crate::OperationalMode::Normal,
+                custom_rank: Some(rank),
+                argv: None,
+                requires_confirmation: false,
+                disabled: None,
+                switched_off: None,
+                cwd: None,
+            },
+        );
+        let reasons: Vec<&str> = d.decision.trace.iter().map(|v| v.reason.as_str()).collect();
+        (outcome(&d.decision), reasons.join("\n"))
+    };
+    let (outcome, reason) = verdict(usize::MAX);
+    assert_eq!(outcome, "deny license tier_unavailable", "{reason}");
+    assert!(
+        reason.contains("place among them is not known yet"),
+        "{reason}"
+    );
+    let (_, reason) = verdict(10);
+    assert!(
+        reason.contains("includes 10 custom tools and this is number 11"),
+        "{reason}"
+    );
+}
+
 const EXEC: &str = r#"
 default = "allow"
 [exec]

@@ -16,14 +16,13 @@
 use std::io::{BufRead as _, BufWriter};
 use std::path::{Path, PathBuf};
 
-use ring::signature::{ED25519, UnparsedPublicKey};
 use rusqlite::OpenFlags;
 use rusqlite::types::ValueRef;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::chain::{self, AUDIT_COLUMNS, Field, Log, hex, unhex};
-use crate::checkpoint::SigningKey;
+use crate::checkpoint::{CheckpointFault, SigningKey};
 use crate::error::{Result, StoreError};
 
 /// An archive's first line.
@@ -63,9 +62,7 @@ fn message(h: &ArchiveHeader, prev: &[u8; 32], last: &[u8; 32]) -> Vec<u8> {
 }
 
 fn hash_of(name: &str, text: &str) -> std::result::Result<[u8; 32], String> {
-    unhex(text)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| format!("{name} is not 32 bytes of hex"))
+    chain::hash_from_hex(text).ok_or_else(|| format!("{name} is not 32 bytes of hex"))
 }
 
 impl ArchiveHeader {
@@ -79,11 +76,15 @@ impl ArchiveHeader {
         }
         let prev = hash_of("prev", &self.prev)?;
         let last = hash_of("last_hash", &self.last_hash)?;
-        let key = unhex(&self.public_key).ok_or("public_key is not hex")?;
-        let signature = unhex(&self.signature).ok_or("signature is not hex")?;
-        UnparsedPublicKey::new(&ED25519, key)
-            .verify(&message(self, &prev, &last), &signature)
-            .map_err(|_| "its signature does not verify with its key: it was edited".to_owned())?;
+        let signed = message(self, &prev, &last);
+        crate::checkpoint::verify_signature(&self.public_key, &self.signature, &signed).map_err(
+            |fault| match fault {
+                CheckpointFault::Malformed(why) => why,
+                CheckpointFault::BadSignature => {
+                    "its signature does not verify with its key: it was edited".to_owned()
+                }
+            },
+        )?;
         Ok((prev, last))
     }
 }
@@ -276,7 +277,7 @@ pub fn verify_file(path: &Path) -> Result<ArchiveReport> {
         let link_of = |name| {
             row.get(name)
                 .and_then(Value::as_str)
-                .and_then(|h| hash_of(name, h).ok())
+                .and_then(chain::hash_from_hex)
         };
         let (Some(prev), Some(hash)) = (link_of("prev"), link_of("hash")) else {
             problems.push(format!("record {id}: no chain link"));
@@ -354,11 +355,7 @@ pub(crate) async fn run(
         return Err(io(out, std::io::ErrorKind::AlreadyExists.into()));
     }
     writer.settle().await?;
-    let partial = {
-        let mut name = out.as_os_str().to_owned();
-        name.push(".partial");
-        PathBuf::from(name)
-    };
+    let partial = crate::beside(out, ".partial");
     let _ = std::fs::remove_file(&partial);
     let key = SigningKey::read_or_create(&crate::checkpoint::key_path(db))?;
     let (db_owned, part) = (db.to_owned(), partial.clone());

@@ -29,6 +29,16 @@ pub(crate) const AUDIT_COLUMNS: &str = "execution_id, trace_id, tool, agent_id, 
      output_bytes, truncated, started_at, completed_at, duration_us, metadata, violation_type, \
      violation_severity";
 
+/// The audit log's last record, its id and hash: the tail's newest, else audit_log's, else the
+/// last one the newest archive holds (after a cut both tables can be empty); no row for a log
+/// never written. One b-tree seek each.
+pub(crate) const AUDIT_HEAD: &str = "SELECT id, hash FROM \
+     (SELECT id, hash FROM audit_tail ORDER BY id DESC LIMIT 1) \
+     UNION ALL SELECT id, hash FROM (SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1) \
+     UNION ALL SELECT id, hash FROM (SELECT last_id AS id, last_hash AS hash \
+     FROM audit_archives ORDER BY last_id DESC LIMIT 1) \
+     ORDER BY id DESC LIMIT 1";
+
 /// How many columns [`AUDIT_COLUMNS`] names.
 pub(crate) const AUDIT_COLUMN_COUNT: usize = 21;
 
@@ -122,13 +132,18 @@ pub(crate) fn hash32(v: ValueRef<'_>) -> Option<[u8; 32]> {
 
 /// Lowercase hex, the form hashes take in messages and files.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    hex
+}
+
+/// A 32-byte hash from hex.
+pub(crate) fn hash_from_hex(text: &str) -> Option<[u8; 32]> {
+    unhex(text).and_then(|b| b.try_into().ok())
 }
 
 /// Bytes from lowercase or uppercase hex.

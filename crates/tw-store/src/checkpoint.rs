@@ -36,7 +36,7 @@ pub(crate) struct Schedule {
     pub(crate) wake: Arc<tokio::sync::Notify>,
     /// Made one at a time, with the signing key once read.
     making: tokio::sync::Mutex<Option<SigningKey>>,
-    /// Set by the store's `close`: the checkpointing task ends.
+    /// Set by the store's `close`: its background tasks (checkpoints, retention) end.
     pub(crate) closed: AtomicBool,
 }
 
@@ -69,17 +69,18 @@ impl Schedule {
         };
         let (heads, last) = self::heads(pool, key.public_key()).await?;
         let created_at = now_us();
-        let moved = last.is_none_or(|l| {
+        let moved = last.as_ref().is_none_or(|l| {
             (l.heads.audit_id, l.heads.admin_id) != (heads.audit_id, heads.admin_id)
         });
         let due = now
-            || last.is_none_or(|l| {
+            || last.as_ref().is_none_or(|l| {
                 heads.audit_id.saturating_sub(l.heads.audit_id) >= self.every as i64
-                    || created_at.saturating_sub(l.created_at) >= self.interval.as_micros() as i64
+                    || created_at.saturating_sub(l.checkpoint.created_at)
+                        >= self.interval.as_micros() as i64
             });
         if !moved && now {
             // Asked for one: the newest already states these heads.
-            return latest(pool, key.public_key()).await;
+            return Ok(last.map(|l| l.checkpoint));
         }
         if !moved || !due || (heads.audit_id, heads.admin_id) == (0, 0) {
             return Ok(None);
@@ -157,41 +158,48 @@ fn message(created_at: i64, h: &Heads) -> Vec<u8> {
 }
 
 fn hash_field(name: &str, text: &str) -> std::result::Result<[u8; 32], CheckpointFault> {
-    unhex(text)
-        .and_then(|b| b.try_into().ok())
+    crate::chain::hash_from_hex(text)
         .ok_or_else(|| CheckpointFault::Malformed(format!("{name} is not 32 bytes of hex")))
+}
+
+/// Checks an Ed25519 `signature` by `public_key` (both hex) over `message`: a checkpoint's or an
+/// archive header's.
+pub(crate) fn verify_signature(
+    public_key: &str,
+    signature: &str,
+    message: &[u8],
+) -> std::result::Result<(), CheckpointFault> {
+    let key = unhex(public_key)
+        .filter(|k| k.len() == 32)
+        .ok_or_else(|| CheckpointFault::Malformed("public_key is not 32 bytes of hex".into()))?;
+    let signature = unhex(signature)
+        .filter(|s| s.len() == 64)
+        .ok_or_else(|| CheckpointFault::Malformed("signature is not 64 bytes of hex".into()))?;
+    UnparsedPublicKey::new(&ED25519, key)
+        .verify(message, &signature)
+        .map_err(|_| CheckpointFault::BadSignature)
 }
 
 impl Checkpoint {
     /// The heads it states, once its signature verifies with its own public key.
     pub(crate) fn check(&self) -> std::result::Result<Heads, CheckpointFault> {
+        if self.audit_head_id < 0 || self.admin_head_id < 0 {
+            return Err(CheckpointFault::Malformed("a head id is negative".into()));
+        }
         let heads = Heads {
-            audit_id: self.audit_id_checked()?,
+            audit_id: self.audit_head_id,
             audit_hash: hash_field("audit_head_hash", &self.audit_head_hash)?,
             audit_count: self.audit_count,
             admin_id: self.admin_head_id,
             admin_hash: hash_field("admin_head_hash", &self.admin_head_hash)?,
             admin_count: self.admin_count,
         };
-        let key = unhex(&self.public_key)
-            .filter(|k| k.len() == 32)
-            .ok_or_else(|| {
-                CheckpointFault::Malformed("public_key is not 32 bytes of hex".into())
-            })?;
-        let signature = unhex(&self.signature)
-            .filter(|s| s.len() == 64)
-            .ok_or_else(|| CheckpointFault::Malformed("signature is not 64 bytes of hex".into()))?;
-        UnparsedPublicKey::new(&ED25519, key)
-            .verify(&message(self.created_at, &heads), &signature)
-            .map_err(|_| CheckpointFault::BadSignature)?;
+        verify_signature(
+            &self.public_key,
+            &self.signature,
+            &message(self.created_at, &heads),
+        )?;
         Ok(heads)
-    }
-
-    fn audit_id_checked(&self) -> std::result::Result<i64, CheckpointFault> {
-        if self.audit_head_id < 0 || self.admin_head_id < 0 {
-            return Err(CheckpointFault::Malformed("a head id is negative".into()));
-        }
-        Ok(self.audit_head_id)
     }
 }
 
@@ -210,18 +218,12 @@ impl std::fmt::Debug for SigningKey {
 
 /// `<database>.audit-key`.
 pub(crate) fn key_path(db: &Path) -> PathBuf {
-    sibling(db, ".audit-key")
+    crate::beside(db, ".audit-key")
 }
 
 /// `<database>.checkpoints`.
 pub(crate) fn file_path(db: &Path) -> PathBuf {
-    sibling(db, ".checkpoints")
-}
-
-fn sibling(db: &Path, suffix: &str) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
+    crate::beside(db, ".checkpoints")
 }
 
 impl SigningKey {
@@ -258,7 +260,7 @@ impl SigningKey {
         };
         let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new())
             .map_err(|_| io(std::io::Error::other("no randomness for a new signing key")))?;
-        let temp = sibling(path, &format!(".{}.new", std::process::id()));
+        let temp = crate::beside(path, &format!(".{}.new", std::process::id()));
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -367,10 +369,10 @@ pub(crate) fn now_us() -> i64 {
 /// A nullable BLOB column.
 type Blob = Option<Vec<u8>>;
 
-/// The last checkpoint this key signed, as far as deciding the next one needs.
-#[derive(Debug, Clone, Copy)]
+/// The last checkpoint this key signed, and the heads it states.
+#[derive(Debug, Clone)]
 pub(crate) struct Last {
-    pub(crate) created_at: i64,
+    pub(crate) checkpoint: Checkpoint,
     pub(crate) heads: Heads,
 }
 
@@ -383,32 +385,41 @@ pub(crate) async fn heads(
     use sqlx::Row as _;
     let mut tx = pool.begin().await?;
     let last = sqlx::query(
-        "SELECT created_at, audit_head_id, audit_count, admin_head_id, admin_count, \
-         audit_head_hash, admin_head_hash \
-         FROM audit_checkpoints WHERE public_key = ? ORDER BY id DESC LIMIT 1",
+        "SELECT created_at, audit_head_id, audit_head_hash, audit_count, admin_head_id, \
+         admin_head_hash, admin_count, public_key, signature FROM audit_checkpoints \
+         WHERE public_key = ? ORDER BY id DESC LIMIT 1",
     )
     .bind(public_key)
     .fetch_optional(&mut *tx)
     .await?
     .map(|r| -> Result<Last> {
+        let blob = |i| r.try_get::<Vec<u8>, _>(i);
         let hash = |i| -> Result<[u8; 32]> {
-            let bytes: Vec<u8> = r.try_get(i)?;
-            bytes.try_into().map_err(|_| StoreError::Corrupt {
+            blob(i)?.try_into().map_err(|_| StoreError::Corrupt {
                 what: "the last audit checkpoint".to_owned(),
                 message: "a head hash is not 32 bytes".to_owned(),
             })
         };
-        Ok(Last {
+        let heads = Heads {
+            audit_id: r.try_get(1)?,
+            audit_hash: hash(2)?,
+            audit_count: crate::codec::count(r.try_get(3)?),
+            admin_id: r.try_get(4)?,
+            admin_hash: hash(5)?,
+            admin_count: crate::codec::count(r.try_get(6)?),
+        };
+        let checkpoint = Checkpoint {
             created_at: r.try_get(0)?,
-            heads: Heads {
-                audit_id: r.try_get(1)?,
-                audit_hash: hash(5)?,
-                audit_count: crate::codec::count(r.try_get(2)?),
-                admin_id: r.try_get(3)?,
-                admin_hash: hash(6)?,
-                admin_count: crate::codec::count(r.try_get(4)?),
-            },
-        })
+            audit_head_id: heads.audit_id,
+            audit_head_hash: hex(&heads.audit_hash),
+            audit_count: heads.audit_count,
+            admin_head_id: heads.admin_id,
+            admin_head_hash: hex(&heads.admin_hash),
+            admin_count: heads.admin_count,
+            public_key: hex(&blob(7)?),
+            signature: hex(&blob(8)?),
+        };
+        Ok(Last { checkpoint, heads })
     })
     .transpose()?;
     let mut head = async |sql: &str| -> Result<(i64, [u8; 32])> {
@@ -427,14 +438,7 @@ pub(crate) async fn heads(
             ),
         })
     };
-    let (audit_id, audit_hash) = head(
-        "SELECT id, hash FROM (SELECT id, hash FROM audit_tail ORDER BY id DESC LIMIT 1) \
-         UNION ALL SELECT id, hash FROM (SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1) \
-         UNION ALL SELECT id, hash FROM (SELECT last_id AS id, last_hash AS hash \
-         FROM audit_archives ORDER BY last_id DESC LIMIT 1) \
-         ORDER BY id DESC LIMIT 1",
-    )
-    .await?;
+    let (audit_id, audit_hash) = head(crate::chain::AUDIT_HEAD).await?;
     let (admin_id, admin_hash) =
         head("SELECT id, hash FROM admin_log ORDER BY id DESC LIMIT 1").await?;
     // The log must still hold what the last checkpoint signed: a store never signs over a
@@ -466,7 +470,7 @@ pub(crate) async fn heads(
                 message: format!(
                     "it no longer holds what the checkpoint made at {} signed (audit record {}, \
                      admin entry {}): no new checkpoint is signed; run `toolwarden audit verify`",
-                    crate::verify::time(l.created_at),
+                    crate::verify::time(l.checkpoint.created_at),
                     l.heads.audit_id,
                     l.heads.admin_id
                 ),
@@ -487,32 +491,6 @@ pub(crate) async fn heads(
         admin_count: crate::codec::count(admin_id),
     };
     Ok((heads, last))
-}
-
-/// The newest checkpoint `public_key` signed, from the table.
-async fn latest(pool: &sqlx::SqlitePool, public_key: &[u8]) -> Result<Option<Checkpoint>> {
-    use sqlx::Row as _;
-    let row = sqlx::query(
-        "SELECT created_at, audit_head_id, audit_head_hash, audit_count, admin_head_id, \
-         admin_head_hash, admin_count, public_key, signature FROM audit_checkpoints \
-         WHERE public_key = ? ORDER BY id DESC LIMIT 1",
-    )
-    .bind(public_key)
-    .fetch_optional(pool)
-    .await?;
-    let Some(r) = row else { return Ok(None) };
-    let blob = |i| -> Result<String> { Ok(hex(&r.try_get::<Vec<u8>, _>(i)?)) };
-    Ok(Some(Checkpoint {
-        created_at: r.try_get(0)?,
-        audit_head_id: r.try_get(1)?,
-        audit_head_hash: blob(2)?,
-        audit_count: crate::codec::count(r.try_get(3)?),
-        admin_head_id: r.try_get(4)?,
-        admin_head_hash: blob(5)?,
-        admin_count: crate::codec::count(r.try_get(6)?),
-        public_key: blob(7)?,
-        signature: blob(8)?,
-    }))
 }
 
 /// Keeps `c` in the table; false if a checkpoint of the same heads is there already (another

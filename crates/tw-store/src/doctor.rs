@@ -89,11 +89,7 @@ pub(crate) async fn report(pool: &SqlitePool, db: &Path, known: Known) -> Result
         .zip(row.try_get::<Option<i64>, _>(4)?);
     let size_bytes = ["", "-wal"]
         .iter()
-        .filter_map(|suffix| {
-            let mut name = db.as_os_str().to_owned();
-            name.push(suffix);
-            std::fs::metadata(name).ok()
-        })
+        .filter_map(|suffix| std::fs::metadata(crate::beside(db, suffix)).ok())
         .map(|m| m.len())
         .sum();
     let public_key = crate::checkpoint::SigningKey::read(&crate::checkpoint::key_path(db))

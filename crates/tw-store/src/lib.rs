@@ -222,7 +222,7 @@ impl Store {
     /// Makes a signed checkpoint whenever one is due (see [`StoreOptions::checkpoint_every`]),
     /// until the store is dropped or closed.
     fn start_checkpointing(&self) {
-        let store = Arc::downgrade(&self.inner);
+        let weak = Arc::downgrade(&self.inner);
         let (wake, interval) = (
             self.inner.checkpoints.wake.clone(),
             self.inner.checkpoints.interval,
@@ -233,15 +233,10 @@ impl Store {
                     () = wake.notified() => {}
                     () = tokio::time::sleep(interval) => {}
                 }
-                let Some(inner) = store.upgrade() else { return };
-                if inner
-                    .checkpoints
-                    .closed
-                    .load(std::sync::atomic::Ordering::Acquire)
-                {
+                let Some(store) = Store::live(&weak) else {
                     return;
-                }
-                match (Store { inner }).checkpoint_if_due().await {
+                };
+                match store.checkpoint_if_due().await {
                     Ok(_) => {}
                     Err(StoreError::WriterClosed) => return,
                     Err(e) => {
@@ -255,20 +250,19 @@ impl Store {
     /// Makes a checkpoint if the logs moved since the last one and it is due: `every` records
     /// or `interval` since it (or there is none yet).
     async fn checkpoint_if_due(&self) -> Result<Option<Checkpoint>> {
-        self.make_checkpoint(false).await
+        let inner = &self.inner;
+        (inner.checkpoints)
+            .make(&inner.writer, &inner.pool, &inner.path, false)
+            .await
     }
 
     /// Makes a signed checkpoint of both logs' heads now and returns it (it goes into the
     /// database and into `<database>.checkpoints`); if nothing was appended since the last one,
     /// returns that one. `None` while both logs are empty.
     pub async fn checkpoint(&self) -> Result<Option<Checkpoint>> {
-        self.make_checkpoint(true).await
-    }
-
-    async fn make_checkpoint(&self, now: bool) -> Result<Option<Checkpoint>> {
         let inner = &self.inner;
         (inner.checkpoints)
-            .make(&inner.writer, &inner.pool, &inner.path, now)
+            .make(&inner.writer, &inner.pool, &inner.path, true)
             .await
     }
 
@@ -282,44 +276,48 @@ impl Store {
     /// Every hour (the first time a minute after opening), archives what `keep_days` no longer
     /// keeps into `archive_dir/audit-<time>.jsonl`.
     fn start_retention(&self) {
-        let store = Arc::downgrade(&self.inner);
+        let weak = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
             let mut wait = Duration::from_secs(60);
             loop {
                 tokio::time::sleep(wait).await;
                 wait = Duration::from_secs(3600);
-                let Some(inner) = store.upgrade() else { return };
-                if inner
-                    .checkpoints
-                    .closed
-                    .load(std::sync::atomic::Ordering::Acquire)
-                {
-                    return;
-                }
-                let Some((days, dir)) = inner.retention.clone() else {
+                let Some(store) = Store::live(&weak) else {
                     return;
                 };
+                let Some((days, dir)) = store.inner.retention.clone() else {
+                    return;
+                };
+                if let Err(e) = std::fs::create_dir_all(&dir) {
+                    tracing::warn!(error = %e, dir = %dir.display(), "audit retention: no archive directory");
+                    continue;
+                }
                 let now = checkpoint::now_us();
                 let before = now - i64::from(days) * 86_400_000_000;
-                let out = dir.join(format!("audit-{now}.jsonl"));
-                let made = std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
-                    path: dir.clone(),
-                    source,
-                });
-                match made.map(|()| Store { inner }) {
-                    Ok(store) => match store.archive(before, &out).await {
-                        Ok(Some(s)) => {
-                            tracing::info!(file = %s.path.display(), records = s.header.records, removed = s.removed, "audit records past keep_days archived")
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing::warn!(error = %e, "audit retention: nothing was archived or removed")
-                        }
-                    },
-                    Err(e) => tracing::warn!(error = %e, "audit retention: no archive directory"),
+                match store
+                    .archive(before, &dir.join(format!("audit-{now}.jsonl")))
+                    .await
+                {
+                    Ok(Some(s)) => {
+                        tracing::info!(file = %s.path.display(), records = s.header.records, removed = s.removed, "audit records past keep_days archived")
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "audit retention: nothing was archived or removed")
+                    }
                 }
             }
         });
+    }
+
+    /// The store a background task serves, unless it was dropped or closed.
+    fn live(weak: &std::sync::Weak<Inner>) -> Option<Self> {
+        let inner = weak.upgrade()?;
+        let closed = inner
+            .checkpoints
+            .closed
+            .load(std::sync::atomic::Ordering::Acquire);
+        (!closed).then_some(Self { inner })
     }
 
     /// What `toolwarden store doctor` reports: where the store is, whether it answers and how
@@ -878,13 +876,19 @@ pub(crate) fn create_private(path: &Path) -> Result<()> {
     }
 }
 
+/// `path` with `suffix` added to its file name: the files kept beside the database
+/// (`<database>.lock`, `.search`, `.audit-key`, `.checkpoints`, `-wal`).
+pub(crate) fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 /// Takes the exclusive lock on `<database>.lock` (created owner-only beside the database), waiting
 /// for another process that holds it. Released when the returned file is dropped.
 async fn open_lock(db: &Path) -> Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut name = db.as_os_str().to_owned();
-    name.push(".lock");
-    let path = PathBuf::from(name);
+    let path = beside(db, ".lock");
     let io = |source| StoreError::Io {
         path: path.clone(),
         source,

@@ -139,16 +139,8 @@ fn json_text(value: &Value) -> String {
 
 /// The SHA-256 of `bytes` as lowercase hex, the form the log keeps digests in.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for b in digest.iter() {
-        hex.push(char::from(HEX[usize::from(b >> 4)]));
-        hex.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    hex
+    crate::chain::hex(&Sha256::digest(bytes))
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// A record with its JSON columns encoded, ready to bind.
 pub(crate) struct Encoded {

@@ -82,9 +82,7 @@ pub(crate) const SCHEMA: &str = "search";
 
 /// The index file of a store.
 pub(crate) fn index_path(store: &Path) -> PathBuf {
-    let mut name = store.as_os_str().to_owned();
-    name.push(".search");
-    PathBuf::from(name)
+    crate::beside(store, ".search")
 }
 
 /// Makes sure the index file exists in the current format, rebuilding it (empty, to be filled by

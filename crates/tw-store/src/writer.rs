@@ -563,33 +563,24 @@ const INSERT: &str = concat!(
      AND NOT EXISTS (SELECT 1 FROM audit_log WHERE execution_id = ?1)"
 );
 
-/// The audit log's last record: the tail's newest, else audit_log's, else the genesis link.
+/// The audit log's last record ([`crate::chain::AUDIT_HEAD`]), or the genesis link.
 fn read_head(conn: &rusqlite::Connection) -> rusqlite::Result<Head> {
     use rusqlite::OptionalExtension as _;
-    // After a cut both tables can be empty: the log goes on where its newest archive ends.
-    for sql in [
-        "SELECT id, hash FROM audit_tail ORDER BY id DESC LIMIT 1",
-        "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1",
-        "SELECT last_id, last_hash FROM audit_archives ORDER BY last_id DESC LIMIT 1",
-    ] {
-        let row = conn
-            .prepare_cached(sql)?
-            .query_row([], |r| {
-                Ok((r.get::<_, i64>(0)?, crate::chain::hash32(r.get_ref(1)?)))
-            })
-            .optional()?;
-        if let Some((id, hash)) = row {
-            let hash = hash.ok_or_else(|| {
-                rusqlite::Error::InvalidColumnType(
-                    1,
-                    format!("hash of audit record {id}"),
-                    rusqlite::types::Type::Null,
-                )
-            })?;
-            return Ok((id, hash));
-        }
+    let row = conn
+        .prepare_cached(crate::chain::AUDIT_HEAD)?
+        .query_row([], |r| {
+            Ok((r.get::<_, i64>(0)?, crate::chain::hash32(r.get_ref(1)?)))
+        })
+        .optional()?;
+    match row {
+        None => Ok((0, crate::chain::GENESIS)),
+        Some((id, Some(hash))) => Ok((id, hash)),
+        Some((id, None)) => Err(rusqlite::Error::InvalidColumnType(
+            1,
+            format!("hash of audit record {id}"),
+            rusqlite::types::Type::Null,
+        )),
     }
-    Ok((0, crate::chain::GENESIS))
 }
 
 /// The tail's rows up to an id into audit_log, ids kept.

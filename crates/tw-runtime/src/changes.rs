@@ -3,6 +3,10 @@
 //! reach this runtime within [`SETTINGS_REFRESH`]: one task reads the store's change counters,
 //! one small query, and asks only the services whose tables moved to re-read them.
 //!
+//! On a team store (PostgreSQL) the database pushes each change as it commits (LISTEN/NOTIFY):
+//! the feed reads the counters at once instead of at the next tick, and a confirmation settled
+//! on another replica wakes the call waiting on it here.
+//!
 //! Before the counters each service re-read its own table every second: the mode setting, every
 //! tool switch, every skill override, every tool classification (one row per registered tool),
 //! the custom tools' version and, with upstream servers, every pin. Now an idle runtime reads the
@@ -12,8 +16,10 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use tw_store::ChangeCounters;
+use tokio::sync::broadcast::error::RecvError;
+use tw_store::{ChangeCounters, StoreNotice};
 
+use crate::confirm::ConfirmationService;
 use crate::settings::SettingsService;
 use crate::shared::Shared;
 use crate::skills::SkillService;
@@ -30,15 +36,38 @@ pub(crate) struct Followers {
     pub(crate) tools: Weak<ToolService>,
     pub(crate) skills: Weak<SkillService>,
     pub(crate) upstreams: Weak<UpstreamService>,
+    pub(crate) confirmations: Weak<ConfirmationService>,
 }
 
 /// Starts following changes, from the counters as they were `seen` before the services read
 /// their state (so nothing written in between is missed).
 pub(crate) fn follow(followers: Followers, seen: ChangeCounters) -> tokio::task::JoinHandle<()> {
+    let mut notices = followers.shared.upgrade().and_then(|s| s.store.notices());
     tokio::spawn(async move {
         let mut seen = seen;
         loop {
-            tokio::time::sleep(SETTINGS_REFRESH).await;
+            match notices.as_mut() {
+                None => tokio::time::sleep(SETTINGS_REFRESH).await,
+                Some(rx) => tokio::select! {
+                    () = tokio::time::sleep(SETTINGS_REFRESH) => {}
+                    notice = rx.recv() => match notice {
+                        Ok(StoreNotice::ConfirmationSettled(id)) => {
+                            if let Some(c) = followers.confirmations.upgrade() {
+                                c.wake(&id);
+                            }
+                            continue;
+                        }
+                        Ok(StoreNotice::Changed(_)) => {}
+                        // Notices were missed: every waiting call looks at its request again.
+                        Ok(StoreNotice::Resync) | Err(RecvError::Lagged(_)) => {
+                            if let Some(c) = followers.confirmations.upgrade() {
+                                c.wake_all();
+                            }
+                        }
+                        Err(RecvError::Closed) => notices = None,
+                    },
+                },
+            }
             let (Some(shared), Some(settings), Some(tools), Some(skills), Some(upstreams)) = (
                 followers.shared.upgrade(),
                 followers.settings.upgrade(),

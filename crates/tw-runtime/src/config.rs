@@ -80,6 +80,9 @@ pub struct Config {
     /// `[audit] keep_days`: records older than this are archived (`<data>/archives`) and then
     /// removed; none: kept for good.
     pub audit_keep_days: Option<u32>,
+    /// `[store] url`: a PostgreSQL team store shared by several replicas instead of the data
+    /// directory's SQLite file (`TOOLWARDEN_STORE_URL` overrides it).
+    pub store_url: Option<String>,
     /// The `[policy]` table, if the file has one.
     pub policy: Option<PolicyDoc>,
     /// Further policy files, compiled together with `[policy]`.
@@ -283,6 +286,7 @@ impl Default for Config {
             schema_cache_capacity: tw_core::validate::DEFAULT_CAPACITY,
             audit_synchronous: Synchronous::Normal,
             audit_keep_days: None,
+            store_url: None,
             policy: None,
             policy_files: Vec::new(),
             tools: BTreeMap::new(),
@@ -312,6 +316,7 @@ struct Doc {
     #[serde(default)]
     policy_files: Vec<String>,
     audit: Option<AuditDoc>,
+    store: Option<StoreDoc>,
     #[serde(default)]
     tools: BTreeMap<Spanned<String>, ToolOverride>,
     sandbox: Option<SandboxDoc>,
@@ -400,6 +405,24 @@ struct CommandsDoc {
 struct AuditDoc {
     synchronous: Option<SyncDoc>,
     keep_days: Option<Spanned<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreDoc {
+    url: Option<Spanned<String>>,
+}
+
+/// Refuses a team store URL that is not PostgreSQL's, saying what is expected.
+pub fn check_store_url(url: &str) -> std::result::Result<(), String> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(())
+    } else {
+        Err(format!(
+            "the team store URL must start with postgres:// or postgresql:// (got {:?})",
+            url.split_once("://").map_or(url, |(scheme, _)| scheme)
+        ))
+    }
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -491,6 +514,11 @@ impl Config {
                 }
                 config.audit_keep_days = Some(days.into_inner());
             }
+        }
+        if let Some(url) = doc.store.and_then(|s| s.url) {
+            check_store_url(url.get_ref())
+                .map_err(|m| err(Some(url.span().start), format!("[store] url: {m}")))?;
+            config.store_url = Some(url.into_inner());
         }
         if let Some(sb) = doc.sandbox {
             config.sandbox = SandboxSettings {

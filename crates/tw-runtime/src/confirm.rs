@@ -4,7 +4,8 @@
 //! The pending request is a row in the store, so any process on the same data directory can answer
 //! it: the desktop app approving a call a CLI process is waiting on, or `toolwarden confirm
 //! approve` releasing a call held by the app. A waiter in the answering process is woken at once;
-//! one in another process notices on its next look at the row (every [`POLL`]).
+//! one in another process notices on its next look at the row (every [`POLL`]), or at once on
+//! a team store, whose database pushes the change (see `changes`).
 //!
 //! Approving may create a grant, a standing approval for this exact call, for calls matching an
 //! argument pattern, or for the tool; for this caller or any; for a while or for good. A grant
@@ -54,6 +55,12 @@ impl Waiters {
 
     fn wake(&self, id: &str) {
         if let Some(n) = self.lock().get(id) {
+            n.notify_one();
+        }
+    }
+
+    fn wake_all(&self) {
+        for n in self.lock().values() {
             n.notify_one();
         }
     }
@@ -195,6 +202,17 @@ impl ConfirmationService {
             shared,
             waiters: Waiters::default(),
         }
+    }
+
+    /// Wakes the call in this process waiting on request `id`, if any (another replica
+    /// settled it).
+    pub(crate) fn wake(&self, id: &str) {
+        self.waiters.wake(id);
+    }
+
+    /// Wakes every call waiting here, to look at its request again.
+    pub(crate) fn wake_all(&self) {
+        self.waiters.wake_all();
     }
 
     /// Looks for an active grant covering the call; applies the first to `decision`.

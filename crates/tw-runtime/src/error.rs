@@ -256,7 +256,9 @@ pub fn store_kind(e: &StoreError) -> ErrorKind {
         | StoreError::WriterClosed
         | StoreError::WriteFailed(_)
         | StoreError::Database(_)
+        | StoreError::Unreachable { .. }
         | StoreError::Export(_) => ErrorKind::Unavailable,
+        StoreError::Unsupported(_) => ErrorKind::Invalid,
         StoreError::Sqlx(_) if e.is_busy() => ErrorKind::Unavailable,
         StoreError::Sqlx(_) | StoreError::Corrupt { .. } => ErrorKind::Internal,
     }

@@ -120,6 +120,7 @@ impl Runtime {
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
         store_options.synchronous = config.audit_synchronous;
         store_options.keep_days = config.audit_keep_days;
+        store_options.url = store_url(&config)?;
         let store = Store::open(store_options).await?;
         // Read before any service reads its state, so a change made in between is followed.
         let seen = store.change_counters().await?;
@@ -220,6 +221,7 @@ impl Runtime {
                 tools: Arc::downgrade(&tools),
                 skills: Arc::downgrade(&skills),
                 upstreams: Arc::downgrade(&upstreams),
+                confirmations: Arc::downgrade(&confirmations),
             },
             seen,
         );
@@ -459,6 +461,25 @@ impl Runtime {
 }
 
 /// A registry holding the built-in tools.
+/// The team store's URL: `TOOLWARDEN_STORE_URL` if set, else `[store] url`; none for the data
+/// directory's SQLite file.
+fn store_url(config: &Config) -> Result<Option<String>> {
+    match std::env::var("TOOLWARDEN_STORE_URL") {
+        Ok(url) if !url.is_empty() => {
+            crate::config::check_store_url(&url).map_err(|message| {
+                RuntimeError::Config(crate::config::ConfigError {
+                    file: "TOOLWARDEN_STORE_URL".to_owned(),
+                    line: None,
+                    column: None,
+                    message,
+                })
+            })?;
+            Ok(Some(url))
+        }
+        _ => Ok(config.store_url.clone()),
+    }
+}
+
 fn builtin_registry() -> Result<ToolRegistry<ToolKind>> {
     let registry = ToolRegistry::new();
     for tool in builtins::all() {

@@ -4,8 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
+use sqlx::QueryBuilder;
 
 use crate::error::{Result, StoreError};
 use crate::query::MAX_PAGE;
@@ -100,84 +99,89 @@ pub(crate) fn encode(event: &AdminEvent) -> Result<String> {
     Ok(event.details.to_string())
 }
 
-/// Appends an event linked to the last one (see `chain`). `conn` must be in a transaction that
-/// holds the write lock (`Writer::transaction`), so no other process appends between the read of
-/// the last link and the insert.
-pub(crate) async fn append(
-    conn: &mut SqliteConnection,
-    event: &AdminEvent,
-    details: String,
-) -> Result<i64> {
-    let last: Option<Option<Vec<u8>>> =
-        sqlx::query_scalar("SELECT hash FROM admin_log ORDER BY id DESC LIMIT 1")
-            .fetch_optional(&mut *conn)
-            .await?;
-    let prev: [u8; 32] = match last {
-        None => chain::GENESIS,
-        Some(hash) => hash
-            .and_then(|h| h.try_into().ok())
-            .ok_or_else(|| StoreError::Corrupt {
-                what: "admin log, last entry".to_owned(),
-                message: "it has no chain hash".to_owned(),
-            })?,
-    };
-    let hash = chain::link(
-        chain::Log::Admin,
-        &prev,
-        [
-            chain::Field::Int(event.at),
-            chain::Field::Text(&event.actor),
-            chain::Field::Text(&event.kind),
-            chain::Field::Text(&event.summary),
-            chain::Field::Text(&details),
-        ],
-    );
-    let id = sqlx::query_scalar(
-        "INSERT INTO admin_log (at, actor, kind, summary, details, prev, hash) \
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-    )
-    .bind(event.at)
-    .bind(event.actor.clone())
-    .bind(event.kind.clone())
-    .bind(event.summary.clone())
-    .bind(details)
-    .bind(prev.to_vec())
-    .bind(hash.to_vec())
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok(id)
-}
+dual! {
+    /// Appends an event linked to the last one (see `chain`). `conn` must be in a transaction that
+    /// holds the write lock (`Writer::transaction`), so no other process appends between the read of
+    /// the last link and the insert.
+    pub(crate) async fn append(
+        conn: &mut Conn,
+        event: &AdminEvent,
+        details: String,
+    ) -> Result<i64> {
+        // One appender at a time per store: on PostgreSQL replicas append side by side.
+        conn.lock_key("toolwarden admin_log").await?;
+        let last: Option<Option<Vec<u8>>> =
+            sqlx::query_scalar("SELECT hash FROM admin_log ORDER BY id DESC LIMIT 1")
+                .fetch_optional(&mut *conn)
+                .await?;
+        let prev: [u8; 32] = match last {
+            None => chain::GENESIS,
+            Some(hash) => hash
+                .and_then(|h| h.try_into().ok())
+                .ok_or_else(|| StoreError::Corrupt {
+                    what: "admin log, last entry".to_owned(),
+                    message: "it has no chain hash".to_owned(),
+                })?,
+        };
+        let hash = chain::link(
+            chain::Log::Admin,
+            &prev,
+            [
+                chain::Field::Int(event.at),
+                chain::Field::Text(&event.actor),
+                chain::Field::Text(&event.kind),
+                chain::Field::Text(&event.summary),
+                chain::Field::Text(&details),
+            ],
+        );
+        let id = sqlx::query_scalar(
+            "INSERT INTO admin_log (id, at, actor, kind, summary, details, prev, hash) \
+             VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM admin_log), \
+             $1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        )
+        .bind(event.at)
+        .bind(event.actor.clone())
+        .bind(event.kind.clone())
+        .bind(event.summary.clone())
+        .bind(details)
+        .bind(prev.to_vec())
+        .bind(hash.to_vec())
+        .fetch_one(&mut *conn)
+        .await?;
+        Ok(id)
+    }
 
-pub(crate) async fn list(pool: &SqlitePool, q: &AdminQuery) -> Result<Vec<AdminEventRow>> {
-    let mut qb = QueryBuilder::<Sqlite>::new(
-        "SELECT id, at, actor, kind, summary, details FROM admin_log WHERE 1 = 1",
-    );
-    if let Some(since) = q.since {
-        qb.push(" AND at >= ").push_bind(since);
+    pub(crate) async fn list(pool: &Pool, q: &AdminQuery) -> Result<Vec<AdminEventRow>> {
+        let mut qb = QueryBuilder::<Db>::new(
+            "SELECT id, at, actor, kind, summary, details FROM admin_log WHERE 1 = 1",
+        );
+        if let Some(since) = q.since {
+            qb.push(" AND at >= ").push_bind(since);
+        }
+        if let Some(kind) = &q.kind {
+            qb.push(" AND kind = ").push_bind(kind.clone());
+        }
+        if let Some(cursor) = q.cursor {
+            qb.push(" AND id < ").push_bind(cursor);
+        }
+        qb.push(" ORDER BY id DESC LIMIT ")
+            .push_bind(i64::from(q.limit.clamp(1, MAX_PAGE)));
+        let rows = qb.build().fetch_all(pool).await?;
+        rows.iter().map(decode).collect()
     }
-    if let Some(kind) = &q.kind {
-        qb.push(" AND kind = ").push_bind(kind.clone());
-    }
-    if let Some(cursor) = q.cursor {
-        qb.push(" AND id < ").push_bind(cursor);
-    }
-    qb.push(" ORDER BY id DESC LIMIT ")
-        .push_bind(i64::from(q.limit.clamp(1, MAX_PAGE)));
-    let rows = qb.build().fetch_all(pool).await?;
-    rows.iter().map(decode).collect()
-}
 
-fn decode(row: &SqliteRow) -> Result<AdminEventRow> {
-    let id: i64 = row.try_get("id")?;
-    let details: String = row.try_get("details")?;
-    Ok(AdminEventRow {
-        id,
-        at: row.try_get("at")?,
-        actor: row.try_get("actor")?,
-        kind: row.try_get("kind")?,
-        summary: row.try_get("summary")?,
-        details: codec::json(|| format!("admin event {id}, column details"), &details)?,
-    })
+    fn decode(row: &DbRow) -> Result<AdminEventRow> {
+        let id: i64 = row.try_get("id")?;
+        let details: String = row.try_get("details")?;
+        Ok(AdminEventRow {
+            id,
+            at: row.try_get("at")?,
+            actor: row.try_get("actor")?,
+            kind: row.try_get("kind")?,
+            summary: row.try_get("summary")?,
+            details: codec::json(|| format!("admin event {id}, column details"), &details)?,
+        })
+    }
 }
 
 #[cfg(test)]

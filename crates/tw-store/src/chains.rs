@@ -4,12 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
+use sqlx::QueryBuilder;
 
 use crate::codec;
 use crate::error::{Result, StoreError};
-use crate::record::{AuditRow, COLUMNS as AUDIT_COLUMNS, decode_row};
+use crate::record::{AuditRow, COLUMNS as AUDIT_COLUMNS};
 
 /// A run as it starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -167,86 +166,127 @@ pub(crate) fn finish(
     Ok(done == 1)
 }
 
-pub(crate) async fn get(pool: &SqlitePool, id: &str) -> Result<Option<ChainRunRow>> {
-    let mut qb =
-        QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM chain_runs WHERE id = "));
-    qb.push_bind(id.to_owned());
-    let row = qb.build().fetch_optional(pool).await?;
-    row.as_ref().map(decode).transpose()
-}
-
-pub(crate) async fn list(pool: &SqlitePool, q: &ChainRunQuery) -> Result<Vec<ChainRunRow>> {
-    let mut qb =
-        QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM chain_runs WHERE 1 = 1"));
-    if let Some(chain) = &q.chain {
-        qb.push(" AND chain = ").push_bind(chain.clone());
-    }
-    if let Some(status) = &q.status {
-        qb.push(" AND status = ").push_bind(status.clone());
-    }
-    qb.push(" ORDER BY started_at DESC, id LIMIT ")
-        .push_bind(i64::from(q.limit.unwrap_or(50).clamp(1, 1000)));
-    qb.build()
-        .fetch_all(pool)
-        .await?
-        .iter()
-        .map(decode)
-        .collect()
-}
-
-/// Every run held as running, with its owner.
-pub(crate) async fn running(pool: &SqlitePool) -> Result<Vec<RunningChainRun>> {
-    let rows = sqlx::query("SELECT id, owner, steps FROM chain_runs WHERE status = 'running'")
-        .fetch_all(pool)
+dual! {
+    /// Records a run as started, on PostgreSQL (SQLite writes it in place: [`start`]).
+    pub(crate) async fn start_run(conn: &mut Conn, run: &NewChainRun) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO chain_runs (id, chain, trace_id, agent_id, skill, user_id, status, \
+             input, steps, started_at, owner) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $9, $10)",
+        )
+        .bind(run.id.clone())
+        .bind(run.chain.clone())
+        .bind(run.trace_id.clone())
+        .bind(run.agent_id.clone())
+        .bind(run.skill.clone())
+        .bind(run.user_id.clone())
+        .bind(run.input.to_string())
+        .bind(run.steps.to_string())
+        .bind(run.started_at)
+        .bind(run.owner.clone())
+        .execute(&mut *conn)
         .await?;
-    rows.iter()
-        .map(|row| {
-            let id: String = row.try_get("id")?;
-            let steps: String = row.try_get("steps")?;
-            Ok(RunningChainRun {
-                steps: codec::json(|| format!("chain run {id}, column steps"), &steps)?,
-                owner: row.try_get("owner")?,
-                id,
+        Ok(())
+    }
+
+    /// Records how a run ended, on PostgreSQL (SQLite: [`finish`]); false if it was not running.
+    pub(crate) async fn finish_run(conn: &mut Conn, id: &str, end: &ChainRunEnd) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE chain_runs SET status = $1, output = $2, error = $3, steps = $4, \
+             completed_at = $5 WHERE id = $6 AND status = 'running'",
+        )
+        .bind(end.status.clone())
+        .bind(end.output.as_ref().map(Value::to_string))
+        .bind(end.error.clone())
+        .bind(end.steps.to_string())
+        .bind(end.completed_at)
+        .bind(id.to_owned())
+        .execute(&mut *conn)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn get(pool: &Pool, id: &str) -> Result<Option<ChainRunRow>> {
+        let mut qb =
+            QueryBuilder::<Db>::new(format!("SELECT {COLUMNS} FROM chain_runs WHERE id = "));
+        qb.push_bind(id.to_owned());
+        let row = qb.build().fetch_optional(pool).await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    pub(crate) async fn list(pool: &Pool, q: &ChainRunQuery) -> Result<Vec<ChainRunRow>> {
+        let mut qb =
+            QueryBuilder::<Db>::new(format!("SELECT {COLUMNS} FROM chain_runs WHERE 1 = 1"));
+        if let Some(chain) = &q.chain {
+            qb.push(" AND chain = ").push_bind(chain.clone());
+        }
+        if let Some(status) = &q.status {
+            qb.push(" AND status = ").push_bind(status.clone());
+        }
+        qb.push(" ORDER BY started_at DESC, id LIMIT ")
+            .push_bind(i64::from(q.limit.unwrap_or(50).clamp(1, 1000)));
+        qb.build()
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(decode)
+            .collect()
+    }
+
+    /// Every run held as running, with its owner.
+    pub(crate) async fn running(pool: &Pool) -> Result<Vec<RunningChainRun>> {
+        let rows = sqlx::query("SELECT id, owner, steps FROM chain_runs WHERE status = 'running'")
+            .fetch_all(pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let id: String = row.try_get("id")?;
+                let steps: String = row.try_get("steps")?;
+                Ok(RunningChainRun {
+                    steps: codec::json(|| format!("chain run {id}, column steps"), &steps)?,
+                    owner: row.try_get("owner")?,
+                    id,
+                })
             })
+            .collect()
+    }
+
+    /// The audit rows of a run's steps, in the order they were written.
+    pub(crate) async fn step_rows(pool: &Pool, run_id: &str) -> Result<Vec<AuditRow>> {
+        let mut qb = QueryBuilder::<Db>::new(format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE chain_run_id = "
+        ));
+        qb.push_bind(run_id.to_owned()).push(" ORDER BY id");
+        qb.build()
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(on::record::decode_row)
+            .collect()
+    }
+
+    fn decode(row: &DbRow) -> Result<ChainRunRow> {
+        let id: String = row.try_get("id")?;
+        let what = |column: &str| format!("chain run {id}, column {column}");
+        let input: String = row.try_get("input")?;
+        let output: Option<String> = row.try_get("output")?;
+        let steps: String = row.try_get("steps")?;
+        Ok(ChainRunRow {
+            chain: row.try_get("chain")?,
+            trace_id: row.try_get("trace_id")?,
+            agent_id: row.try_get("agent_id")?,
+            skill: row.try_get("skill")?,
+            user_id: row.try_get("user_id")?,
+            status: row.try_get("status")?,
+            input: codec::json(|| what("input"), &input)?,
+            output: output
+                .map(|t| codec::json(|| what("output"), &t))
+                .transpose()?,
+            error: row.try_get("error")?,
+            steps: codec::json(|| what("steps"), &steps)?,
+            started_at: row.try_get("started_at")?,
+            completed_at: row.try_get("completed_at")?,
+            id,
         })
-        .collect()
-}
-
-/// The audit rows of a run's steps, in the order they were written.
-pub(crate) async fn step_rows(pool: &SqlitePool, run_id: &str) -> Result<Vec<AuditRow>> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!(
-        "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE chain_run_id = "
-    ));
-    qb.push_bind(run_id.to_owned()).push(" ORDER BY id");
-    qb.build()
-        .fetch_all(pool)
-        .await?
-        .iter()
-        .map(decode_row)
-        .collect()
-}
-
-fn decode(row: &SqliteRow) -> Result<ChainRunRow> {
-    let id: String = row.try_get("id")?;
-    let what = |column: &str| format!("chain run {id}, column {column}");
-    let input: String = row.try_get("input")?;
-    let output: Option<String> = row.try_get("output")?;
-    let steps: String = row.try_get("steps")?;
-    Ok(ChainRunRow {
-        chain: row.try_get("chain")?,
-        trace_id: row.try_get("trace_id")?,
-        agent_id: row.try_get("agent_id")?,
-        skill: row.try_get("skill")?,
-        user_id: row.try_get("user_id")?,
-        status: row.try_get("status")?,
-        input: codec::json(|| what("input"), &input)?,
-        output: output
-            .map(|t| codec::json(|| what("output"), &t))
-            .transpose()?,
-        error: row.try_get("error")?,
-        steps: codec::json(|| what("steps"), &steps)?,
-        started_at: row.try_get("started_at")?,
-        completed_at: row.try_get("completed_at")?,
-        id,
-    })
+    }
 }

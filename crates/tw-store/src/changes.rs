@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::SqlitePool;
-
 use crate::error::Result;
 
 /// The tables with a counter, as named in [`ChangeCounters`].
@@ -22,9 +20,11 @@ pub const WATCHED_TABLES: [&str; 6] = [
 /// Each watched table's counter, by table name.
 pub type ChangeCounters = BTreeMap<String, i64>;
 
-pub(crate) async fn read(pool: &SqlitePool) -> Result<ChangeCounters> {
-    let rows: Vec<(String, i64)> = sqlx::query_as("SELECT name, counter FROM change_counters")
-        .fetch_all(pool)
-        .await?;
-    Ok(rows.into_iter().collect())
+dual! {
+    pub(crate) async fn read(pool: &Pool) -> Result<ChangeCounters> {
+        let rows: Vec<(String, i64)> = sqlx::query_as("SELECT name, counter FROM change_counters")
+            .fetch_all(pool)
+            .await?;
+        Ok(rows.into_iter().collect())
+    }
 }

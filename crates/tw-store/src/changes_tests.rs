@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use pretty_assertions::assert_eq;
 
 use super::*;
+use crate::backends_tests::Place;
 use crate::tests::{open, raw, spec};
 
 fn renamed(name: &str) -> ToolSpec {
@@ -53,47 +54,49 @@ async fn each_watched_table_moves_its_own_counter() {
     store.close().await;
 }
 
+on_both! {
 #[tokio::test]
-async fn a_replacement_renames_in_one_step_and_keeps_the_tools_place() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    store.save_custom_tool(&renamed("first"), 10).await.unwrap();
-    store
-        .save_custom_tool(&renamed("second"), 20)
-        .await
-        .unwrap();
-    store
-        .replace_custom_tool("first", &renamed("renamed"), 30)
-        .await
-        .unwrap();
-    let tools: Vec<(String, i64, i64)> = store
-        .custom_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| (t.name, t.created_at, t.updated_at))
-        .collect();
-    assert_eq!(
-        tools,
-        vec![("renamed".into(), 10, 30), ("second".into(), 20, 20)]
-    );
-
-    // Taking another stored tool's name, or replacing one that is not stored, changes nothing.
-    for (old, new) in [("renamed", "second"), ("missing", "other")] {
-        let err = store
-            .replace_custom_tool(old, &renamed(new), 40)
+async fn a_replacement_renames_in_one_step_and_keeps_the_tools_place(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let store = dir.open().await;
+        store.save_custom_tool(&renamed("first"), 10).await.unwrap();
+        store
+            .save_custom_tool(&renamed("second"), 20)
             .await
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("invalid custom tool"), "{err}");
-    }
-    let names: Vec<String> = store
-        .custom_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-    assert_eq!(names, vec!["renamed".to_owned(), "second".to_owned()]);
-    store.close().await;
+            .unwrap();
+        store
+            .replace_custom_tool("first", &renamed("renamed"), 30)
+            .await
+            .unwrap();
+        let tools: Vec<(String, i64, i64)> = store
+            .custom_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.name, t.created_at, t.updated_at))
+            .collect();
+        assert_eq!(
+            tools,
+            vec![("renamed".into(), 10, 30), ("second".into(), 20, 20)]
+        );
+
+        // Taking another stored tool's name, or replacing one that is not stored, changes nothing.
+        for (old, new) in [("renamed", "second"), ("missing", "other")] {
+            let err = store
+                .replace_custom_tool(old, &renamed(new), 40)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("invalid custom tool"), "{err}");
+        }
+        let names: Vec<String> = store
+            .custom_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(names, vec!["renamed".to_owned(), "second".to_owned()]);
+        store.close().await;
+}
 }

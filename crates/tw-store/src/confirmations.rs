@@ -5,12 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
+use sqlx::QueryBuilder;
 
 use crate::codec;
 use crate::error::{Result, StoreError};
-use crate::grants::{self, GrantRow, NewGrant};
+use crate::grants::{GrantRow, NewGrant};
 use crate::query::MAX_PAGE;
 
 /// Where a confirmation request stands.
@@ -192,53 +191,6 @@ pub enum ResolveOutcome {
 const COLUMNS: &str = "id, execution_id, tool, arguments, agent_id, skill, user_id, reason, \
      explanation, context, created_at, expires_at, state, resolved_at, resolved_by, note, grant_id";
 
-pub(crate) async fn create(conn: &mut SqliteConnection, c: &NewConfirmation) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO confirmations (id, execution_id, tool, arguments, agent_id, skill, user_id, \
-         reason, explanation, context, created_at, expires_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(c.id.clone())
-    .bind(c.execution_id.clone())
-    .bind(c.tool.clone())
-    .bind(c.arguments.to_string())
-    .bind(c.agent_id.clone())
-    .bind(c.skill.clone())
-    .bind(c.user_id.clone())
-    .bind(c.reason.clone())
-    .bind(c.explanation.to_string())
-    .bind(c.context.as_ref().map(Value::to_string))
-    .bind(c.created_at)
-    .bind(c.expires_at)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-pub(crate) async fn get(pool: &SqlitePool, id: &str) -> Result<Option<ConfirmationRow>> {
-    let mut qb =
-        QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM confirmations WHERE id = "));
-    qb.push_bind(id.to_owned());
-    let row = qb.build().fetch_optional(pool).await?;
-    row.as_ref().map(decode).transpose()
-}
-
-pub(crate) async fn list(pool: &SqlitePool, q: &ConfirmationQuery) -> Result<Vec<ConfirmationRow>> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM confirmations"));
-    if let Some(state) = q.state {
-        qb.push(" WHERE state = ").push_bind(state.as_str());
-    }
-    // Pending requests first and oldest first: the queue a person works through. Settled ones
-    // after them, newest first: the history.
-    qb.push(
-        " ORDER BY state = 'pending' DESC, \
-         CASE WHEN state = 'pending' THEN created_at ELSE -created_at END, id LIMIT ",
-    )
-    .push_bind(i64::from(q.limit.clamp(1, MAX_PAGE)));
-    let rows = qb.build().fetch_all(pool).await?;
-    rows.iter().map(decode).collect()
-}
-
 /// Refuses a resolution that makes no sense before the write connection is taken.
 pub(crate) fn check(id: &str, resolution: &Resolution) -> Result<()> {
     if !resolution.approve && resolution.grant.is_some() {
@@ -250,155 +202,204 @@ pub(crate) fn check(id: &str, resolution: &Resolution) -> Result<()> {
     Ok(())
 }
 
-/// Settles a request if it is still pending and not past its deadline. Runs inside the caller's
-/// `BEGIN IMMEDIATE` transaction, so the state test and the change cannot be split by another
-/// writer, in this process or another.
-pub(crate) async fn resolve(
-    conn: &mut SqliteConnection,
-    id: &str,
-    resolution: Resolution,
-    now_us: i64,
-) -> Result<ResolveOutcome> {
-    let state = if resolution.approve {
-        ConfirmationState::Approved
-    } else {
-        ConfirmationState::Denied
-    };
-    let mut qb = QueryBuilder::<Sqlite>::new("UPDATE confirmations SET state = ");
-    qb.push_bind(state.as_str())
-        .push(", resolved_at = ")
-        .push_bind(now_us)
-        .push(", resolved_by = ")
-        .push_bind(resolution.by.clone())
-        .push(", note = ")
-        .push_bind(resolution.note.clone())
-        .push(" WHERE id = ")
-        .push_bind(id.to_owned())
-        .push(" AND state = 'pending' AND expires_at > ")
-        .push_bind(now_us)
-        .push(format!(" RETURNING {COLUMNS}"));
-    let Some(row) = qb.build().fetch_optional(&mut *conn).await? else {
-        return why_unchanged(conn, id, now_us).await;
-    };
-    let Some(mut grant) = resolution.grant else {
-        return Ok(ResolveOutcome::Resolved {
-            confirmation: Box::new(decode(&row)?),
-            grant: None,
-        });
-    };
-    grant.created_by = resolution.by;
-    grant.confirmation_id = Some(id.to_owned());
-    let grant = grants::create(conn, grant, now_us).await?;
-    let mut qb = QueryBuilder::<Sqlite>::new("UPDATE confirmations SET grant_id = ");
-    qb.push_bind(grant.id.clone())
-        .push(" WHERE id = ")
-        .push_bind(id.to_owned())
-        .push(format!(" RETURNING {COLUMNS}"));
-    let row = qb.build().fetch_one(&mut *conn).await?;
-    Ok(ResolveOutcome::Resolved {
-        confirmation: Box::new(decode(&row)?),
-        grant: Some(Box::new(grant)),
-    })
-}
+dual! {
+    pub(crate) async fn create(conn: &mut Conn, c: &NewConfirmation) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO confirmations (id, execution_id, tool, arguments, agent_id, skill, user_id, \
+             reason, explanation, context, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .bind(c.id.clone())
+        .bind(c.execution_id.clone())
+        .bind(c.tool.clone())
+        .bind(c.arguments.to_string())
+        .bind(c.agent_id.clone())
+        .bind(c.skill.clone())
+        .bind(c.user_id.clone())
+        .bind(c.reason.clone())
+        .bind(c.explanation.to_string())
+        .bind(c.context.as_ref().map(Value::to_string))
+        .bind(c.created_at)
+        .bind(c.expires_at)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
 
-/// Explains why [`resolve`] changed nothing. A request still marked pending past its deadline is
-/// marked expired here, so the answer and the file agree.
-async fn why_unchanged(
-    conn: &mut SqliteConnection,
-    id: &str,
-    now_us: i64,
-) -> Result<ResolveOutcome> {
-    let row = sqlx::query(
-        "SELECT state, resolved_at, resolved_by, expires_at FROM confirmations WHERE id = ?",
-    )
-    .bind(id.to_owned())
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else {
-        return Ok(ResolveOutcome::NotFound);
-    };
-    let what = || format!("confirmation {id}, column state");
-    let state: ConfirmationState = codec::word(what, &row.try_get::<String, _>("state")?)?;
-    let expires_at: i64 = row.try_get("expires_at")?;
-    if state == ConfirmationState::Pending {
-        if expires_at > now_us {
-            // The UPDATE's own test says otherwise; only a damaged row gets here.
-            return Err(StoreError::Corrupt {
-                what: format!("confirmation {id}"),
-                message: "pending and unexpired, yet it could not be resolved".to_owned(),
+    pub(crate) async fn get(pool: &Pool, id: &str) -> Result<Option<ConfirmationRow>> {
+        let mut qb =
+            QueryBuilder::<Db>::new(format!("SELECT {COLUMNS} FROM confirmations WHERE id = "));
+        qb.push_bind(id.to_owned());
+        let row = qb.build().fetch_optional(pool).await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    pub(crate) async fn list(pool: &Pool, q: &ConfirmationQuery) -> Result<Vec<ConfirmationRow>> {
+        let mut qb = QueryBuilder::<Db>::new(format!("SELECT {COLUMNS} FROM confirmations"));
+        if let Some(state) = q.state {
+            qb.push(" WHERE state = ").push_bind(state.as_str());
+        }
+        // Pending requests first and oldest first: the queue a person works through. Settled ones
+        // after them, newest first: the history.
+        qb.push(
+            " ORDER BY state = 'pending' DESC, \
+             CASE WHEN state = 'pending' THEN created_at ELSE -created_at END, id LIMIT ",
+        )
+        .push_bind(i64::from(q.limit.clamp(1, MAX_PAGE)));
+        let rows = qb.build().fetch_all(pool).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Settles a request if it is still pending and not past its deadline. Runs inside the caller's
+    /// `BEGIN IMMEDIATE` transaction, so the state test and the change cannot be split by another
+    /// writer, in this process or another.
+    pub(crate) async fn resolve(
+        conn: &mut Conn,
+        id: &str,
+        resolution: Resolution,
+        now_us: i64,
+    ) -> Result<ResolveOutcome> {
+        let state = if resolution.approve {
+            ConfirmationState::Approved
+        } else {
+            ConfirmationState::Denied
+        };
+        let mut qb = QueryBuilder::<Db>::new("UPDATE confirmations SET state = ");
+        qb.push_bind(state.as_str())
+            .push(", resolved_at = ")
+            .push_bind(now_us)
+            .push(", resolved_by = ")
+            .push_bind(resolution.by.clone())
+            .push(", note = ")
+            .push_bind(resolution.note.clone())
+            .push(" WHERE id = ")
+            .push_bind(id.to_owned())
+            .push(" AND state = 'pending' AND expires_at > ")
+            .push_bind(now_us)
+            .push(format!(" RETURNING {COLUMNS}"));
+        let Some(row) = qb.build().fetch_optional(&mut *conn).await? else {
+            return why_unchanged(conn, id, now_us).await;
+        };
+        let Some(mut grant) = resolution.grant else {
+            return Ok(ResolveOutcome::Resolved {
+                confirmation: Box::new(decode(&row)?),
+                grant: None,
+            });
+        };
+        grant.created_by = resolution.by;
+        grant.confirmation_id = Some(id.to_owned());
+        let grant = on::grants::create(conn, grant, now_us).await?;
+        let mut qb = QueryBuilder::<Db>::new("UPDATE confirmations SET grant_id = ");
+        qb.push_bind(grant.id.clone())
+            .push(" WHERE id = ")
+            .push_bind(id.to_owned())
+            .push(format!(" RETURNING {COLUMNS}"));
+        let row = qb.build().fetch_one(&mut *conn).await?;
+        Ok(ResolveOutcome::Resolved {
+            confirmation: Box::new(decode(&row)?),
+            grant: Some(Box::new(grant)),
+        })
+    }
+
+    /// Explains why [`resolve`] changed nothing. A request still marked pending past its deadline is
+    /// marked expired here, so the answer and the file agree.
+    async fn why_unchanged(
+        conn: &mut Conn,
+        id: &str,
+        now_us: i64,
+    ) -> Result<ResolveOutcome> {
+        let row = sqlx::query(
+            "SELECT state, resolved_at, resolved_by, expires_at FROM confirmations WHERE id = $1",
+        )
+        .bind(id.to_owned())
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(row) = row else {
+            return Ok(ResolveOutcome::NotFound);
+        };
+        let what = || format!("confirmation {id}, column state");
+        let state: ConfirmationState = codec::word(what, &row.try_get::<String, _>("state")?)?;
+        let expires_at: i64 = row.try_get("expires_at")?;
+        if state == ConfirmationState::Pending {
+            if expires_at > now_us {
+                // The UPDATE's own test says otherwise; only a damaged row gets here.
+                return Err(StoreError::Corrupt {
+                    what: format!("confirmation {id}"),
+                    message: "pending and unexpired, yet it could not be resolved".to_owned(),
+                });
+            }
+            expire(conn, Some(id), now_us).await?;
+            return Ok(ResolveOutcome::AlreadyResolved {
+                state: ConfirmationState::Expired,
+                by: None,
+                at: expires_at,
             });
         }
-        expire(conn, Some(id), now_us).await?;
-        return Ok(ResolveOutcome::AlreadyResolved {
-            state: ConfirmationState::Expired,
-            by: None,
-            at: expires_at,
-        });
+        let at: Option<i64> = row.try_get("resolved_at")?;
+        Ok(ResolveOutcome::AlreadyResolved {
+            state,
+            by: row.try_get("resolved_by")?,
+            at: at.unwrap_or(expires_at),
+        })
     }
-    let at: Option<i64> = row.try_get("resolved_at")?;
-    Ok(ResolveOutcome::AlreadyResolved {
-        state,
-        by: row.try_get("resolved_by")?,
-        at: at.unwrap_or(expires_at),
-    })
-}
 
-/// Marks pending requests past their deadline (all of them, or just `only`) expired and returns
-/// their ids, sorted.
-pub(crate) async fn expire(
-    conn: &mut SqliteConnection,
-    only: Option<&str>,
-    now_us: i64,
-) -> Result<Vec<String>> {
-    // An expired request records its deadline as the time it was settled: that is when it
-    // lapsed, whenever a sweep happened to notice.
-    let mut qb = QueryBuilder::<Sqlite>::new(
-        "UPDATE confirmations SET state = 'expired', resolved_at = expires_at \
-         WHERE state = 'pending' AND expires_at <= ",
-    );
-    qb.push_bind(now_us);
-    if let Some(id) = only {
-        qb.push(" AND id = ").push_bind(id.to_owned());
+    /// Marks pending requests past their deadline (all of them, or just `only`) expired and returns
+    /// their ids, sorted.
+    pub(crate) async fn expire(
+        conn: &mut Conn,
+        only: Option<&str>,
+        now_us: i64,
+    ) -> Result<Vec<String>> {
+        // An expired request records its deadline as the time it was settled: that is when it
+        // lapsed, whenever a sweep happened to notice.
+        let mut qb = QueryBuilder::<Db>::new(
+            "UPDATE confirmations SET state = 'expired', resolved_at = expires_at \
+             WHERE state = 'pending' AND expires_at <= ",
+        );
+        qb.push_bind(now_us);
+        if let Some(id) = only {
+            qb.push(" AND id = ").push_bind(id.to_owned());
+        }
+        qb.push(" RETURNING id");
+        let rows = qb.build().fetch_all(&mut *conn).await?;
+        let mut ids = rows
+            .iter()
+            .map(|r| r.try_get::<String, _>(0))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        ids.sort_unstable();
+        Ok(ids)
     }
-    qb.push(" RETURNING id");
-    let rows = qb.build().fetch_all(&mut *conn).await?;
-    let mut ids = rows
-        .iter()
-        .map(|r| r.try_get::<String, _>(0))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    ids.sort_unstable();
-    Ok(ids)
-}
 
-fn decode(row: &SqliteRow) -> Result<ConfirmationRow> {
-    let id: String = row.try_get("id")?;
-    let what = |column: &'static str| {
-        let id = id.clone();
-        move || format!("confirmation {id}, column {column}")
-    };
-    let arguments: String = row.try_get("arguments")?;
-    let explanation: String = row.try_get("explanation")?;
-    let context: Option<String> = row.try_get("context")?;
-    let state: String = row.try_get("state")?;
-    Ok(ConfirmationRow {
-        execution_id: row.try_get("execution_id")?,
-        tool: row.try_get("tool")?,
-        arguments: codec::json(what("arguments"), &arguments)?,
-        agent_id: row.try_get("agent_id")?,
-        skill: row.try_get("skill")?,
-        user_id: row.try_get("user_id")?,
-        reason: row.try_get("reason")?,
-        explanation: codec::json(what("explanation"), &explanation)?,
-        context: context
-            .map(|c| codec::json(what("context"), &c))
-            .transpose()?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-        state: codec::word(what("state"), &state)?,
-        resolved_at: row.try_get("resolved_at")?,
-        resolved_by: row.try_get("resolved_by")?,
-        note: row.try_get("note")?,
-        grant_id: row.try_get("grant_id")?,
-        id,
-    })
+    fn decode(row: &DbRow) -> Result<ConfirmationRow> {
+        let id: String = row.try_get("id")?;
+        let what = |column: &'static str| {
+            let id = id.clone();
+            move || format!("confirmation {id}, column {column}")
+        };
+        let arguments: String = row.try_get("arguments")?;
+        let explanation: String = row.try_get("explanation")?;
+        let context: Option<String> = row.try_get("context")?;
+        let state: String = row.try_get("state")?;
+        Ok(ConfirmationRow {
+            execution_id: row.try_get("execution_id")?,
+            tool: row.try_get("tool")?,
+            arguments: codec::json(what("arguments"), &arguments)?,
+            agent_id: row.try_get("agent_id")?,
+            skill: row.try_get("skill")?,
+            user_id: row.try_get("user_id")?,
+            reason: row.try_get("reason")?,
+            explanation: codec::json(what("explanation"), &explanation)?,
+            context: context
+                .map(|c| codec::json(what("context"), &c))
+                .transpose()?,
+            created_at: row.try_get("created_at")?,
+            expires_at: row.try_get("expires_at")?,
+            state: codec::word(what("state"), &state)?,
+            resolved_at: row.try_get("resolved_at")?,
+            resolved_by: row.try_get("resolved_by")?,
+            note: row.try_get("note")?,
+            grant_id: row.try_get("grant_id")?,
+            id,
+        })
+    }
 }

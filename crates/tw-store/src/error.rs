@@ -87,6 +87,19 @@ pub enum StoreError {
     /// (`Writer::write_in_place`); busy after the busy timeout included.
     #[error("database error: {0}")]
     Database(String),
+    /// The team store's database could not be reached; nothing was read or written.
+    #[error(
+        "the team store at {url} cannot be reached ({cause}); calls are refused until it answers again"
+    )]
+    Unreachable {
+        /// Its URL, without the password.
+        url: String,
+        /// What the driver said.
+        cause: String,
+    },
+    /// Something this build does only on the embedded (SQLite) store.
+    #[error("{0} is not available on a PostgreSQL team store in this build")]
+    Unsupported(&'static str),
     /// Writing an export failed.
     #[error("cannot write the export: {0}")]
     Export(std::io::Error),

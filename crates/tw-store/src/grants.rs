@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
+use sqlx::QueryBuilder;
 
 use crate::codec;
 use crate::error::{Result, StoreError};
@@ -88,118 +87,120 @@ pub struct GrantQuery {
 const COLUMNS: &str = "id, tool, scope, arguments, agent_id, skill, created_at, created_by, \
      expires_at, revoked_at, revoked_by, confirmation_id";
 
-pub(crate) async fn create(
-    conn: &mut SqliteConnection,
-    grant: NewGrant,
-    now_us: i64,
-) -> Result<GrantRow> {
-    sqlx::query(
-        "INSERT INTO grants (id, tool, scope, arguments, agent_id, skill, created_at, created_by, \
-         expires_at, confirmation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(grant.id.clone())
-    .bind(grant.tool.clone())
-    .bind(grant.scope.kind())
-    .bind(scope_arguments(&grant.scope))
-    .bind(grant.agent_id.clone())
-    .bind(grant.skill.clone())
-    .bind(now_us)
-    .bind(grant.created_by.clone())
-    .bind(grant.expires_at)
-    .bind(grant.confirmation_id.clone())
-    .execute(&mut *conn)
-    .await?;
-    Ok(GrantRow {
-        id: grant.id,
-        tool: grant.tool,
-        scope: grant.scope,
-        agent_id: grant.agent_id,
-        skill: grant.skill,
-        created_at: now_us,
-        created_by: grant.created_by,
-        expires_at: grant.expires_at,
-        revoked_at: None,
-        revoked_by: None,
-        confirmation_id: grant.confirmation_id,
-    })
-}
-
-pub(crate) async fn revoke(
-    conn: &mut SqliteConnection,
-    id: &str,
-    by: &str,
-    now_us: i64,
-) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE grants SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL",
-    )
-    .bind(now_us)
-    .bind(by.to_owned())
-    .bind(id.to_owned())
-    .execute(&mut *conn)
-    .await?;
-    Ok(done.rows_affected() > 0)
-}
-
-pub(crate) async fn get(pool: &SqlitePool, id: &str) -> Result<Option<GrantRow>> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM grants WHERE id = "));
-    qb.push_bind(id.to_owned());
-    let row = qb.build().fetch_optional(pool).await?;
-    row.as_ref().map(decode).transpose()
-}
-
-pub(crate) async fn list(pool: &SqlitePool, q: &GrantQuery) -> Result<Vec<GrantRow>> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM grants WHERE 1 = 1"));
-    if let Some(tool) = &q.tool {
-        qb.push(" AND tool = ").push_bind(tool.clone());
+dual! {
+    pub(crate) async fn create(
+        conn: &mut Conn,
+        grant: NewGrant,
+        now_us: i64,
+    ) -> Result<GrantRow> {
+        sqlx::query(
+            "INSERT INTO grants (id, tool, scope, arguments, agent_id, skill, created_at, created_by, \
+             expires_at, confirmation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(grant.id.clone())
+        .bind(grant.tool.clone())
+        .bind(grant.scope.kind())
+        .bind(scope_arguments(&grant.scope))
+        .bind(grant.agent_id.clone())
+        .bind(grant.skill.clone())
+        .bind(now_us)
+        .bind(grant.created_by.clone())
+        .bind(grant.expires_at)
+        .bind(grant.confirmation_id.clone())
+        .execute(&mut *conn)
+        .await?;
+        Ok(GrantRow {
+            id: grant.id,
+            tool: grant.tool,
+            scope: grant.scope,
+            agent_id: grant.agent_id,
+            skill: grant.skill,
+            created_at: now_us,
+            created_by: grant.created_by,
+            expires_at: grant.expires_at,
+            revoked_at: None,
+            revoked_by: None,
+            confirmation_id: grant.confirmation_id,
+        })
     }
-    if let Some(at) = q.active_at {
-        qb.push(" AND (revoked_at IS NULL OR revoked_at > ")
-            .push_bind(at)
-            .push(") AND (expires_at IS NULL OR expires_at > ")
-            .push_bind(at)
-            .push(")");
-    } else if !q.include_revoked {
-        qb.push(" AND revoked_at IS NULL");
-    }
-    qb.push(" ORDER BY created_at, id");
-    let rows = qb.build().fetch_all(pool).await?;
-    rows.iter().map(decode).collect()
-}
 
-fn decode(row: &SqliteRow) -> Result<GrantRow> {
-    let id: String = row.try_get("id")?;
-    let what = |column: &str| format!("grant {id}, column {column}");
-    let scope: String = row.try_get("scope")?;
-    let arguments: Option<String> = row.try_get("arguments")?;
-    let arguments = arguments
-        .map(|t| codec::json(|| what("arguments"), &t))
-        .transpose()?;
-    let scope = match (scope.as_str(), arguments) {
-        ("exact", Some(v)) => GrantScope::Exact(v),
-        ("pattern", Some(Value::Object(map))) => GrantScope::Pattern(map),
-        ("tool", None) => GrantScope::Tool,
-        (scope, arguments) => {
-            return Err(StoreError::Corrupt {
-                what: what("scope"),
-                message: format!(
-                    "scope {scope:?} with {} arguments",
-                    if arguments.is_some() { "some" } else { "no" }
-                ),
-            });
+    pub(crate) async fn revoke(
+        conn: &mut Conn,
+        id: &str,
+        by: &str,
+        now_us: i64,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE grants SET revoked_at = $1, revoked_by = $2 WHERE id = $3 AND revoked_at IS NULL",
+        )
+        .bind(now_us)
+        .bind(by.to_owned())
+        .bind(id.to_owned())
+        .execute(&mut *conn)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    pub(crate) async fn get(pool: &Pool, id: &str) -> Result<Option<GrantRow>> {
+        let mut qb = QueryBuilder::<Db>::new(format!("SELECT {COLUMNS} FROM grants WHERE id = "));
+        qb.push_bind(id.to_owned());
+        let row = qb.build().fetch_optional(pool).await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    pub(crate) async fn list(pool: &Pool, q: &GrantQuery) -> Result<Vec<GrantRow>> {
+        let mut qb = QueryBuilder::<Db>::new(format!("SELECT {COLUMNS} FROM grants WHERE 1 = 1"));
+        if let Some(tool) = &q.tool {
+            qb.push(" AND tool = ").push_bind(tool.clone());
         }
-    };
-    Ok(GrantRow {
-        tool: row.try_get("tool")?,
-        scope,
-        agent_id: row.try_get("agent_id")?,
-        skill: row.try_get("skill")?,
-        created_at: row.try_get("created_at")?,
-        created_by: row.try_get("created_by")?,
-        expires_at: row.try_get("expires_at")?,
-        revoked_at: row.try_get("revoked_at")?,
-        revoked_by: row.try_get("revoked_by")?,
-        confirmation_id: row.try_get("confirmation_id")?,
-        id,
-    })
+        if let Some(at) = q.active_at {
+            qb.push(" AND (revoked_at IS NULL OR revoked_at > ")
+                .push_bind(at)
+                .push(") AND (expires_at IS NULL OR expires_at > ")
+                .push_bind(at)
+                .push(")");
+        } else if !q.include_revoked {
+            qb.push(" AND revoked_at IS NULL");
+        }
+        qb.push(" ORDER BY created_at, id");
+        let rows = qb.build().fetch_all(pool).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    fn decode(row: &DbRow) -> Result<GrantRow> {
+        let id: String = row.try_get("id")?;
+        let what = |column: &str| format!("grant {id}, column {column}");
+        let scope: String = row.try_get("scope")?;
+        let arguments: Option<String> = row.try_get("arguments")?;
+        let arguments = arguments
+            .map(|t| codec::json(|| what("arguments"), &t))
+            .transpose()?;
+        let scope = match (scope.as_str(), arguments) {
+            ("exact", Some(v)) => GrantScope::Exact(v),
+            ("pattern", Some(Value::Object(map))) => GrantScope::Pattern(map),
+            ("tool", None) => GrantScope::Tool,
+            (scope, arguments) => {
+                return Err(StoreError::Corrupt {
+                    what: what("scope"),
+                    message: format!(
+                        "scope {scope:?} with {} arguments",
+                        if arguments.is_some() { "some" } else { "no" }
+                    ),
+                });
+            }
+        };
+        Ok(GrantRow {
+            tool: row.try_get("tool")?,
+            scope,
+            agent_id: row.try_get("agent_id")?,
+            skill: row.try_get("skill")?,
+            created_at: row.try_get("created_at")?,
+            created_by: row.try_get("created_by")?,
+            expires_at: row.try_get("expires_at")?,
+            revoked_at: row.try_get("revoked_at")?,
+            revoked_by: row.try_get("revoked_by")?,
+            confirmation_id: row.try_get("confirmation_id")?,
+            id,
+        })
+    }
 }

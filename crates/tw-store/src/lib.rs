@@ -1,13 +1,14 @@
-//! Toolwarden's durable state in one SQLite file: the append-only audit log, written by a single
-//! group-commit writer, the persisted custom tools, and what the policy engine must share between
-//! processes and keep across restarts: settings, the append-only admin log, confirmation
-//! requests, grants, rate-limit counts and the tools switched off per license tier.
+//! Toolwarden's durable state: the append-only audit log, the persisted custom tools, and what
+//! the policy engine must share between processes and keep across restarts: settings, the
+//! append-only admin log, confirmation requests, grants, rate-limit counts and the tools switched
+//! off per license tier.
 //!
-//! The file runs in WAL mode so readers (the CLI, the desktop app's log viewer) never block the
-//! writer. Every write goes through the one write connection the audit writer holds (see
-//! `writer`); reads use a small pool. The schema is migrated forward on open; a file from a newer
-//! build is refused rather than touched.
+//! Two backends behind one [`Store`]: one SQLite file (the embedded default; see `sqlite`), or a
+//! PostgreSQL database that several replicas share (the team store; see `pg`). The SQL for the
+//! shared state is written once for both (see `dual`); the pipeline does not know which it has.
 
+#[macro_use]
+mod dual;
 mod admin;
 mod archive;
 mod capabilities;
@@ -22,25 +23,26 @@ mod error;
 mod filter;
 mod grants;
 mod options;
+mod pg;
 mod pins;
 mod query;
 mod rate;
 mod record;
 mod search;
 mod settings;
+mod sqlite;
 mod switches;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod timeline;
 mod tokens;
 mod tools;
 mod verify;
 mod writer;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{ConnectOptions as _, Row as _, SqlitePool};
 use tokio::io::AsyncWrite;
 use tw_core::ToolSpec;
 
@@ -62,6 +64,7 @@ pub use error::{Result, StoreError};
 pub use filter::{AuditFilter, DEFAULT_PAGE};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
 pub use options::{StoreOptions, Synchronous};
+pub use pg::StoreNotice;
 pub use pins::{PinRow, PinState, SeenDefinition};
 pub use query::{
     AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, TEXT_INDEX_WINDOW, TEXT_SCAN_WINDOW,
@@ -78,273 +81,140 @@ pub use tools::StoredTool;
 pub use verify::{Head, MAX_PROBLEMS, Problem, ProblemKind, VerifyReport};
 
 use record::Encoded;
-use writer::Writer;
-
-/// How long records wait in the audit tail for company before a background move takes them
-/// (a batch waiting moves at once).
-const MOVE_AFTER: Duration = Duration::from_millis(50);
-
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+use sqlite::Inner;
+pub(crate) use sqlite::{beside, create_private};
 
 /// An open store. Cheap to clone; all clones share the writer and the read pool.
 #[derive(Debug, Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    db: Db,
+    /// The database file, or for a team store the path its local files are named after (the
+    /// signing key, `<path>.audit-key`).
+    path: Arc<Path>,
 }
 
-#[derive(Debug)]
-struct Inner {
-    path: PathBuf,
-    pool: SqlitePool,
-    writer: Writer,
-    /// The text index's builder, when the store keeps one.
-    indexer: Option<search::Indexer>,
-    checkpoints: checkpoint::Schedule,
-    /// `keep_days` and where archives go.
-    retention: Option<(u32, PathBuf)>,
+#[derive(Debug, Clone)]
+enum Db {
+    Sqlite(Arc<Inner>),
+    Pg(Arc<pg::PgStore>),
+}
+
+/// Runs a dual module's function (see `dual`) on this store's backend: `read` on the read pool,
+/// `conn` on a write connection, `tx` in one write transaction.
+macro_rules! on_backend {
+    ($store:ident, read $m:ident :: $f:ident ( $($a:expr),* $(,)? )) => {
+        match &$store.db {
+            Db::Sqlite(s) => $m::sqlite::$f(&s.pool $(, $a)*).await,
+            Db::Pg(p) => p.read(async |pool| $m::pg::$f(pool $(, $a)*).await).await,
+        }
+    };
+    ($store:ident, conn $m:ident :: $f:ident ( $($a:expr),* $(,)? )) => {
+        match &$store.db {
+            Db::Sqlite(s) => {
+                s.writer.with_conn(async |conn| $m::sqlite::$f(conn $(, $a)*).await).await
+            }
+            Db::Pg(p) => p.with_conn(async |conn| $m::pg::$f(conn $(, $a)*).await).await,
+        }
+    };
+    ($store:ident, tx $m:ident :: $f:ident ( $($a:expr),* $(,)? )) => {
+        match &$store.db {
+            Db::Sqlite(s) => {
+                s.writer.transaction(async |conn| $m::sqlite::$f(conn $(, $a)*).await).await
+            }
+            Db::Pg(p) => p.transaction(async |conn| $m::pg::$f(conn $(, $a)*).await).await,
+        }
+    };
 }
 
 impl Store {
-    /// Opens (creating and migrating as needed) the database at `options.path`.
+    /// Opens the store `options` names: the PostgreSQL database at `options.url` if set (a team
+    /// store), otherwise the SQLite file at `options.path` (created and migrated as needed).
     pub async fn open(options: StoreOptions) -> Result<Self> {
-        let path = options.path.clone();
-        create_private(&path)?;
-        // Several processes may open a new data directory at once (an agent's CLI and the desktop
-        // app). Switching a new file to WAL fails at once with "database is locked" while another
-        // connection has it open, and sqlx's migrator takes no lock either: so opening, up to the
-        // migrated schema and the write connection, is done one process at a time.
-        let _lock = open_lock(&path).await?;
-        let connect = SqliteConnectOptions::new()
-            .filename(&path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(match options.synchronous {
-                Synchronous::Normal => SqliteSynchronous::Normal,
-                Synchronous::Full => SqliteSynchronous::Full,
-            })
-            .busy_timeout(options.busy_timeout)
-            .foreign_keys(true);
-        // The text index is attached to every read connection, so one statement can join it to the
-        // log.
-        // Derived data: a store whose index cannot be made (a read-only directory, say) opens
-        // without it, and its searches read the log.
-        let index = options
-            .text_index
-            .then(|| search::prepare(&path))
-            .and_then(|made| {
-                made.map_err(|e| {
-                    tracing::warn!(error = %e, "no audit text index; text searches read the log");
-                })
-                .ok()
-            });
-        let attach = index.as_ref().map(|p| p.to_string_lossy().into_owned());
-        let pool = SqlitePoolOptions::new()
-            .after_connect(move |conn, _| {
-                let attach = attach.clone();
-                Box::pin(async move {
-                    if let Some(file) = attach {
-                        let sql = format!("ATTACH DATABASE ?1 AS {}", search::SCHEMA);
-                        // Built from constants only; the file name is bound.
-                        sqlx::query(sqlx::AssertSqlSafe(sql))
-                            .bind(file)
-                            .execute(conn)
-                            .await?;
-                    }
-                    Ok(())
-                })
-            })
-            .max_connections(4)
-            .min_connections(0)
-            .idle_timeout(Some(Duration::from_secs(60)))
-            .connect_with(connect.clone())
-            .await
-            .map_err(|e| classify(&path, e))?;
-        refuse_newer_schema(&pool, &path).await?;
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|cause| StoreError::Migrate {
-                path: path.clone(),
-                cause,
-            })?;
-        // Why this checkpoint interval: see `writer`.
-        let conn = connect
-            .clone()
-            .pragma(
-                "wal_autocheckpoint",
-                writer::WAL_AUTOCHECKPOINT_PAGES.to_string(),
-            )
-            .connect()
-            .await
-            .map_err(|e| classify(&path, e))?;
-        let audit = writer::AuditConnection {
-            path: &path,
-            synchronous: match options.synchronous {
-                Synchronous::Normal => "NORMAL",
-                Synchronous::Full => "FULL",
-            },
-            busy_timeout: options.busy_timeout,
+        let path: Arc<Path> = Arc::from(options.path.as_path());
+        let db = match &options.url {
+            Some(url) => Db::Pg(Arc::new(pg::PgStore::open(url).await?)),
+            None => Db::Sqlite(Inner::open(options).await?),
         };
-        let writer = Writer::open(&audit, conn, options.max_batch.clamp(1, 1000))?;
-        // Records a process left in the tail (it was killed before moving them) move now; then
-        // rows from before the hash chain, if any, are sealed, before anything else is written.
-        writer.settle().await?;
-        writer.write_in_place(chain::seal).await?;
-        // An archive's removal a crash cut short is finished.
-        archive::finish_cut(&writer, &path).await?;
-        let indexer = index.and_then(|index| {
-            search::Indexer::start(&path, &index, writer.commit_counter())
-                .map_err(|e| {
-                    tracing::warn!(error = %e, "no audit text index; text searches read the log");
-                })
-                .ok()
-        });
-        let store = Self {
-            inner: Arc::new(Inner {
-                path,
-                pool,
-                writer,
-                indexer,
-                checkpoints: checkpoint::Schedule::new(
-                    options.checkpoint_every,
-                    options.checkpoint_interval,
-                ),
-                retention: options.keep_days.map(|d| (d, options.archive_dir.clone())),
-            }),
-        };
-        store.start_checkpointing();
-        if store.inner.retention.is_some() {
-            store.start_retention();
+        Ok(Self { db, path })
+    }
+
+    /// The SQLite store, or what `what` needs on a team store that this build does only on
+    /// SQLite.
+    fn lite(&self, what: &'static str) -> Result<&Arc<Inner>> {
+        match &self.db {
+            Db::Sqlite(inner) => Ok(inner),
+            Db::Pg(_) => Err(StoreError::Unsupported(what)),
         }
-        Ok(store)
     }
 
-    /// Makes a signed checkpoint whenever one is due (see [`StoreOptions::checkpoint_every`]),
-    /// until the store is dropped or closed.
-    fn start_checkpointing(&self) {
-        let weak = Arc::downgrade(&self.inner);
-        let (wake, interval) = (
-            self.inner.checkpoints.wake.clone(),
-            self.inner.checkpoints.interval,
-        );
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = wake.notified() => {}
-                    () = tokio::time::sleep(interval) => {}
-                }
-                let Some(store) = Store::live(&weak) else {
-                    return;
-                };
-                match store.checkpoint_if_due().await {
-                    Ok(_) => {}
-                    Err(StoreError::WriterClosed) => return,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "no audit checkpoint was made; the next try is in {interval:?}")
-                    }
-                }
-            }
-        });
+    /// The SQLite store's parts, for tests that reach into them.
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Inner {
+        match &self.db {
+            Db::Sqlite(inner) => inner,
+            Db::Pg(_) => panic!("a test reached for SQLite's parts on a team store"),
+        }
     }
 
-    /// Makes a checkpoint if the logs moved since the last one and it is due: `every` records
-    /// or `interval` since it (or there is none yet).
-    async fn checkpoint_if_due(&self) -> Result<Option<Checkpoint>> {
-        let inner = &self.inner;
-        (inner.checkpoints)
-            .make(&inner.writer, &inner.pool, &inner.path, false)
-            .await
+    /// Whether this is a team store (PostgreSQL).
+    pub fn is_team_store(&self) -> bool {
+        matches!(self.db, Db::Pg(_))
+    }
+
+    /// What other replicas change, pushed as it happens: `None` on SQLite, whose processes on
+    /// one data directory look for changes themselves (the change counters, the confirmation
+    /// rows).
+    pub fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<StoreNotice>> {
+        match &self.db {
+            Db::Sqlite(_) => None,
+            Db::Pg(p) => Some(p.subscribe()),
+        }
     }
 
     /// Makes a signed checkpoint of both logs' heads now and returns it (it goes into the
     /// database and into `<database>.checkpoints`); if nothing was appended since the last one,
     /// returns that one. `None` while both logs are empty.
     pub async fn checkpoint(&self) -> Result<Option<Checkpoint>> {
-        let inner = &self.inner;
-        (inner.checkpoints)
-            .make(&inner.writer, &inner.pool, &inner.path, true)
-            .await
+        self.lite("a signed checkpoint")?.checkpoint(true).await
     }
 
     /// Archives the audit records that started before `before` (µs since the epoch) into
     /// `out`, which must not exist; reads the file back and verifies it; records it; and only
     /// then removes those records from the log. `None` if no record is that old.
     pub async fn archive(&self, before: i64, out: &Path) -> Result<Option<ArchiveSummary>> {
-        archive::run(&self.inner.writer, &self.inner.path, before, out).await
-    }
-
-    /// Every hour (the first time a minute after opening), archives what `keep_days` no longer
-    /// keeps into `archive_dir/audit-<time>.jsonl`.
-    fn start_retention(&self) {
-        let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            let mut wait = Duration::from_secs(60);
-            loop {
-                tokio::time::sleep(wait).await;
-                wait = Duration::from_secs(3600);
-                let Some(store) = Store::live(&weak) else {
-                    return;
-                };
-                let Some((days, dir)) = store.inner.retention.clone() else {
-                    return;
-                };
-                if let Err(e) = std::fs::create_dir_all(&dir) {
-                    tracing::warn!(error = %e, dir = %dir.display(), "audit retention: no archive directory");
-                    continue;
-                }
-                let now = checkpoint::now_us();
-                let before = now - i64::from(days) * 86_400_000_000;
-                match store
-                    .archive(before, &dir.join(format!("audit-{now}.jsonl")))
-                    .await
-                {
-                    Ok(Some(s)) => {
-                        tracing::info!(file = %s.path.display(), records = s.header.records, removed = s.removed, "audit records past keep_days archived")
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "audit retention: nothing was archived or removed")
-                    }
-                }
-            }
-        });
-    }
-
-    /// The store a background task serves, unless it was dropped or closed.
-    fn live(weak: &std::sync::Weak<Inner>) -> Option<Self> {
-        let inner = weak.upgrade()?;
-        let closed = inner
-            .checkpoints
-            .closed
-            .load(std::sync::atomic::Ordering::Acquire);
-        (!closed).then_some(Self { inner })
+        self.lite("archiving")?.archive(before, out).await
     }
 
     /// What `toolwarden store doctor` reports: where the store is, whether it answers and how
     /// fast, its schema against this build's, and how far the tail's move, the text index and
     /// the signed checkpoints are behind the newest record.
     pub async fn doctor(&self) -> Result<StoreReport> {
+        let inner = self.lite("store doctor")?;
         let known = doctor::Known {
             writable: self.is_healthy(),
-            build_schema_version: MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0),
+            build_schema_version: sqlite::MIGRATOR
+                .iter()
+                .map(|m| m.version)
+                .max()
+                .unwrap_or(0),
             text_index: self.text_index().await?,
         };
-        doctor::report(&self.inner.pool, &self.inner.path, known).await
+        doctor::report(&inner.pool, &inner.path, known).await
     }
 
     /// Recomputes both logs' hash chains, checks every output against its digest and every
     /// checkpoint (the database's, `<database>.checkpoints`, and `saved`) against its signature,
     /// this store's key and the logs; says where each break is.
     pub async fn verify(&self, saved: Vec<Checkpoint>) -> Result<VerifyReport> {
-        let path = self.inner.path.clone();
+        let path = self.lite("audit verify")?.path.clone();
         tokio::task::spawn_blocking(move || verify::verify(&path, &saved))
             .await
             .map_err(|e| StoreError::Database(format!("the verifier stopped: {e}")))?
     }
 
-    /// The database file.
+    /// The database file (for a team store, the path its local files are named after).
     pub fn path(&self) -> &Path {
-        &self.inner.path
+        &self.path
     }
 
     /// Appends a record and returns its id once it is committed.
@@ -354,71 +224,35 @@ impl Store {
         if let Some(v) = &record.violation {
             codec::check_kind("violation type", &v.kind)?;
         }
-        let id = self.inner.writer.append(Encoded::new(record)).await?;
-        if self.inner.writer.note_tail(1) {
-            self.start_moving();
+        match &self.db {
+            Db::Sqlite(inner) => inner.append(Encoded::new(record)).await,
+            Db::Pg(p) => p.append(Encoded::new(record)).await,
         }
-        let c = &self.inner.checkpoints;
-        if c.since.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == c.every {
-            c.wake.notify_one();
-        }
-        Ok(id)
     }
 
-    /// Moves the audit tail into the indexed log in the background, a batch at a time, until it
-    /// is empty: at once while a whole batch waits, otherwise after [`MOVE_AFTER`] (so that a
-    /// quiet stream of calls still moves in batches).
-    fn start_moving(&self) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // No runtime to move on: the next query, open or close moves the tail.
-            self.inner.writer.move_done();
-            return;
-        };
-        let store = Arc::downgrade(&self.inner);
-        runtime.spawn(async move {
-            loop {
-                let Some(inner) = store.upgrade() else { return };
-                if inner.writer.tail_len() < writer::MOVE_BATCH as u64 {
-                    drop(inner);
-                    tokio::time::sleep(MOVE_AFTER).await;
-                }
-                let Some(inner) = store.upgrade() else { return };
-                let again = match inner.writer.move_some().await {
-                    Ok(n) if n > 0 && inner.writer.tail_len() > 0 => true,
-                    Ok(_) => inner.writer.move_done(),
-                    Err(StoreError::WriterClosed) => return,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "the audit tail was not moved; the next read or move tries again");
-                        inner.writer.move_done()
-                    }
-                };
-                if !again {
-                    return;
-                }
-            }
-        });
-    }
-
-    /// Moves the audit tail into the indexed log, so a query that follows sees every record
-    /// committed so far.
-    async fn settled(&self) -> Result<&SqlitePool> {
-        self.inner.writer.settle().await?;
-        Ok(&self.inner.pool)
-    }
-
-    /// Whether the store takes records and its last commit succeeded.
+    /// Whether the store takes records and its last commit succeeded (on a team store: whether
+    /// the database answered the last statement).
     pub fn is_healthy(&self) -> bool {
-        self.inner.writer.is_healthy()
+        match &self.db {
+            Db::Sqlite(inner) => inner.writer.is_healthy(),
+            Db::Pg(p) => p.is_healthy(),
+        }
     }
 
-    /// Commits made so far (each holds one or more records).
+    /// Commits made so far (each holds one or more records; 0 on a team store).
     pub fn batches_committed(&self) -> u64 {
-        self.inner.writer.batches()
+        match &self.db {
+            Db::Sqlite(inner) => inner.writer.batches(),
+            Db::Pg(_) => 0,
+        }
     }
 
     /// The record for an execution id.
     pub async fn get(&self, execution_id: &str) -> Result<Option<AuditRow>> {
-        query::get(&self.inner.pool, execution_id).await
+        match &self.db {
+            Db::Sqlite(inner) => query::get(&inner.pool, execution_id).await,
+            Db::Pg(p) => p.get(execution_id).await,
+        }
     }
 
     /// One page of records, newest first. A text search reads the rows its text index has not
@@ -427,21 +261,34 @@ impl Store {
     /// empty) page that is not the last: follow `next_cursor` until it is absent to see every
     /// match (see [`AuditPage::scanned_to`]).
     pub async fn query(&self, q: &AuditQuery) -> Result<AuditPage> {
-        query::page(self.settled().await?, q, self.inner.indexer.is_some()).await
+        match &self.db {
+            Db::Sqlite(inner) => {
+                query::page(inner.settled().await?, q, inner.indexer.is_some()).await
+            }
+            Db::Pg(p) => p.page(q).await,
+        }
     }
 
     /// How far the audit log's text index reaches, if the store keeps one (it is built in the
-    /// background, from the oldest record up, and follows new records within a second).
+    /// background, from the oldest record up, and follows new records within a second). A team
+    /// store keeps none: PostgreSQL searches the log itself.
     pub async fn text_index(&self) -> Result<Option<TextIndexStatus>> {
-        if self.inner.indexer.is_none() {
-            return Ok(None);
+        match &self.db {
+            Db::Sqlite(inner) if inner.indexer.is_some() => {
+                Ok(Some(search::status(&inner.pool).await?))
+            }
+            _ => Ok(None),
         }
-        Ok(Some(search::status(&self.inner.pool).await?))
     }
 
     /// How many records match (the cursor applies; the limit does not).
     pub async fn count(&self, q: &AuditQuery) -> Result<u64> {
-        query::count(self.settled().await?, q, self.inner.indexer.is_some()).await
+        match &self.db {
+            Db::Sqlite(inner) => {
+                query::count(inner.settled().await?, q, inner.indexer.is_some()).await
+            }
+            Db::Pg(p) => p.count(q).await,
+        }
     }
 
     /// Writes every matching record, oldest first, and returns how many.
@@ -451,27 +298,33 @@ impl Store {
         format: AuditExportFormat,
         out: &mut W,
     ) -> Result<u64> {
-        query::export(self.settled().await?, q, format, out).await
+        match &self.db {
+            Db::Sqlite(inner) => {
+                query::sqlite::export(inner.settled().await?, q, format, out).await
+            }
+            Db::Pg(p) => query::pg::export(&p.pool, q, format, out).await,
+        }
     }
 
     /// Calls per tool, per caller and per skill among the matching records.
     pub async fn usage_report(&self, q: &AuditQuery) -> Result<UsageReport> {
-        query::usage(self.settled().await?, q).await
+        match &self.db {
+            Db::Sqlite(inner) => query::sqlite::usage(inner.settled().await?, q).await,
+            Db::Pg(p) => p.read(async |pool| query::pg::usage(pool, q).await).await,
+        }
     }
 
     /// Calls per tool and per bucket of the window, with the denials among them (only
     /// non-zero cells are listed).
     pub async fn timeline(&self, w: &TimelineWindow) -> Result<Vec<TimelineCell>> {
-        timeline::timeline(self.settled().await?, w.since, w.until, w.bucket_us).await
+        let inner = self.lite("the audit timeline")?;
+        timeline::timeline(inner.settled().await?, w.since, w.until, w.bucket_us).await
     }
 
     /// Saves (or replaces) a custom tool.
     pub async fn save_custom_tool(&self, spec: &ToolSpec, now_us: i64) -> Result<()> {
         let tool = tools::encode(spec)?;
-        self.inner
-            .writer
-            .with_conn(async |conn| tools::save(conn, &tool, now_us).await)
-            .await
+        on_backend!(self, conn tools::save(&tool, now_us))
     }
 
     /// Replaces custom tool `old` with `spec` in one transaction: the old row goes and the new one
@@ -479,39 +332,33 @@ impl Store {
     /// taken by another stored tool is refused (`Invalid`), and so is an `old` that is not stored.
     pub async fn replace_custom_tool(&self, old: &str, spec: &ToolSpec, now_us: i64) -> Result<()> {
         let tool = tools::encode(spec)?;
-        self.inner
-            .writer
-            .transaction(async |conn| tools::replace(conn, old, &tool, now_us).await)
-            .await
+        on_backend!(self, tx tools::replace(old, &tool, now_us))
     }
 
     /// Deletes a custom tool; returns whether it existed.
     pub async fn delete_custom_tool(&self, name: &str) -> Result<bool> {
-        self.inner
-            .writer
-            .with_conn(async |conn| tools::delete(conn, name).await)
-            .await
+        on_backend!(self, conn tools::delete(name))
     }
 
     /// Every stored custom tool, by name. A spec that no longer loads is returned as its error.
     pub async fn custom_tools(&self) -> Result<Vec<StoredTool>> {
-        tools::list(&self.inner.pool).await
+        on_backend!(self, read tools::list())
     }
 
     /// How many times each table other processes' runtimes follow has changed (see
     /// [`WATCHED_TABLES`]): one query of a few rows, for polling.
     pub async fn change_counters(&self) -> Result<ChangeCounters> {
-        changes::read(&self.inner.pool).await
+        on_backend!(self, read changes::read())
     }
 
     /// A setting, if it was ever set.
     pub async fn get_setting(&self, key: &str) -> Result<Option<Setting>> {
-        settings::get(&self.inner.pool, key).await
+        on_backend!(self, read settings::get(key))
     }
 
     /// Every setting, by key.
     pub async fn settings(&self) -> Result<Vec<Setting>> {
-        settings::list(&self.inner.pool).await
+        on_backend!(self, read settings::list())
     }
 
     /// Sets (or replaces) a setting, recording who changed it and when.
@@ -522,30 +369,24 @@ impl Store {
             updated_at: now_us,
             updated_by: by.to_owned(),
         };
-        self.inner
-            .writer
-            .with_conn(async |conn| settings::set(conn, &setting).await)
-            .await
+        on_backend!(self, conn settings::set(&setting))
     }
 
     /// Appends an administrative change to the admin log and returns its id once committed.
     pub async fn append_admin_event(&self, event: AdminEvent) -> Result<i64> {
         let details = admin::encode(&event)?;
-        self.inner
-            .writer
-            .transaction(async |conn| admin::append(conn, &event, details).await)
-            .await
+        on_backend!(self, tx admin::append(&event, details))
     }
 
     /// Administrative changes, newest first. For the next page pass the last row's id as
     /// `cursor`; a page shorter than `limit` is the last.
     pub async fn admin_events(&self, q: &AdminQuery) -> Result<Vec<AdminEventRow>> {
-        admin::list(&self.inner.pool, q).await
+        on_backend!(self, read admin::list(q))
     }
 
     /// Every tool switched off for a tier, by tool and then tier.
     pub async fn tool_switches(&self) -> Result<Vec<ToolSwitchRow>> {
-        switches::list(&self.inner.pool).await
+        on_backend!(self, read switches::list())
     }
 
     /// Switches a tool on or off for one tier, atomically across processes, and appends `event`
@@ -556,19 +397,13 @@ impl Store {
         event: &AdminEvent,
     ) -> Result<SwitchOutcome> {
         let details = admin::encode(event)?;
-        self.inner
-            .writer
-            .transaction(async |conn| switches::apply(conn, change, event, details).await)
-            .await
+        on_backend!(self, tx switches::apply(change, event, details))
     }
 
     /// Records the definition an upstream server gives for a tool now: pinned if it is new,
     /// quarantined (kept as pending) if it differs from the pin.
     pub async fn observe_upstream_tool(&self, seen: &SeenDefinition) -> Result<PinState> {
-        self.inner
-            .writer
-            .transaction(async |conn| pins::observe(conn, seen).await)
-            .await
+        on_backend!(self, tx pins::observe(seen))
     }
 
     /// Accepts a quarantined tool's new definition as its pin, with `event` in the admin log;
@@ -581,15 +416,12 @@ impl Store {
         event: &AdminEvent,
     ) -> Result<Option<PinRow>> {
         let details = admin::encode(event)?;
-        self.inner
-            .writer
-            .transaction(async |conn| pins::accept(conn, server, tool, by, event, details).await)
-            .await
+        on_backend!(self, tx pins::accept(server, tool, by, event, details))
     }
 
     /// Every pinned upstream tool, by server and tool.
     pub async fn upstream_pins(&self) -> Result<Vec<PinRow>> {
-        pins::list(&self.inner.pool).await
+        on_backend!(self, read pins::list())
     }
 
     /// Stores an agent's token (its hash) with the admin-log entry `event`, in one transaction.
@@ -599,10 +431,7 @@ impl Store {
         event: &AdminEvent,
     ) -> Result<ApiTokenRow> {
         let details = admin::encode(event)?;
-        self.inner
-            .writer
-            .transaction(async |conn| tokens::insert(conn, token, event, details).await)
-            .await
+        on_backend!(self, tx tokens::insert(token, event, details))
     }
 
     /// Revokes every live token of `agent` (with `event` in the admin log if any was).
@@ -614,30 +443,27 @@ impl Store {
         event: &AdminEvent,
     ) -> Result<Vec<ApiTokenRow>> {
         let details = admin::encode(event)?;
-        self.inner
-            .writer
-            .transaction(async |conn| tokens::revoke(conn, agent, at, by, event, details).await)
-            .await
+        on_backend!(self, tx tokens::revoke(agent, at, by, event, details))
     }
 
     /// Agents' tokens, oldest first; revoked ones too if asked.
     pub async fn api_tokens(&self, include_revoked: bool) -> Result<Vec<ApiTokenRow>> {
-        tokens::list(&self.inner.pool, include_revoked).await
+        on_backend!(self, read tokens::list(include_revoked))
     }
 
     /// The agent the live token with this SHA-256 stands for, if any.
     pub async fn api_token_agent(&self, token_sha256: &str) -> Result<Option<String>> {
-        tokens::agent(&self.inner.pool, token_sha256).await
+        on_backend!(self, read tokens::agent(token_sha256))
     }
 
     /// Every tool's capability classification, by tool.
     pub async fn classifications(&self) -> Result<Vec<ClassificationRow>> {
-        capabilities::classifications(&self.inner.pool).await
+        on_backend!(self, read capabilities::classifications())
     }
 
     /// One tool's capability classification.
     pub async fn classification(&self, tool: &str) -> Result<Option<ClassificationRow>> {
-        capabilities::classification(&self.inner.pool, tool).await
+        on_backend!(self, read capabilities::classification(tool))
     }
 
     /// Writes (inserts or replaces) a tool's classification. A machine's (static, llm,
@@ -646,10 +472,7 @@ impl Store {
     /// appended to the admin log (`tool_classified`) in the same transaction.
     pub async fn put_classification(&self, row: &ClassificationRow) -> Result<bool> {
         let encoded = capabilities::encode_classification(row)?;
-        self.inner
-            .writer
-            .transaction(async |conn| capabilities::put_classification(conn, row, encoded).await)
-            .await
+        on_backend!(self, tx capabilities::put_classification(row, encoded))
     }
 
     /// Removes a tool's classification (an administrator clearing it, or the tool gone); returns
@@ -661,17 +484,12 @@ impl Store {
         actor: Option<&str>,
         at: i64,
     ) -> Result<bool> {
-        self.inner
-            .writer
-            .transaction(async |conn| {
-                capabilities::delete_classification(conn, tool, actor, at).await
-            })
-            .await
+        on_backend!(self, tx capabilities::delete_classification(tool, actor, at))
     }
 
     /// Every administrator's skill override, by skill and then tool.
     pub async fn skill_overrides(&self) -> Result<Vec<SkillOverrideRow>> {
-        capabilities::overrides(&self.inner.pool).await
+        on_backend!(self, read capabilities::overrides())
     }
 
     /// Sets (inserts or replaces) a skill override and appends it to the admin log
@@ -681,10 +499,7 @@ impl Store {
         row: &SkillOverrideRow,
     ) -> Result<Option<SkillOverrideRow>> {
         capabilities::check_override(row)?;
-        self.inner
-            .writer
-            .transaction(async |conn| capabilities::put_override(conn, row).await)
-            .await
+        on_backend!(self, tx capabilities::put_override(row))
     }
 
     /// Removes a skill override and, if there was one, appends its removal to the admin log
@@ -696,38 +511,36 @@ impl Store {
         actor: &str,
         at: i64,
     ) -> Result<Option<SkillOverrideRow>> {
-        self.inner
-            .writer
-            .transaction(async |conn| {
-                capabilities::delete_override(conn, skill, tool, actor, at).await
-            })
-            .await
+        on_backend!(self, tx capabilities::delete_override(skill, tool, actor, at))
     }
 
     /// Calls recorded under each skill, with those the skill's envelope refused and the latest
     /// call's start, by skill. Calls made under no skill are not counted.
     pub async fn skill_usage(&self) -> Result<Vec<SkillUsageRow>> {
-        capabilities::skill_usage(self.settled().await?).await
+        match &self.db {
+            Db::Sqlite(inner) => capabilities::sqlite::skill_usage(inner.settled().await?).await,
+            Db::Pg(p) => {
+                p.read(async |pool| capabilities::pg::skill_usage(pool).await)
+                    .await
+            }
+        }
     }
 
     /// Holds a call for approval.
     pub async fn create_confirmation(&self, c: NewConfirmation) -> Result<()> {
-        self.inner
-            .writer
-            .with_conn(async |conn| confirmations::create(conn, &c).await)
-            .await
+        on_backend!(self, conn confirmations::create(&c))
     }
 
     /// A confirmation request by id.
     pub async fn confirmation(&self, id: &str) -> Result<Option<ConfirmationRow>> {
-        confirmations::get(&self.inner.pool, id).await
+        on_backend!(self, read confirmations::get(id))
     }
 
     /// Confirmation requests: pending ones oldest first, then settled ones newest first. A
     /// pending request past its deadline is listed as pending until
     /// [`expire_confirmations`](Self::expire_confirmations) or an answer marks it expired.
     pub async fn confirmations(&self, q: &ConfirmationQuery) -> Result<Vec<ConfirmationRow>> {
-        confirmations::list(&self.inner.pool, q).await
+        on_backend!(self, read confirmations::list(q))
     }
 
     /// Answers a request, atomically: it changes only if it is still pending and its deadline is
@@ -741,213 +554,120 @@ impl Store {
         now_us: i64,
     ) -> Result<ResolveOutcome> {
         confirmations::check(id, &resolution)?;
-        self.inner
-            .writer
-            .transaction(async |conn| confirmations::resolve(conn, id, resolution, now_us).await)
-            .await
+        on_backend!(self, tx confirmations::resolve(id, resolution, now_us))
     }
 
     /// Marks every pending request whose deadline is at or before `now_us` expired, and returns
     /// their ids, sorted.
     pub async fn expire_confirmations(&self, now_us: i64) -> Result<Vec<String>> {
-        self.inner
-            .writer
-            .with_conn(async |conn| confirmations::expire(conn, None, now_us).await)
-            .await
+        on_backend!(self, conn confirmations::expire(None, now_us))
     }
 
     /// Creates a standing approval given at `now_us`.
     pub async fn create_grant(&self, grant: NewGrant, now_us: i64) -> Result<GrantRow> {
-        self.inner
-            .writer
-            .with_conn(async |conn| grants::create(conn, grant, now_us).await)
-            .await
+        on_backend!(self, conn grants::create(grant, now_us))
     }
 
     /// A grant by id, revoked or not.
     pub async fn grant(&self, id: &str) -> Result<Option<GrantRow>> {
-        grants::get(&self.inner.pool, id).await
+        on_backend!(self, read grants::get(id))
     }
 
     /// Grants, oldest first.
     pub async fn grants(&self, q: &GrantQuery) -> Result<Vec<GrantRow>> {
-        grants::list(&self.inner.pool, q).await
+        on_backend!(self, read grants::list(q))
     }
 
     /// Revokes a grant; false if there is no such grant or it was already revoked.
     pub async fn revoke_grant(&self, id: &str, by: &str, now_us: i64) -> Result<bool> {
-        self.inner
-            .writer
-            .with_conn(async |conn| grants::revoke(conn, id, by, now_us).await)
-            .await
+        on_backend!(self, conn grants::revoke(id, by, now_us))
     }
 
     /// Counts a call against every check's key if each key is under all its limits at `now_us`;
     /// otherwise counts nothing and says which limit was hit. Exact under concurrency and across
-    /// processes sharing the file, and kept across restarts.
+    /// processes (and replicas) sharing the store, and kept across restarts.
     pub async fn rate_acquire(&self, checks: &[RateCheck], now_us: i64) -> Result<RateOutcome> {
         rate::check(checks)?;
         if checks.is_empty() {
             return Ok(RateOutcome::Admitted);
         }
-        self.inner
-            .writer
-            .transaction(async |conn| rate::acquire(conn, checks, now_us).await)
-            .await
+        on_backend!(self, tx rate::acquire(checks, now_us))
     }
 
     /// Records a chain run as started.
     pub async fn start_chain_run(&self, run: NewChainRun) -> Result<()> {
-        self.inner
-            .writer
-            .write_in_place(|conn| chains::start(conn, &run))
-            .await
+        match &self.db {
+            Db::Sqlite(inner) => {
+                inner
+                    .writer
+                    .write_in_place(|conn| chains::start(conn, &run))
+                    .await
+            }
+            Db::Pg(p) => {
+                p.with_conn(async |conn| chains::pg::start_run(conn, &run).await)
+                    .await
+            }
+        }
     }
 
     /// Records how a run ended; false if it was not running (already ended or unknown).
     pub async fn finish_chain_run(&self, id: &str, end: ChainRunEnd) -> Result<bool> {
         chains::check_end(&end)?;
-        self.inner
-            .writer
-            .write_in_place(|conn| chains::finish(conn, id, &end))
-            .await
+        match &self.db {
+            Db::Sqlite(inner) => {
+                inner
+                    .writer
+                    .write_in_place(|conn| chains::finish(conn, id, &end))
+                    .await
+            }
+            Db::Pg(p) => {
+                p.with_conn(async |conn| chains::pg::finish_run(conn, id, &end).await)
+                    .await
+            }
+        }
     }
 
     /// The chain runs held as running (live in some process, or cut short by a crash).
     pub async fn running_chain_runs(&self) -> Result<Vec<RunningChainRun>> {
-        chains::running(&self.inner.pool).await
+        on_backend!(self, read chains::running())
     }
 
     /// A chain run by id.
     pub async fn chain_run(&self, id: &str) -> Result<Option<ChainRunRow>> {
-        chains::get(&self.inner.pool, id).await
+        on_backend!(self, read chains::get(id))
     }
 
     /// Chain runs, newest first.
     pub async fn chain_runs(&self, q: &ChainRunQuery) -> Result<Vec<ChainRunRow>> {
-        chains::list(&self.inner.pool, q).await
+        on_backend!(self, read chains::list(q))
     }
 
     /// The audit rows of a run's steps, oldest first.
     pub async fn chain_step_rows(&self, run_id: &str) -> Result<Vec<AuditRow>> {
-        chains::step_rows(self.settled().await?, run_id).await
-    }
-
-    /// Writes everything queued, stops the writer and closes the file. Appends after this fail
-    /// with [`StoreError::WriterClosed`]. Safe to call more than once.
-    pub async fn close(&self) {
-        // What this process appended is covered now if a checkpoint is due; otherwise by the
-        // next process's.
-        let c = &self.inner.checkpoints;
-        if !c.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
-            if let Err(e) = self.checkpoint_if_due().await {
-                tracing::warn!(error = %e, "no audit checkpoint was made on close");
+        match &self.db {
+            Db::Sqlite(inner) => chains::sqlite::step_rows(inner.settled().await?, run_id).await,
+            Db::Pg(p) => {
+                p.read(async |pool| chains::pg::step_rows(pool, run_id).await)
+                    .await
             }
-            c.wake.notify_one();
-        }
-        if let Some(indexer) = &self.inner.indexer {
-            indexer.close().await;
-        }
-        self.inner.writer.close().await;
-        self.inner.pool.close().await;
-    }
-}
-
-/// Creates the file with owner-only permissions if it does not exist: the log holds what agents
-/// sent and received.
-pub(crate) fn create_private(path: &Path) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let io = |source| StoreError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(io)?;
-    }
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(io(e)),
-    }
-}
-
-/// `path` with `suffix` added to its file name: the files kept beside the database
-/// (`<database>.lock`, `.search`, `.audit-key`, `.checkpoints`, `-wal`).
-pub(crate) fn beside(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-/// Takes the exclusive lock on `<database>.lock` (created owner-only beside the database), waiting
-/// for another process that holds it. Released when the returned file is dropped.
-async fn open_lock(db: &Path) -> Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let path = beside(db, ".lock");
-    let io = |source| StoreError::Io {
-        path: path.clone(),
-        source,
-    };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(io)?;
-    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
-        .await
-        .map_err(|e| io(std::io::Error::other(e)))?
-        .map_err(io)
-}
-
-fn classify(path: &Path, e: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(db) = &e {
-        // SQLITE_NOTADB
-        if db.code().as_deref() == Some("26") || db.message().contains("file is not a database") {
-            return StoreError::NotADatabase {
-                path: path.to_owned(),
-            };
         }
     }
-    StoreError::Sqlx(e)
-}
 
-async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<()> {
-    let has_table: Option<i64> = sqlx::query(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
-    )
-    .fetch_optional(pool)
-    .await
-    .map_err(|e| classify(path, e))?
-    .map(|r| r.try_get(0))
-    .transpose()?;
-    if has_table.is_none() {
-        return Ok(());
-    }
-    let found: Option<i64> =
-        sqlx::query("SELECT MAX(version) FROM _sqlx_migrations WHERE success = 1")
-            .fetch_one(pool)
-            .await?
-            .try_get(0)?;
-    let supported = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-    match found {
-        Some(found) if found > supported => Err(StoreError::NewerSchema {
-            path: path.to_owned(),
-            found,
-            supported,
-        }),
-        _ => Ok(()),
+    /// Writes everything queued, stops the writer and closes the file (or the pool). Appends
+    /// after this fail with [`StoreError::WriterClosed`]. Safe to call more than once.
+    pub async fn close(&self) {
+        match &self.db {
+            Db::Sqlite(inner) => inner.close().await,
+            Db::Pg(p) => p.close().await,
+        }
     }
 }
 
 #[cfg(test)]
 mod archive_tests;
+#[cfg(test)]
+#[macro_use]
+mod backends_tests;
 #[cfg(test)]
 mod capabilities_tests;
 #[cfg(test)]

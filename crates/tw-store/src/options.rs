@@ -1,4 +1,4 @@
-//! How a store is opened: durability, batching, the lock wait, the text index, checkpoints and
+//! How a store is opened: which backend, durability, batching, the lock wait, the text index, checkpoints and
 //! retention, with their defaults.
 
 use std::path::PathBuf;
@@ -31,8 +31,11 @@ impl FromStr for Synchronous {
 /// How to open a store.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// The database file; created (mode 0600) when missing.
+    /// The database file; created (mode 0600) when missing. For a team store, the path its
+    /// local files are named after (the signing key, `<path>.audit-key`).
     pub path: PathBuf,
+    /// A `postgres://` URL: the team store, shared by several replicas, instead of the file.
+    pub url: Option<String>,
     /// Durability of each commit.
     pub synchronous: Synchronous,
     /// Most records written in one commit (1 to 1000).
@@ -62,6 +65,7 @@ impl StoreOptions {
         Self {
             archive_dir,
             path,
+            url: None,
             synchronous: Synchronous::Normal,
             max_batch: 512,
             busy_timeout: Duration::from_secs(5),

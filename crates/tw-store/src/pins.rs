@@ -4,10 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{Row as _, SqlitePool};
 
-use crate::admin::{self, AdminEvent};
+use crate::admin::AdminEvent;
 use crate::codec;
 use crate::error::Result;
 
@@ -52,27 +50,6 @@ pub enum PinState {
     Changed,
 }
 
-fn decode(row: &SqliteRow) -> Result<PinRow> {
-    let server: String = row.try_get("server")?;
-    let tool: String = row.try_get("tool")?;
-    let what = |column: &str| format!("upstream pin {server}/{tool}, column {column}");
-    let definition: String = row.try_get("definition")?;
-    let pending: Option<String> = row.try_get("pending_definition")?;
-    Ok(PinRow {
-        definition: codec::json(|| what("definition"), &definition)?,
-        pending_definition: pending
-            .map(|p| codec::json(|| what("pending_definition"), &p))
-            .transpose()?,
-        server,
-        tool,
-        definition_hash: row.try_get("definition_hash")?,
-        pinned_at: row.try_get("pinned_at")?,
-        pinned_by: row.try_get("pinned_by")?,
-        pending_hash: row.try_get("pending_hash")?,
-        pending_since: row.try_get("pending_since")?,
-    })
-}
-
 /// A definition seen now.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeenDefinition {
@@ -88,91 +65,114 @@ pub struct SeenDefinition {
     pub at: i64,
 }
 
-pub(crate) async fn observe(
-    conn: &mut SqliteConnection,
-    seen: &SeenDefinition,
-) -> Result<PinState> {
-    let definition = seen.definition.to_string();
-    let inserted = sqlx::query(
-        "INSERT INTO upstream_pins (server, tool, definition_hash, definition, pinned_at, pinned_by) \
-         VALUES (?, ?, ?, ?, ?, 'first use') ON CONFLICT (server, tool) DO NOTHING",
-    )
-    .bind(seen.server.clone())
-    .bind(seen.tool.clone())
-    .bind(seen.hash.clone())
-    .bind(definition.clone())
-    .bind(seen.at)
-    .execute(&mut *conn)
-    .await?;
-    if inserted.rows_affected() > 0 {
-        return Ok(PinState::New);
+dual! {
+    fn decode(row: &DbRow) -> Result<PinRow> {
+        let server: String = row.try_get("server")?;
+        let tool: String = row.try_get("tool")?;
+        let what = |column: &str| format!("upstream pin {server}/{tool}, column {column}");
+        let definition: String = row.try_get("definition")?;
+        let pending: Option<String> = row.try_get("pending_definition")?;
+        Ok(PinRow {
+            definition: codec::json(|| what("definition"), &definition)?,
+            pending_definition: pending
+                .map(|p| codec::json(|| what("pending_definition"), &p))
+                .transpose()?,
+            server,
+            tool,
+            definition_hash: row.try_get("definition_hash")?,
+            pinned_at: row.try_get("pinned_at")?,
+            pinned_by: row.try_get("pinned_by")?,
+            pending_hash: row.try_get("pending_hash")?,
+            pending_since: row.try_get("pending_since")?,
+        })
     }
-    let pinned: String = sqlx::query_scalar(
-        "SELECT definition_hash FROM upstream_pins WHERE server = ? AND tool = ?",
-    )
-    .bind(seen.server.clone())
-    .bind(seen.tool.clone())
-    .fetch_one(&mut *conn)
-    .await?;
-    if pinned == seen.hash {
-        // Back to what was pinned: nothing waits for review any more.
-        sqlx::query(
-            "UPDATE upstream_pins SET pending_hash = NULL, pending_definition = NULL, \
-             pending_since = NULL WHERE server = ? AND tool = ?",
+
+    pub(crate) async fn observe(
+        conn: &mut Conn,
+        seen: &SeenDefinition,
+    ) -> Result<PinState> {
+        let definition = seen.definition.to_string();
+        let inserted = sqlx::query(
+            "INSERT INTO upstream_pins (server, tool, definition_hash, definition, pinned_at, pinned_by) \
+             VALUES ($1, $2, $3, $4, $5, 'first use') ON CONFLICT (server, tool) DO NOTHING",
         )
+        .bind(seen.server.clone())
+        .bind(seen.tool.clone())
+        .bind(seen.hash.clone())
+        .bind(definition.clone())
+        .bind(seen.at)
+        .execute(&mut *conn)
+        .await?;
+        if inserted.rows_affected() > 0 {
+            return Ok(PinState::New);
+        }
+        let pinned: String = sqlx::query_scalar(
+            "SELECT definition_hash FROM upstream_pins WHERE server = $1 AND tool = $2",
+        )
+        .bind(seen.server.clone())
+        .bind(seen.tool.clone())
+        .fetch_one(&mut *conn)
+        .await?;
+        if pinned == seen.hash {
+            // Back to what was pinned: nothing waits for review any more.
+            sqlx::query(
+                "UPDATE upstream_pins SET pending_hash = NULL, pending_definition = NULL, \
+                 pending_since = NULL WHERE server = $1 AND tool = $2",
+            )
+            .bind(seen.server.clone())
+            .bind(seen.tool.clone())
+            .execute(&mut *conn)
+            .await?;
+            return Ok(PinState::Same);
+        }
+        sqlx::query(
+            "UPDATE upstream_pins SET pending_hash = $1, pending_definition = $2, \
+             pending_since = CASE WHEN pending_hash IS NOT DISTINCT FROM $3 THEN pending_since ELSE $4 END \
+             WHERE server = $5 AND tool = $6",
+        )
+        .bind(seen.hash.clone())
+        .bind(definition)
+        .bind(seen.hash.clone())
+        .bind(seen.at)
         .bind(seen.server.clone())
         .bind(seen.tool.clone())
         .execute(&mut *conn)
         .await?;
-        return Ok(PinState::Same);
+        Ok(PinState::Changed)
     }
-    sqlx::query(
-        "UPDATE upstream_pins SET pending_hash = ?, pending_definition = ?, \
-         pending_since = CASE WHEN pending_hash IS ? THEN pending_since ELSE ? END \
-         WHERE server = ? AND tool = ?",
-    )
-    .bind(seen.hash.clone())
-    .bind(definition)
-    .bind(seen.hash.clone())
-    .bind(seen.at)
-    .bind(seen.server.clone())
-    .bind(seen.tool.clone())
-    .execute(&mut *conn)
-    .await?;
-    Ok(PinState::Changed)
-}
 
-/// Moves the pending definition into the pin; `None` when nothing waited.
-pub(crate) async fn accept(
-    conn: &mut SqliteConnection,
-    server: &str,
-    tool: &str,
-    by: &str,
-    event: &AdminEvent,
-    details: String,
-) -> Result<Option<PinRow>> {
-    let row = sqlx::query(
-        "UPDATE upstream_pins SET definition_hash = pending_hash, definition = pending_definition, \
-         pinned_at = ?, pinned_by = ?, pending_hash = NULL, pending_definition = NULL, \
-         pending_since = NULL \
-         WHERE server = ? AND tool = ? AND pending_hash IS NOT NULL RETURNING *",
-    )
-    .bind(event.at)
-    .bind(by.to_owned())
-    .bind(server.to_owned())
-    .bind(tool.to_owned())
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    admin::append(conn, event, details).await?;
-    decode(&row).map(Some)
-}
-
-pub(crate) async fn list(pool: &SqlitePool) -> Result<Vec<PinRow>> {
-    let rows = sqlx::query("SELECT * FROM upstream_pins ORDER BY server, tool")
-        .fetch_all(pool)
+    /// Moves the pending definition into the pin; `None` when nothing waited.
+    pub(crate) async fn accept(
+        conn: &mut Conn,
+        server: &str,
+        tool: &str,
+        by: &str,
+        event: &AdminEvent,
+        details: String,
+    ) -> Result<Option<PinRow>> {
+        let row = sqlx::query(
+            "UPDATE upstream_pins SET definition_hash = pending_hash, definition = pending_definition, \
+             pinned_at = $1, pinned_by = $2, pending_hash = NULL, pending_definition = NULL, \
+             pending_since = NULL \
+             WHERE server = $3 AND tool = $4 AND pending_hash IS NOT NULL RETURNING *",
+        )
+        .bind(event.at)
+        .bind(by.to_owned())
+        .bind(server.to_owned())
+        .bind(tool.to_owned())
+        .fetch_optional(&mut *conn)
         .await?;
-    rows.iter().map(decode).collect()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        on::admin::append(conn, event, details).await?;
+        decode(&row).map(Some)
+    }
+
+    pub(crate) async fn list(pool: &Pool) -> Result<Vec<PinRow>> {
+        let rows = sqlx::query("SELECT * FROM upstream_pins ORDER BY server, tool")
+            .fetch_all(pool)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
 }

@@ -8,62 +8,65 @@ use serde_json::json;
 use tw_core::ToolStatus;
 
 use super::*;
+use crate::backends_tests::Place;
 use crate::tests::{open, raw};
 
 const MINUTE: i64 = 60_000_000;
 const T0: i64 = 1_700_000_000_000_000;
 
+on_both! {
 #[tokio::test]
-async fn settings_are_shared_between_processes_and_kept_across_restarts() {
-    let dir = tempfile::tempdir().unwrap();
-    let cli = open(&dir).await;
-    let desktop = open(&dir).await;
-    assert_eq!(cli.get_setting("mode").await.unwrap(), None);
-    cli.set_setting("mode", "lockdown", "alice", T0)
-        .await
-        .unwrap();
-    desktop
-        .set_setting("license_tier", "pro", "bob", T0 + 1)
-        .await
-        .unwrap();
-    let mode = |value: &str, by: &str, at| Setting {
-        key: "mode".to_owned(),
-        value: value.to_owned(),
-        updated_at: at,
-        updated_by: by.to_owned(),
-    };
-    assert_eq!(
-        desktop.get_setting("mode").await.unwrap(),
-        Some(mode("lockdown", "alice", T0))
-    );
-    desktop
-        .set_setting("mode", "normal", "bob", T0 + 2)
-        .await
-        .unwrap();
-    let tier = Setting {
-        key: "license_tier".to_owned(),
-        value: "pro".to_owned(),
-        updated_at: T0 + 1,
-        updated_by: "bob".to_owned(),
-    };
-    assert_eq!(
-        cli.settings().await.unwrap(),
-        vec![tier.clone(), mode("normal", "bob", T0 + 2)]
-    );
-    cli.close().await;
-    desktop.close().await;
-    let err = cli
-        .set_setting("mode", "normal", "alice", T0 + 3)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::WriterClosed), "{err}");
+async fn settings_are_shared_between_processes_and_kept_across_restarts(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let cli = dir.open().await;
+        let desktop = dir.open().await;
+        assert_eq!(cli.get_setting("mode").await.unwrap(), None);
+        cli.set_setting("mode", "lockdown", "alice", T0)
+            .await
+            .unwrap();
+        desktop
+            .set_setting("license_tier", "pro", "bob", T0 + 1)
+            .await
+            .unwrap();
+        let mode = |value: &str, by: &str, at| Setting {
+            key: "mode".to_owned(),
+            value: value.to_owned(),
+            updated_at: at,
+            updated_by: by.to_owned(),
+        };
+        assert_eq!(
+            desktop.get_setting("mode").await.unwrap(),
+            Some(mode("lockdown", "alice", T0))
+        );
+        desktop
+            .set_setting("mode", "normal", "bob", T0 + 2)
+            .await
+            .unwrap();
+        let tier = Setting {
+            key: "license_tier".to_owned(),
+            value: "pro".to_owned(),
+            updated_at: T0 + 1,
+            updated_by: "bob".to_owned(),
+        };
+        assert_eq!(
+            cli.settings().await.unwrap(),
+            vec![tier.clone(), mode("normal", "bob", T0 + 2)]
+        );
+        cli.close().await;
+        desktop.close().await;
+        let err = cli
+            .set_setting("mode", "normal", "alice", T0 + 3)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::WriterClosed), "{err}");
 
-    let store = open(&dir).await;
-    assert_eq!(
-        store.settings().await.unwrap(),
-        vec![tier, mode("normal", "bob", T0 + 2)]
-    );
-    store.close().await;
+        let store = dir.open().await;
+        assert_eq!(
+            store.settings().await.unwrap(),
+            vec![tier, mode("normal", "bob", T0 + 2)]
+        );
+        store.close().await;
+}
 }
 
 fn admin_event(i: i64) -> AdminEvent {
@@ -208,7 +211,7 @@ async fn kinds_that_are_not_snake_case_are_refused_with_the_reason() {
     store.close().await;
 }
 
-fn confirmation(id: &str, created_at: i64, expires_at: i64) -> NewConfirmation {
+pub(crate) fn confirmation(id: &str, created_at: i64, expires_at: i64) -> NewConfirmation {
     NewConfirmation {
         id: id.to_owned(),
         execution_id: format!("exec-{id}"),
@@ -270,327 +273,336 @@ fn approve(by: &str, grant: Option<NewGrant>) -> Resolution {
     }
 }
 
+on_both! {
 #[tokio::test]
-async fn an_approval_settles_a_request_once_and_links_its_grant() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    let c = confirmation("c-1", T0, T0 + MINUTE);
-    store.create_confirmation(c.clone()).await.unwrap();
-    assert_eq!(store.confirmation("c-1").await.unwrap(), Some(pending(&c)));
+async fn an_approval_settles_a_request_once_and_links_its_grant(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let store = dir.open().await;
+        let c = confirmation("c-1", T0, T0 + MINUTE);
+        store.create_confirmation(c.clone()).await.unwrap();
+        assert_eq!(store.confirmation("c-1").await.unwrap(), Some(pending(&c)));
 
-    // The grant comes with the approval: made by the approver, tied to the request.
-    let offered = NewGrant {
-        created_by: "whoever".to_owned(),
-        ..new_grant("g-1", GrantScope::Exact(json!({"path": "notes.txt"})))
-    };
-    let outcome = store
-        .resolve_confirmation("c-1", approve("alice", Some(offered)), T0 + 10)
-        .await
-        .unwrap();
-    let grant = GrantRow {
-        id: "g-1".to_owned(),
-        tool: "write_file".to_owned(),
-        scope: GrantScope::Exact(json!({"path": "notes.txt"})),
-        agent_id: Some("agent-a".to_owned()),
-        skill: None,
-        created_at: T0 + 10,
-        created_by: "alice".to_owned(),
-        expires_at: None,
-        revoked_at: None,
-        revoked_by: None,
-        confirmation_id: Some("c-1".to_owned()),
-    };
-    let approved = ConfirmationRow {
-        state: ConfirmationState::Approved,
-        resolved_at: Some(T0 + 10),
-        resolved_by: Some("alice".to_owned()),
-        note: Some("fine".to_owned()),
-        grant_id: Some("g-1".to_owned()),
-        ..pending(&c)
-    };
-    assert_eq!(
-        outcome,
-        ResolveOutcome::Resolved {
-            confirmation: Box::new(approved.clone()),
-            grant: Some(Box::new(grant.clone())),
-        }
-    );
-    assert_eq!(store.confirmation("c-1").await.unwrap(), Some(approved));
-    assert_eq!(store.grant("g-1").await.unwrap(), Some(grant));
-
-    // A second answer changes nothing and learns who answered first.
-    let deny = Resolution {
-        approve: false,
-        by: "bob".to_owned(),
-        note: None,
-        grant: None,
-    };
-    let already = ResolveOutcome::AlreadyResolved {
-        state: ConfirmationState::Approved,
-        by: Some("alice".to_owned()),
-        at: T0 + 10,
-    };
-    assert_eq!(
-        store
-            .resolve_confirmation("c-1", deny.clone(), T0 + 20)
-            .await
-            .unwrap(),
-        already
-    );
-    assert_eq!(
-        store
-            .resolve_confirmation("nope", deny.clone(), T0 + 20)
-            .await
-            .unwrap(),
-        ResolveOutcome::NotFound
-    );
-
-    // A denial cannot carry a grant; nothing is touched.
-    store
-        .create_confirmation(confirmation("c-2", T0, T0 + MINUTE))
-        .await
-        .unwrap();
-    let err = store
-        .resolve_confirmation(
-            "c-2",
-            Resolution {
-                grant: Some(new_grant("g-2", GrantScope::Tool)),
-                ..deny.clone()
-            },
-            T0 + 30,
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "invalid resolution of confirmation c-2: a grant can only come with an approval"
-    );
-    let outcome = store
-        .resolve_confirmation("c-2", deny, T0 + 40)
-        .await
-        .unwrap();
-    let ResolveOutcome::Resolved {
-        confirmation,
-        grant,
-    } = outcome
-    else {
-        panic!("{outcome:?}");
-    };
-    assert_eq!(
-        (confirmation.state, confirmation.resolved_by, grant),
-        (ConfirmationState::Denied, Some("bob".to_owned()), None)
-    );
-    assert_eq!(store.grant("g-2").await.unwrap(), None);
-    store.close().await;
-}
-
-#[tokio::test]
-async fn a_failed_grant_leaves_the_request_pending() {
-    // The approval and its grant are one transaction: if the grant cannot be stored (here its
-    // id is taken), the request must not end up approved without it.
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    store
-        .create_grant(new_grant("g-1", GrantScope::Tool), T0)
-        .await
-        .unwrap();
-    let c = confirmation("c-1", T0, T0 + MINUTE);
-    store.create_confirmation(c.clone()).await.unwrap();
-    let err = store
-        .resolve_confirmation(
-            "c-1",
-            approve("alice", Some(new_grant("g-1", GrantScope::Tool))),
-            T0 + 1,
-        )
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("UNIQUE"), "{err}");
-    assert_eq!(store.confirmation("c-1").await.unwrap(), Some(pending(&c)));
-    // And the write connection is usable afterwards: no transaction was left open.
-    assert!(matches!(
-        store
-            .resolve_confirmation("c-1", approve("alice", None), T0 + 2)
-            .await
-            .unwrap(),
-        ResolveOutcome::Resolved { .. }
-    ));
-    store
-        .append(crate::tests::record(1, "echo", ToolStatus::Success))
-        .await
-        .unwrap();
-    store.close().await;
-    let store = open(&dir).await;
-    assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 1);
-    assert_eq!(
-        store.confirmation("c-1").await.unwrap().map(|c| c.state),
-        Some(ConfirmationState::Approved)
-    );
-    store.close().await;
-}
-
-#[tokio::test]
-async fn requests_expire_at_their_deadline() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    for (id, created, expires) in [
-        ("c-a", T0, T0 + 50),
-        ("c-b", T0 + 1, T0 + 150),
-        ("c-c", T0 + 2, T0 + 300),
-        ("c-d", T0 + 3, T0 + 400),
-    ] {
-        store
-            .create_confirmation(confirmation(id, created, expires))
+        // The grant comes with the approval: made by the approver, tied to the request.
+        let offered = NewGrant {
+            created_by: "whoever".to_owned(),
+            ..new_grant("g-1", GrantScope::Exact(json!({"path": "notes.txt"})))
+        };
+        let outcome = store
+            .resolve_confirmation("c-1", approve("alice", Some(offered)), T0 + 10)
             .await
             .unwrap();
-    }
-    // An answer at the deadline is too late, even before any sweep ran; the request is marked
-    // expired there and then, with its deadline as the time.
-    assert_eq!(
-        store
-            .resolve_confirmation("c-a", approve("alice", None), T0 + 50)
-            .await
-            .unwrap(),
-        ResolveOutcome::AlreadyResolved {
-            state: ConfirmationState::Expired,
-            by: None,
-            at: T0 + 50,
-        }
-    );
-    assert_eq!(
-        store.expire_confirmations(T0 + 150).await.unwrap(),
-        vec!["c-b".to_owned()]
-    );
-    assert_eq!(
-        store.expire_confirmations(T0 + 150).await.unwrap(),
-        Vec::<String>::new()
-    );
-    assert!(matches!(
-        store
-            .resolve_confirmation("c-d", approve("alice", None), T0 + 399)
-            .await
-            .unwrap(),
-        ResolveOutcome::Resolved { .. }
-    ));
-    let expired = |id: &str, created, expires| ConfirmationRow {
-        state: ConfirmationState::Expired,
-        resolved_at: Some(expires),
-        ..pending(&confirmation(id, created, expires))
-    };
-    assert_eq!(
-        store
-            .confirmations(&ConfirmationQuery {
-                state: Some(ConfirmationState::Expired),
-                limit: 10,
-            })
-            .await
-            .unwrap(),
-        vec![
-            expired("c-b", T0 + 1, T0 + 150),
-            expired("c-a", T0, T0 + 50)
-        ]
-    );
-    // Everything: the pending queue oldest first, then the settled history newest first.
-    let all: Vec<(String, ConfirmationState)> = store
-        .confirmations(&ConfirmationQuery {
-            state: None,
-            limit: 10,
-        })
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| (c.id, c.state))
-        .collect();
-    let s = |id: &str, state| (id.to_owned(), state);
-    assert_eq!(
-        all,
-        vec![
-            s("c-c", ConfirmationState::Pending),
-            s("c-d", ConfirmationState::Approved),
-            s("c-b", ConfirmationState::Expired),
-            s("c-a", ConfirmationState::Expired),
-        ]
-    );
-    assert_eq!(
-        store
-            .confirmations(&ConfirmationQuery::default())
-            .await
-            .unwrap(),
-        vec![pending(&confirmation("c-c", T0 + 2, T0 + 300))]
-    );
-    store.close().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_answering_at_once_settle_each_request_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let cli = open(&dir).await;
-    let desktop = open(&dir).await;
-    let n = 40;
-    for i in 0..n {
-        cli.create_confirmation(confirmation(&format!("c-{i:02}"), T0, T0 + MINUTE))
-            .await
-            .unwrap();
-    }
-    let mut tasks = Vec::new();
-    for i in 0..n {
-        let id = format!("c-{i:02}");
-        let (a, b) = (cli.clone(), desktop.clone());
-        let approve_with_grant = approve(
-            "alice",
-            Some(new_grant(&format!("g-{i:02}"), GrantScope::Tool)),
+        let grant = GrantRow {
+            id: "g-1".to_owned(),
+            tool: "write_file".to_owned(),
+            scope: GrantScope::Exact(json!({"path": "notes.txt"})),
+            agent_id: Some("agent-a".to_owned()),
+            skill: None,
+            created_at: T0 + 10,
+            created_by: "alice".to_owned(),
+            expires_at: None,
+            revoked_at: None,
+            revoked_by: None,
+            confirmation_id: Some("c-1".to_owned()),
+        };
+        let approved = ConfirmationRow {
+            state: ConfirmationState::Approved,
+            resolved_at: Some(T0 + 10),
+            resolved_by: Some("alice".to_owned()),
+            note: Some("fine".to_owned()),
+            grant_id: Some("g-1".to_owned()),
+            ..pending(&c)
+        };
+        assert_eq!(
+            outcome,
+            ResolveOutcome::Resolved {
+                confirmation: Box::new(approved.clone()),
+                grant: Some(Box::new(grant.clone())),
+            }
         );
+        assert_eq!(store.confirmation("c-1").await.unwrap(), Some(approved));
+        assert_eq!(store.grant("g-1").await.unwrap(), Some(grant));
+
+        // A second answer changes nothing and learns who answered first.
         let deny = Resolution {
             approve: false,
             by: "bob".to_owned(),
             note: None,
             grant: None,
         };
-        let (id_a, id_b) = (id.clone(), id.clone());
-        let first = tokio::spawn(async move {
-            a.resolve_confirmation(&id_a, approve_with_grant, T0 + 1)
-                .await
-        });
-        let second = tokio::spawn(async move { b.resolve_confirmation(&id_b, deny, T0 + 2).await });
-        tasks.push((id, first, second));
-    }
-    for (id, first, second) in tasks {
-        let outcomes = [
-            first.await.unwrap().unwrap(),
-            second.await.unwrap().unwrap(),
-        ];
-        let winners: Vec<&ResolveOutcome> = outcomes
-            .iter()
-            .filter(|o| matches!(o, ResolveOutcome::Resolved { .. }))
-            .collect();
-        assert_eq!(winners.len(), 1, "{id}: {outcomes:?}");
-        let ResolveOutcome::Resolved { confirmation, .. } = winners[0] else {
-            unreachable!()
+        let already = ResolveOutcome::AlreadyResolved {
+            state: ConfirmationState::Approved,
+            by: Some("alice".to_owned()),
+            at: T0 + 10,
         };
-        // The loser is told exactly what the winner did, and the file agrees.
-        let loser = outcomes
-            .iter()
-            .find(|o| !matches!(o, ResolveOutcome::Resolved { .. }));
         assert_eq!(
-            loser,
-            Some(&ResolveOutcome::AlreadyResolved {
-                state: confirmation.state,
-                by: confirmation.resolved_by.clone(),
-                at: confirmation.resolved_at.unwrap(),
-            }),
-            "{id}"
+            store
+                .resolve_confirmation("c-1", deny.clone(), T0 + 20)
+                .await
+                .unwrap(),
+            already
         );
-        let stored = desktop.confirmation(&id).await.unwrap().unwrap();
-        assert_eq!(&stored, confirmation.as_ref());
-        // A grant exists exactly when the approval won.
-        let grant = cli.grant(&format!("g-{}", &id[2..])).await.unwrap();
         assert_eq!(
-            grant.map(|g| g.id),
-            stored.grant_id,
-            "{id}: the grant must come with the approval and only with it"
+            store
+                .resolve_confirmation("nope", deny.clone(), T0 + 20)
+                .await
+                .unwrap(),
+            ResolveOutcome::NotFound
         );
-    }
-    cli.close().await;
-    desktop.close().await;
+
+        // A denial cannot carry a grant; nothing is touched.
+        store
+            .create_confirmation(confirmation("c-2", T0, T0 + MINUTE))
+            .await
+            .unwrap();
+        let err = store
+            .resolve_confirmation(
+                "c-2",
+                Resolution {
+                    grant: Some(new_grant("g-2", GrantScope::Tool)),
+                    ..deny.clone()
+                },
+                T0 + 30,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid resolution of confirmation c-2: a grant can only come with an approval"
+        );
+        let outcome = store
+            .resolve_confirmation("c-2", deny, T0 + 40)
+            .await
+            .unwrap();
+        let ResolveOutcome::Resolved {
+            confirmation,
+            grant,
+        } = outcome
+        else {
+            panic!("{outcome:?}");
+        };
+        assert_eq!(
+            (confirmation.state, confirmation.resolved_by, grant),
+            (ConfirmationState::Denied, Some("bob".to_owned()), None)
+        );
+        assert_eq!(store.grant("g-2").await.unwrap(), None);
+        store.close().await;
+}
+}
+
+on_both! {
+#[tokio::test]
+async fn a_failed_grant_leaves_the_request_pending(backend: Backend) {
+        // The approval and its grant are one transaction: if the grant cannot be stored (here its
+        // id is taken), the request must not end up approved without it.
+        let dir = Place::new(backend).await;
+        let store = dir.open().await;
+        store
+            .create_grant(new_grant("g-1", GrantScope::Tool), T0)
+            .await
+            .unwrap();
+        let c = confirmation("c-1", T0, T0 + MINUTE);
+        store.create_confirmation(c.clone()).await.unwrap();
+        let err = store
+            .resolve_confirmation(
+                "c-1",
+                approve("alice", Some(new_grant("g-1", GrantScope::Tool))),
+                T0 + 1,
+            )
+            .await
+            .unwrap_err();
+        // SQLite says "UNIQUE constraint failed", PostgreSQL "violates unique constraint".
+        assert!(err.to_string().to_lowercase().contains("unique"), "{err}");
+        assert_eq!(store.confirmation("c-1").await.unwrap(), Some(pending(&c)));
+        // And the write connection is usable afterwards: no transaction was left open.
+        assert!(matches!(
+            store
+                .resolve_confirmation("c-1", approve("alice", None), T0 + 2)
+                .await
+                .unwrap(),
+            ResolveOutcome::Resolved { .. }
+        ));
+        store
+            .append(crate::tests::record(1, "echo", ToolStatus::Success))
+            .await
+            .unwrap();
+        store.close().await;
+        let store = dir.open().await;
+        assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 1);
+        assert_eq!(
+            store.confirmation("c-1").await.unwrap().map(|c| c.state),
+            Some(ConfirmationState::Approved)
+        );
+        store.close().await;
+}
+}
+
+on_both! {
+#[tokio::test]
+async fn requests_expire_at_their_deadline(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let store = dir.open().await;
+        for (id, created, expires) in [
+            ("c-a", T0, T0 + 50),
+            ("c-b", T0 + 1, T0 + 150),
+            ("c-c", T0 + 2, T0 + 300),
+            ("c-d", T0 + 3, T0 + 400),
+        ] {
+            store
+                .create_confirmation(confirmation(id, created, expires))
+                .await
+                .unwrap();
+        }
+        // An answer at the deadline is too late, even before any sweep ran; the request is marked
+        // expired there and then, with its deadline as the time.
+        assert_eq!(
+            store
+                .resolve_confirmation("c-a", approve("alice", None), T0 + 50)
+                .await
+                .unwrap(),
+            ResolveOutcome::AlreadyResolved {
+                state: ConfirmationState::Expired,
+                by: None,
+                at: T0 + 50,
+            }
+        );
+        assert_eq!(
+            store.expire_confirmations(T0 + 150).await.unwrap(),
+            vec!["c-b".to_owned()]
+        );
+        assert_eq!(
+            store.expire_confirmations(T0 + 150).await.unwrap(),
+            Vec::<String>::new()
+        );
+        assert!(matches!(
+            store
+                .resolve_confirmation("c-d", approve("alice", None), T0 + 399)
+                .await
+                .unwrap(),
+            ResolveOutcome::Resolved { .. }
+        ));
+        let expired = |id: &str, created, expires| ConfirmationRow {
+            state: ConfirmationState::Expired,
+            resolved_at: Some(expires),
+            ..pending(&confirmation(id, created, expires))
+        };
+        assert_eq!(
+            store
+                .confirmations(&ConfirmationQuery {
+                    state: Some(ConfirmationState::Expired),
+                    limit: 10,
+                })
+                .await
+                .unwrap(),
+            vec![
+                expired("c-b", T0 + 1, T0 + 150),
+                expired("c-a", T0, T0 + 50)
+            ]
+        );
+        // Everything: the pending queue oldest first, then the settled history newest first.
+        let all: Vec<(String, ConfirmationState)> = store
+            .confirmations(&ConfirmationQuery {
+                state: None,
+                limit: 10,
+            })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.id, c.state))
+            .collect();
+        let s = |id: &str, state| (id.to_owned(), state);
+        assert_eq!(
+            all,
+            vec![
+                s("c-c", ConfirmationState::Pending),
+                s("c-d", ConfirmationState::Approved),
+                s("c-b", ConfirmationState::Expired),
+                s("c-a", ConfirmationState::Expired),
+            ]
+        );
+        assert_eq!(
+            store
+                .confirmations(&ConfirmationQuery::default())
+                .await
+                .unwrap(),
+            vec![pending(&confirmation("c-c", T0 + 2, T0 + 300))]
+        );
+        store.close().await;
+}
+}
+
+on_both! {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_answering_at_once_settle_each_request_exactly_once(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let cli = dir.open().await;
+        let desktop = dir.open().await;
+        let n = 40;
+        for i in 0..n {
+            cli.create_confirmation(confirmation(&format!("c-{i:02}"), T0, T0 + MINUTE))
+                .await
+                .unwrap();
+        }
+        let mut tasks = Vec::new();
+        for i in 0..n {
+            let id = format!("c-{i:02}");
+            let (a, b) = (cli.clone(), desktop.clone());
+            let approve_with_grant = approve(
+                "alice",
+                Some(new_grant(&format!("g-{i:02}"), GrantScope::Tool)),
+            );
+            let deny = Resolution {
+                approve: false,
+                by: "bob".to_owned(),
+                note: None,
+                grant: None,
+            };
+            let (id_a, id_b) = (id.clone(), id.clone());
+            let first = tokio::spawn(async move {
+                a.resolve_confirmation(&id_a, approve_with_grant, T0 + 1)
+                    .await
+            });
+            let second = tokio::spawn(async move { b.resolve_confirmation(&id_b, deny, T0 + 2).await });
+            tasks.push((id, first, second));
+        }
+        for (id, first, second) in tasks {
+            let outcomes = [
+                first.await.unwrap().unwrap(),
+                second.await.unwrap().unwrap(),
+            ];
+            let winners: Vec<&ResolveOutcome> = outcomes
+                .iter()
+                .filter(|o| matches!(o, ResolveOutcome::Resolved { .. }))
+                .collect();
+            assert_eq!(winners.len(), 1, "{id}: {outcomes:?}");
+            let ResolveOutcome::Resolved { confirmation, .. } = winners[0] else {
+                unreachable!()
+            };
+            // The loser is told exactly what the winner did, and the file agrees.
+            let loser = outcomes
+                .iter()
+                .find(|o| !matches!(o, ResolveOutcome::Resolved { .. }));
+            assert_eq!(
+                loser,
+                Some(&ResolveOutcome::AlreadyResolved {
+                    state: confirmation.state,
+                    by: confirmation.resolved_by.clone(),
+                    at: confirmation.resolved_at.unwrap(),
+                }),
+                "{id}"
+            );
+            let stored = desktop.confirmation(&id).await.unwrap().unwrap();
+            assert_eq!(&stored, confirmation.as_ref());
+            // A grant exists exactly when the approval won.
+            let grant = cli.grant(&format!("g-{}", &id[2..])).await.unwrap();
+            assert_eq!(
+                grant.map(|g| g.id),
+                stored.grant_id,
+                "{id}: the grant must come with the approval and only with it"
+            );
+        }
+        cli.close().await;
+        desktop.close().await;
+}
 }
 
 #[tokio::test]
@@ -729,249 +741,252 @@ fn per_minute(key: &str, limit: u32) -> RateCheck {
     }
 }
 
-async fn events(dir: &tempfile::TempDir, key: &str) -> i64 {
-    let pool = raw(dir).await;
-    let n = sqlx::query_scalar("SELECT COUNT(*) FROM rate_events WHERE key = ?")
-        .bind(key)
-        .fetch_one(&pool)
+async fn events(place: &Place, key: &str) -> i64 {
+    place
+        .scalar("SELECT COUNT(*) FROM rate_events WHERE key = $1", key)
         .await
-        .unwrap();
-    pool.close().await;
-    n
 }
 
+on_both! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rate_limit_admits_exactly_its_limit_under_concurrency() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    let checks = vec![per_minute("tool:write_file", 100)];
-    let mut tasks = Vec::new();
-    let mut appends = Vec::new();
-    for i in 0..1000 {
-        let (s, checks) = (store.clone(), checks.clone());
-        tasks.push(tokio::spawn(async move {
-            s.rate_acquire(&checks, T0 + i).await
-        }));
-        // Audit appends compete for the same write connection meanwhile.
-        if i % 10 == 0 {
-            let s = store.clone();
-            appends.push(tokio::spawn(async move {
-                s.append(crate::tests::record(i, "echo", ToolStatus::Success))
-                    .await
+async fn a_rate_limit_admits_exactly_its_limit_under_concurrency(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let store = dir.open().await;
+        let checks = vec![per_minute("tool:write_file", 100)];
+        let mut tasks = Vec::new();
+        let mut appends = Vec::new();
+        for i in 0..1000 {
+            let (s, checks) = (store.clone(), checks.clone());
+            tasks.push(tokio::spawn(async move {
+                s.rate_acquire(&checks, T0 + i).await
             }));
-        }
-    }
-    let mut admitted = 0;
-    for t in tasks {
-        match t.await.unwrap().unwrap() {
-            RateOutcome::Admitted => admitted += 1,
-            RateOutcome::Limited {
-                key,
-                window_us,
-                limit,
-                count,
-                retry_after_us,
-            } => {
-                assert_eq!(
-                    (key.as_str(), window_us, limit, count),
-                    ("tool:write_file", MINUTE, 100, 100)
-                );
-                // Calls are timed T0 to T0 + 999 µs but run in any order, so the oldest counted
-                // call may be a little after this one's `now`.
-                assert!(
-                    (1..MINUTE + 1000).contains(&retry_after_us),
-                    "{retry_after_us}"
-                );
+            // Audit appends compete for the same write connection meanwhile.
+            if i % 10 == 0 {
+                let s = store.clone();
+                appends.push(tokio::spawn(async move {
+                    s.append(crate::tests::record(i, "echo", ToolStatus::Success))
+                        .await
+                }));
             }
         }
-    }
-    assert_eq!(admitted, 100);
-    assert_eq!(events(&dir, "tool:write_file").await, 100);
-    for a in appends {
-        a.await.unwrap().unwrap();
-    }
-    assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 100);
-    store.close().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_racing_for_one_rate_limit_admit_exactly_its_limit() {
-    // Each store has its own write connection, as two processes would: here SQLite's lock, taken
-    // up front by BEGIN IMMEDIATE, is what keeps the count exact.
-    let dir = tempfile::tempdir().unwrap();
-    let stores = [open(&dir).await, open(&dir).await];
-    let checks = vec![per_minute("tool:write_file", 50)];
-    let mut tasks = Vec::new();
-    for i in 0..400 {
-        let (s, checks) = (stores[i % 2].clone(), checks.clone());
-        tasks.push(tokio::spawn(async move {
-            s.rate_acquire(&checks, T0 + i as i64).await
-        }));
-    }
-    let mut admitted = [0, 0];
-    for (i, t) in tasks.into_iter().enumerate() {
-        if t.await.unwrap().unwrap() == RateOutcome::Admitted {
-            admitted[i % 2] += 1;
+        let mut admitted = 0;
+        for t in tasks {
+            match t.await.unwrap().unwrap() {
+                RateOutcome::Admitted => admitted += 1,
+                RateOutcome::Limited {
+                    key,
+                    window_us,
+                    limit,
+                    count,
+                    retry_after_us,
+                } => {
+                    assert_eq!(
+                        (key.as_str(), window_us, limit, count),
+                        ("tool:write_file", MINUTE, 100, 100)
+                    );
+                    // Calls are timed T0 to T0 + 999 µs but run in any order, so the oldest counted
+                    // call may be a little after this one's `now`.
+                    assert!(
+                        (1..MINUTE + 1000).contains(&retry_after_us),
+                        "{retry_after_us}"
+                    );
+                }
+            }
         }
-    }
-    assert_eq!(admitted[0] + admitted[1], 50, "{admitted:?}");
-    assert_eq!(events(&dir, "tool:write_file").await, 50);
-    for s in stores {
-        s.close().await;
-    }
+        assert_eq!(admitted, 100);
+        assert_eq!(events(&dir, "tool:write_file").await, 100);
+        for a in appends {
+            a.await.unwrap().unwrap();
+        }
+        assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 100);
+        store.close().await;
+}
 }
 
-#[tokio::test]
-async fn rate_counts_are_shared_between_processes_and_kept_across_restarts() {
-    let dir = tempfile::tempdir().unwrap();
-    let cli = open(&dir).await;
-    let desktop = open(&dir).await;
-    let checks = [per_minute("agent:claude", 3)];
-    assert_eq!(
-        cli.rate_acquire(&checks, T0).await.unwrap(),
-        RateOutcome::Admitted
-    );
-    assert_eq!(
-        desktop.rate_acquire(&checks, T0 + 10).await.unwrap(),
-        RateOutcome::Admitted
-    );
-    assert_eq!(
-        cli.rate_acquire(&checks, T0 + 20).await.unwrap(),
-        RateOutcome::Admitted
-    );
-    let limited = |count, retry_after_us| RateOutcome::Limited {
-        key: "agent:claude".to_owned(),
-        window_us: MINUTE,
-        limit: 3,
-        count,
-        retry_after_us,
-    };
-    assert_eq!(
-        desktop.rate_acquire(&checks, T0 + 30).await.unwrap(),
-        limited(3, MINUTE - 30)
-    );
-    cli.close().await;
-    desktop.close().await;
-
-    let store = open(&dir).await;
-    assert_eq!(
-        store.rate_acquire(&checks, T0 + 40).await.unwrap(),
-        limited(3, MINUTE - 40)
-    );
-    // The first call leaves the window exactly one window after it was made.
-    assert_eq!(
-        store.rate_acquire(&checks, T0 + MINUTE - 1).await.unwrap(),
-        limited(3, 1)
-    );
-    assert_eq!(
-        store.rate_acquire(&checks, T0 + MINUTE).await.unwrap(),
-        RateOutcome::Admitted
-    );
-    // Events no window can see are gone: the one at T0 was pruned on the way.
-    assert_eq!(events(&dir, "agent:claude").await, 3);
-    assert_eq!(
-        store.rate_acquire(&checks, T0 + 10 * MINUTE).await.unwrap(),
-        RateOutcome::Admitted
-    );
-    assert_eq!(events(&dir, "agent:claude").await, 1);
-    store.close().await;
+on_both! {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_racing_for_one_rate_limit_admit_exactly_its_limit(backend: Backend) {
+        // Each store has its own write connection, as two processes would: here SQLite's lock, taken
+        // up front by BEGIN IMMEDIATE, is what keeps the count exact.
+        let dir = Place::new(backend).await;
+        let stores = [dir.open().await, dir.open().await];
+        let checks = vec![per_minute("tool:write_file", 50)];
+        let mut tasks = Vec::new();
+        for i in 0..400 {
+            let (s, checks) = (stores[i % 2].clone(), checks.clone());
+            tasks.push(tokio::spawn(async move {
+                s.rate_acquire(&checks, T0 + i as i64).await
+            }));
+        }
+        let mut admitted = [0, 0];
+        for (i, t) in tasks.into_iter().enumerate() {
+            if t.await.unwrap().unwrap() == RateOutcome::Admitted {
+                admitted[i % 2] += 1;
+            }
+        }
+        assert_eq!(admitted[0] + admitted[1], 50, "{admitted:?}");
+        assert_eq!(events(&dir, "tool:write_file").await, 50);
+        for s in stores {
+            s.close().await;
+        }
+}
 }
 
+on_both! {
 #[tokio::test]
-async fn every_window_of_every_key_must_have_room_or_nothing_is_counted() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    let second = 1_000_000;
-    let burst = RateCheck {
-        key: "tool:shell".to_owned(),
-        rule: tw_core::RuleRef::new("test", "test"),
-        windows: vec![
-            RateWindow {
-                window_us: MINUTE,
-                limit: 5,
-            },
-            RateWindow {
-                window_us: second,
-                limit: 2,
-            },
-        ],
-    };
-    let agent = per_minute("agent:a", 100);
-    let checks = [agent.clone(), burst];
-    for t in [T0, T0 + 1] {
+async fn rate_counts_are_shared_between_processes_and_kept_across_restarts(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let cli = dir.open().await;
+        let desktop = dir.open().await;
+        let checks = [per_minute("agent:claude", 3)];
         assert_eq!(
-            store.rate_acquire(&checks, t).await.unwrap(),
+            cli.rate_acquire(&checks, T0).await.unwrap(),
             RateOutcome::Admitted
         );
-    }
-    // The one-second window is full; the agent's key must not be charged for a refused call.
-    assert_eq!(
-        store.rate_acquire(&checks, T0 + 2).await.unwrap(),
-        RateOutcome::Limited {
-            key: "tool:shell".to_owned(),
-            window_us: second,
-            limit: 2,
-            count: 2,
-            retry_after_us: second - 2,
-        }
-    );
-    assert_eq!(events(&dir, "agent:a").await, 2);
-    for t in [T0 + second, T0 + second + 1, T0 + 2 * second + 1] {
         assert_eq!(
-            store.rate_acquire(&checks, t).await.unwrap(),
-            RateOutcome::Admitted,
-            "{t}"
+            desktop.rate_acquire(&checks, T0 + 10).await.unwrap(),
+            RateOutcome::Admitted
         );
-    }
-    // Five in the minute now: the minute window is what stops the next one.
-    assert_eq!(
-        store.rate_acquire(&checks, T0 + 4 * second).await.unwrap(),
-        RateOutcome::Limited {
-            key: "tool:shell".to_owned(),
+        assert_eq!(
+            cli.rate_acquire(&checks, T0 + 20).await.unwrap(),
+            RateOutcome::Admitted
+        );
+        let limited = |count, retry_after_us| RateOutcome::Limited {
+            key: "agent:claude".to_owned(),
             window_us: MINUTE,
-            limit: 5,
-            count: 5,
-            retry_after_us: MINUTE - 4 * second,
-        }
-    );
-    // A limit lowered below what is already counted waits for enough calls to leave.
-    assert_eq!(
-        store
-            .rate_acquire(&[per_minute("tool:shell", 2)], T0 + 4 * second)
-            .await
-            .unwrap(),
-        RateOutcome::Limited {
+            limit: 3,
+            count,
+            retry_after_us,
+        };
+        assert_eq!(
+            desktop.rate_acquire(&checks, T0 + 30).await.unwrap(),
+            limited(3, MINUTE - 30)
+        );
+        cli.close().await;
+        desktop.close().await;
+
+        let store = dir.open().await;
+        assert_eq!(
+            store.rate_acquire(&checks, T0 + 40).await.unwrap(),
+            limited(3, MINUTE - 40)
+        );
+        // The first call leaves the window exactly one window after it was made.
+        assert_eq!(
+            store.rate_acquire(&checks, T0 + MINUTE - 1).await.unwrap(),
+            limited(3, 1)
+        );
+        assert_eq!(
+            store.rate_acquire(&checks, T0 + MINUTE).await.unwrap(),
+            RateOutcome::Admitted
+        );
+        // Events no window can see are gone: the one at T0 was pruned on the way.
+        assert_eq!(events(&dir, "agent:claude").await, 3);
+        assert_eq!(
+            store.rate_acquire(&checks, T0 + 10 * MINUTE).await.unwrap(),
+            RateOutcome::Admitted
+        );
+        assert_eq!(events(&dir, "agent:claude").await, 1);
+        store.close().await;
+}
+}
+
+on_both! {
+#[tokio::test]
+async fn every_window_of_every_key_must_have_room_or_nothing_is_counted(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let store = dir.open().await;
+        let second = 1_000_000;
+        let burst = RateCheck {
             key: "tool:shell".to_owned(),
-            window_us: MINUTE,
-            limit: 2,
-            count: 5,
-            // The fourth call (at T0 + 1 s + 1) must leave for the count to drop to 1.
-            retry_after_us: MINUTE - 3 * second + 1,
+            rule: tw_core::RuleRef::new("test", "test"),
+            windows: vec![
+                RateWindow {
+                    window_us: MINUTE,
+                    limit: 5,
+                },
+                RateWindow {
+                    window_us: second,
+                    limit: 2,
+                },
+            ],
+        };
+        let agent = per_minute("agent:a", 100);
+        let checks = [agent.clone(), burst];
+        for t in [T0, T0 + 1] {
+            assert_eq!(
+                store.rate_acquire(&checks, t).await.unwrap(),
+                RateOutcome::Admitted
+            );
         }
-    );
-    assert_eq!(
-        store.rate_acquire(&[], T0).await.unwrap(),
-        RateOutcome::Admitted
-    );
-    let err = store
-        .rate_acquire(
-            &[RateCheck {
-                key: "k".to_owned(),
-                rule: tw_core::RuleRef::new("test", "test"),
-                windows: vec![RateWindow {
-                    window_us: 0,
-                    limit: 1,
+        // The one-second window is full; the agent's key must not be charged for a refused call.
+        assert_eq!(
+            store.rate_acquire(&checks, T0 + 2).await.unwrap(),
+            RateOutcome::Limited {
+                key: "tool:shell".to_owned(),
+                window_us: second,
+                limit: 2,
+                count: 2,
+                retry_after_us: second - 2,
+            }
+        );
+        assert_eq!(events(&dir, "agent:a").await, 2);
+        for t in [T0 + second, T0 + second + 1, T0 + 2 * second + 1] {
+            assert_eq!(
+                store.rate_acquire(&checks, t).await.unwrap(),
+                RateOutcome::Admitted,
+                "{t}"
+            );
+        }
+        // Five in the minute now: the minute window is what stops the next one.
+        assert_eq!(
+            store.rate_acquire(&checks, T0 + 4 * second).await.unwrap(),
+            RateOutcome::Limited {
+                key: "tool:shell".to_owned(),
+                window_us: MINUTE,
+                limit: 5,
+                count: 5,
+                retry_after_us: MINUTE - 4 * second,
+            }
+        );
+        // A limit lowered below what is already counted waits for enough calls to leave.
+        assert_eq!(
+            store
+                .rate_acquire(&[per_minute("tool:shell", 2)], T0 + 4 * second)
+                .await
+                .unwrap(),
+            RateOutcome::Limited {
+                key: "tool:shell".to_owned(),
+                window_us: MINUTE,
+                limit: 2,
+                count: 5,
+                // The fourth call (at T0 + 1 s + 1) must leave for the count to drop to 1.
+                retry_after_us: MINUTE - 3 * second + 1,
+            }
+        );
+        assert_eq!(
+            store.rate_acquire(&[], T0).await.unwrap(),
+            RateOutcome::Admitted
+        );
+        let err = store
+            .rate_acquire(
+                &[RateCheck {
+                    key: "k".to_owned(),
+                    rule: tw_core::RuleRef::new("test", "test"),
+                    windows: vec![RateWindow {
+                        window_us: 0,
+                        limit: 1,
+                    }],
                 }],
-            }],
-            T0,
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "invalid rate limit window for key \"k\": 0 µs: a window must be positive"
-    );
-    store.close().await;
+                T0,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid rate limit window for key \"k\": 0 µs: a window must be positive"
+        );
+        store.close().await;
+}
 }
 
 #[tokio::test]

@@ -27,9 +27,11 @@ use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tw_core::ToolStatus;
 
+use self::sqlite::push_filter;
 use crate::codec;
 use crate::error::{Result, StoreError};
-use crate::record::{AuditRow, COLUMNS, decode_row};
+use crate::record::sqlite::decode_row;
+use crate::record::{AuditRow, COLUMNS};
 use crate::search;
 
 /// Which records to read. Every field narrows the selection; the default selects everything,
@@ -152,52 +154,6 @@ pub struct UsageReport {
     pub by_caller: Vec<UsageRow>,
     /// One row per skill, busiest first; calls made under no skill are not in this list.
     pub by_skill: Vec<UsageRow>,
-}
-
-/// Adds the query's filters as a WHERE clause.
-fn push_filter(qb: &mut QueryBuilder<Sqlite>, q: &AuditQuery, with_cursor: bool) {
-    qb.push(" WHERE 1 = 1");
-    if let Some(tool) = &q.tool {
-        qb.push(" AND tool = ").push_bind(tool.clone());
-    }
-    if let Some(status) = q.status {
-        qb.push(" AND status = ").push_bind(status.as_str());
-    }
-    if let Some(agent) = &q.agent_id {
-        qb.push(" AND agent_id = ").push_bind(agent.clone());
-    }
-    if let Some(skill) = &q.skill {
-        qb.push(" AND skill = ").push_bind(skill.clone());
-    }
-    if let Some(since) = q.since {
-        qb.push(" AND started_at >= ").push_bind(since);
-    }
-    if let Some(until) = q.until {
-        qb.push(" AND started_at < ").push_bind(until);
-    }
-    if let Some(text) = text_of(q) {
-        let pattern = format!("%{}%", like_escape(text));
-        qb.push(" AND (");
-        for (i, column) in ["tool", "arguments", "error_message", "output"]
-            .iter()
-            .enumerate()
-        {
-            if i > 0 {
-                qb.push(" OR ");
-            }
-            qb.push(*column)
-                .push(" LIKE ")
-                .push_bind(pattern.clone())
-                .push(" ESCAPE '\\'");
-        }
-        qb.push(")");
-    }
-    if q.violations_only {
-        qb.push(" AND violation_type IS NOT NULL");
-    }
-    if let (true, Some(cursor)) = (with_cursor, q.cursor) {
-        qb.push(" AND id < ").push_bind(cursor);
-    }
 }
 
 /// The text to search for, if the query searches (an empty text matches every row).
@@ -444,8 +400,154 @@ async fn newest_candidate(
 /// thousand ids in its sort.
 const BLOCK_BITS: u32 = 12;
 
-/// Ids in one block (the tests size their logs by it).
+dual! {
+    /// Adds the query's filters as a WHERE clause.
+    pub(crate) fn push_filter(qb: &mut QueryBuilder<Db>, q: &AuditQuery, with_cursor: bool) {
+        qb.push(" WHERE 1 = 1");
+        if let Some(tool) = &q.tool {
+            qb.push(" AND tool = ").push_bind(tool.clone());
+        }
+        if let Some(status) = q.status {
+            qb.push(" AND status = ").push_bind(status.as_str());
+        }
+        if let Some(agent) = &q.agent_id {
+            qb.push(" AND agent_id = ").push_bind(agent.clone());
+        }
+        if let Some(skill) = &q.skill {
+            qb.push(" AND skill = ").push_bind(skill.clone());
+        }
+        if let Some(since) = q.since {
+            qb.push(" AND started_at >= ").push_bind(since);
+        }
+        if let Some(until) = q.until {
+            qb.push(" AND started_at < ").push_bind(until);
+        }
+        if let Some(text) = text_of(q) {
+            let pattern = format!("%{}%", like_escape(text));
+            qb.push(" AND (");
+            for (i, column) in ["tool", "arguments", "error_message", "output"]
+                .iter()
+                .enumerate()
+            {
+                if i > 0 {
+                    qb.push(" OR ");
+                }
+                qb.push(*column)
+                    // SQLite's LIKE ignores ASCII case; PostgreSQL's ILIKE does what it does.
+                    .push(if PG { " ILIKE " } else { " LIKE " })
+                    .push_bind(pattern.clone())
+                    .push(" ESCAPE '\\'");
+            }
+            qb.push(")");
+        }
+        if q.violations_only {
+            qb.push(" AND violation_type IS NOT NULL");
+        }
+        if let (true, Some(cursor)) = (with_cursor, q.cursor) {
+            qb.push(" AND id < ").push_bind(cursor);
+        }
+    }
+
+    pub(crate) async fn export<W: AsyncWrite + Unpin + ?Sized>(
+        pool: &Pool,
+        q: &AuditQuery,
+        format: AuditExportFormat,
+        out: &mut W,
+    ) -> Result<u64> {
+        let mut buf = Vec::with_capacity(64 * 1024);
+        if format == AuditExportFormat::Csv {
+            csv_line(&mut buf, CSV_HEADER.iter().map(|h| (*h).to_owned()));
+        }
+        // Oldest first, walking ids upward in chunks.
+        let mut after = 0i64;
+        let mut written = 0u64;
+        loop {
+            let mut qb = QueryBuilder::<Db>::new(format!("SELECT {COLUMNS} FROM audit_log"));
+            push_filter(&mut qb, q, true);
+            qb.push(" AND id > ").push_bind(after);
+            qb.push(" ORDER BY id ASC LIMIT ")
+                .push_bind(i64::from(EXPORT_CHUNK));
+            let rows = qb.build().fetch_all(pool).await?;
+            for row in &rows {
+                let r = on::record::decode_row(row)?;
+                after = r.id;
+                match format {
+                    AuditExportFormat::Jsonl => {
+                        serde_json::to_writer(&mut buf, &r).map_err(|e| StoreError::Encode {
+                            what: format!("audit row {}", r.id),
+                            message: e.to_string(),
+                        })?;
+                        buf.push(b'\n');
+                    }
+                    AuditExportFormat::Csv => csv_line(&mut buf, csv_fields(&r)),
+                }
+                written += 1;
+            }
+            out.write_all(&buf).await.map_err(StoreError::Export)?;
+            buf.clear();
+            if rows.len() < EXPORT_CHUNK as usize {
+                break;
+            }
+        }
+        out.flush().await.map_err(StoreError::Export)?;
+        Ok(written)
+    }
+
+    pub(crate) async fn usage(pool: &Pool, q: &AuditQuery) -> Result<UsageReport> {
+        Ok(UsageReport {
+            by_tool: usage_by(pool, q, "tool").await?,
+            by_caller: usage_by(pool, q, "agent_id").await?,
+            by_skill: usage_by(pool, q, "skill").await?,
+        })
+    }
+
+    async fn usage_by(pool: &Pool, q: &AuditQuery, key: &'static str) -> Result<Vec<UsageRow>> {
+        let mut qb = QueryBuilder::<Db>::new(format!(
+            "SELECT {key} AS key, COUNT(*) AS calls, \
+             COUNT(*) FILTER (WHERE status = 'success') AS success, \
+             COUNT(*) FILTER (WHERE status IN ('failed', 'timeout', 'cancelled', 'sandbox_error')) \
+             AS failed, \
+             COUNT(*) FILTER (WHERE status = 'permission_denied') AS denied, \
+             COUNT(*) FILTER (WHERE status IN ('validation_error', 'not_found')) AS invalid, \
+             COUNT(*) FILTER (WHERE status = 'requires_confirmation') AS asked, \
+             COUNT(*) FILTER (WHERE violation_type IS NOT NULL) AS violations, \
+             CAST(AVG(duration_us) AS BIGINT) AS avg_duration_us, \
+             MIN(started_at) AS first_at, MAX(started_at) AS last_at, \
+             COUNT(DISTINCT tool) AS distinct_tools \
+             FROM audit_log"
+        ));
+        push_filter(&mut qb, q, false);
+        // Skill is the only nullable key; a call made under no skill belongs to no skill's row.
+        qb.push(format!(" AND {key} IS NOT NULL"));
+        qb.push(format!(" GROUP BY {key} ORDER BY calls DESC, key ASC"));
+        let rows = qb.build().fetch_all(pool).await?;
+        let n = |row: &DbRow, c: &str| -> Result<u64> {
+            let v: Option<i64> = row.try_get(c)?;
+            Ok(codec::count(v.unwrap_or(0)))
+        };
+        rows.iter()
+            .map(|row| {
+                Ok(UsageRow {
+                    key: row.try_get("key")?,
+                    calls: n(row, "calls")?,
+                    success: n(row, "success")?,
+                    failed: n(row, "failed")?,
+                    denied: n(row, "denied")?,
+                    invalid: n(row, "invalid")?,
+                    awaiting_confirmation: n(row, "asked")?,
+                    violations: n(row, "violations")?,
+                    avg_duration_us: n(row, "avg_duration_us")?,
+                    first_at: row.try_get("first_at")?,
+                    last_at: row.try_get("last_at")?,
+                    distinct_tools: n(row, "distinct_tools")?,
+                })
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
+/// Ids in one block (the tests size their logs by it).
 pub(crate) const BLOCK_IDS: i64 = 1 << BLOCK_BITS;
 
 /// A row's block, as the block indexes of migration 0004 spell it.
@@ -648,51 +750,6 @@ const CSV_HEADER: &[&str] = &[
 /// Rows fetched per round trip while exporting, so memory stays flat for any log size.
 const EXPORT_CHUNK: u32 = 500;
 
-pub(crate) async fn export<W: AsyncWrite + Unpin + ?Sized>(
-    pool: &SqlitePool,
-    q: &AuditQuery,
-    format: AuditExportFormat,
-    out: &mut W,
-) -> Result<u64> {
-    let mut buf = Vec::with_capacity(64 * 1024);
-    if format == AuditExportFormat::Csv {
-        csv_line(&mut buf, CSV_HEADER.iter().map(|h| (*h).to_owned()));
-    }
-    // Oldest first, walking ids upward in chunks.
-    let mut after = 0i64;
-    let mut written = 0u64;
-    loop {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM audit_log"));
-        push_filter(&mut qb, q, true);
-        qb.push(" AND id > ").push_bind(after);
-        qb.push(" ORDER BY id ASC LIMIT ")
-            .push_bind(i64::from(EXPORT_CHUNK));
-        let rows = qb.build().fetch_all(pool).await?;
-        for row in &rows {
-            let r = decode_row(row)?;
-            after = r.id;
-            match format {
-                AuditExportFormat::Jsonl => {
-                    serde_json::to_writer(&mut buf, &r).map_err(|e| StoreError::Encode {
-                        what: format!("audit row {}", r.id),
-                        message: e.to_string(),
-                    })?;
-                    buf.push(b'\n');
-                }
-                AuditExportFormat::Csv => csv_line(&mut buf, csv_fields(&r)),
-            }
-            written += 1;
-        }
-        out.write_all(&buf).await.map_err(StoreError::Export)?;
-        buf.clear();
-        if rows.len() < EXPORT_CHUNK as usize {
-            break;
-        }
-    }
-    out.flush().await.map_err(StoreError::Export)?;
-    Ok(written)
-}
-
 fn csv_fields(r: &AuditRow) -> impl Iterator<Item = String> {
     let opt = |s: &Option<String>| s.clone().unwrap_or_default();
     [
@@ -766,57 +823,6 @@ fn csv_line(buf: &mut Vec<u8>, fields: impl Iterator<Item = String>) {
         }
     }
     buf.extend_from_slice(b"\r\n");
-}
-
-pub(crate) async fn usage(pool: &SqlitePool, q: &AuditQuery) -> Result<UsageReport> {
-    Ok(UsageReport {
-        by_tool: usage_by(pool, q, "tool").await?,
-        by_caller: usage_by(pool, q, "agent_id").await?,
-        by_skill: usage_by(pool, q, "skill").await?,
-    })
-}
-
-async fn usage_by(pool: &SqlitePool, q: &AuditQuery, key: &'static str) -> Result<Vec<UsageRow>> {
-    let mut qb = QueryBuilder::<Sqlite>::new(format!(
-        "SELECT {key} AS key, COUNT(*) AS calls, \
-         SUM(status = 'success') AS success, \
-         SUM(status IN ('failed', 'timeout', 'cancelled', 'sandbox_error')) AS failed, \
-         SUM(status = 'permission_denied') AS denied, \
-         SUM(status IN ('validation_error', 'not_found')) AS invalid, \
-         SUM(status = 'requires_confirmation') AS asked, \
-         SUM(violation_type IS NOT NULL) AS violations, \
-         CAST(AVG(duration_us) AS INTEGER) AS avg_duration_us, \
-         MIN(started_at) AS first_at, MAX(started_at) AS last_at, \
-         COUNT(DISTINCT tool) AS distinct_tools \
-         FROM audit_log"
-    ));
-    push_filter(&mut qb, q, false);
-    // Skill is the only nullable key; a call made under no skill belongs to no skill's row.
-    qb.push(format!(" AND {key} IS NOT NULL"));
-    qb.push(format!(" GROUP BY {key} ORDER BY calls DESC, key ASC"));
-    let rows = qb.build().fetch_all(pool).await?;
-    let n = |row: &sqlx::sqlite::SqliteRow, c: &str| -> Result<u64> {
-        let v: Option<i64> = row.try_get(c)?;
-        Ok(codec::count(v.unwrap_or(0)))
-    };
-    rows.iter()
-        .map(|row| {
-            Ok(UsageRow {
-                key: row.try_get("key")?,
-                calls: n(row, "calls")?,
-                success: n(row, "success")?,
-                failed: n(row, "failed")?,
-                denied: n(row, "denied")?,
-                invalid: n(row, "invalid")?,
-                awaiting_confirmation: n(row, "asked")?,
-                violations: n(row, "violations")?,
-                avg_duration_us: n(row, "avg_duration_us")?,
-                first_at: row.try_get("first_at")?,
-                last_at: row.try_get("last_at")?,
-                distinct_tools: n(row, "distinct_tools")?,
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

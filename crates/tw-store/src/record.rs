@@ -3,8 +3,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use sqlx::Row as _;
-use sqlx::sqlite::SqliteRow;
 use tw_core::ToolStatus;
 
 use crate::codec;
@@ -181,66 +179,68 @@ fn json(id: i64, column: &str, text: &str) -> Result<Value> {
     codec::json(|| format!("audit row {id}, column {column}"), text)
 }
 
-/// The two violation columns, which the schema keeps both set or both empty.
-fn violation(id: i64, row: &SqliteRow) -> Result<Option<AuditViolation>> {
-    let kind: Option<String> = row.try_get("violation_type")?;
-    let severity: Option<String> = row.try_get("violation_severity")?;
-    match (kind, severity) {
-        (None, None) => Ok(None),
-        (Some(kind), Some(severity)) => Ok(Some(AuditViolation {
-            kind,
-            severity: codec::word(
-                || format!("audit row {id}, column violation_severity"),
-                &severity,
-            )?,
-        })),
-        _ => Err(StoreError::Corrupt {
-            what: format!("audit row {id}, columns violation_type and violation_severity"),
-            message: "one is set and the other is not".to_owned(),
-        }),
+dual! {
+    /// The two violation columns, which the schema keeps both set or both empty.
+    fn violation(id: i64, row: &DbRow) -> Result<Option<AuditViolation>> {
+        let kind: Option<String> = row.try_get("violation_type")?;
+        let severity: Option<String> = row.try_get("violation_severity")?;
+        match (kind, severity) {
+            (None, None) => Ok(None),
+            (Some(kind), Some(severity)) => Ok(Some(AuditViolation {
+                kind,
+                severity: codec::word(
+                    || format!("audit row {id}, column violation_severity"),
+                    &severity,
+                )?,
+            })),
+            _ => Err(StoreError::Corrupt {
+                what: format!("audit row {id}, columns violation_type and violation_severity"),
+                message: "one is set and the other is not".to_owned(),
+            }),
+        }
     }
-}
 
-/// Reads one `audit_log` row selected with [`COLUMNS`].
-pub(crate) fn decode_row(row: &SqliteRow) -> Result<AuditRow> {
-    let id: i64 = row.try_get("id")?;
-    let status: String = row.try_get("status")?;
-    let status = codec::word(|| format!("audit row {id}, column status"), &status)?;
-    let opt_json = |column: &str| -> Result<Option<Value>> {
-        let text: Option<String> = row.try_get(column)?;
-        text.map(|t| json(id, column, &t)).transpose()
-    };
-    let output_bytes: i64 = row.try_get("output_bytes")?;
-    Ok(AuditRow {
-        id,
-        execution_id: row.try_get("execution_id")?,
-        trace_id: row.try_get("trace_id")?,
-        tool: row.try_get("tool")?,
-        agent_id: row.try_get("agent_id")?,
-        skill: row.try_get("skill")?,
-        user_id: row.try_get("user_id")?,
-        arguments: json(id, "arguments", &row.try_get::<String, _>("arguments")?)?,
-        decision: row.try_get("decision")?,
-        explanation: opt_json("explanation")?,
-        status,
-        error_code: row.try_get("error_code")?,
-        error_message: row.try_get("error_message")?,
-        violation: violation(id, row)?,
-        output: opt_json("output")?,
-        output_sha256: row.try_get("output_sha256")?,
-        output_bytes: u64::try_from(output_bytes).unwrap_or(0),
-        truncated: row.try_get("truncated")?,
-        started_at: row.try_get("started_at")?,
-        completed_at: row.try_get("completed_at")?,
-        duration_us: row.try_get("duration_us")?,
-        metadata: json(id, "metadata", &row.try_get::<String, _>("metadata")?)?,
-        prev: row
-            .try_get::<Option<Vec<u8>>, _>("prev")?
-            .map(|b| crate::chain::hex(&b)),
-        hash: row
-            .try_get::<Option<Vec<u8>>, _>("hash")?
-            .map(|b| crate::chain::hex(&b)),
-    })
+    /// Reads one `audit_log` row selected with [`COLUMNS`].
+    pub(crate) fn decode_row(row: &DbRow) -> Result<AuditRow> {
+        let id: i64 = row.try_get("id")?;
+        let status: String = row.try_get("status")?;
+        let status = codec::word(|| format!("audit row {id}, column status"), &status)?;
+        let opt_json = |column: &str| -> Result<Option<Value>> {
+            let text: Option<String> = row.try_get(column)?;
+            text.map(|t| json(id, column, &t)).transpose()
+        };
+        let output_bytes: i64 = row.try_get("output_bytes")?;
+        Ok(AuditRow {
+            id,
+            execution_id: row.try_get("execution_id")?,
+            trace_id: row.try_get("trace_id")?,
+            tool: row.try_get("tool")?,
+            agent_id: row.try_get("agent_id")?,
+            skill: row.try_get("skill")?,
+            user_id: row.try_get("user_id")?,
+            arguments: json(id, "arguments", &row.try_get::<String, _>("arguments")?)?,
+            decision: row.try_get("decision")?,
+            explanation: opt_json("explanation")?,
+            status,
+            error_code: row.try_get("error_code")?,
+            error_message: row.try_get("error_message")?,
+            violation: violation(id, row)?,
+            output: opt_json("output")?,
+            output_sha256: row.try_get("output_sha256")?,
+            output_bytes: u64::try_from(output_bytes).unwrap_or(0),
+            truncated: row.try_get::<i64, _>("truncated")? != 0,
+            started_at: row.try_get("started_at")?,
+            completed_at: row.try_get("completed_at")?,
+            duration_us: row.try_get("duration_us")?,
+            metadata: json(id, "metadata", &row.try_get::<String, _>("metadata")?)?,
+            prev: row
+                .try_get::<Option<Vec<u8>>, _>("prev")?
+                .map(|b| crate::chain::hex(&b)),
+            hash: row
+                .try_get::<Option<Vec<u8>>, _>("hash")?
+                .map(|b| crate::chain::hex(&b)),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -67,9 +67,10 @@ async fn walk(
     let mut seen = Vec::new();
     let mut pages = 0;
     loop {
-        let page = query::page_in_windows(store.settled().await.unwrap(), &q, window, index)
-            .await
-            .unwrap();
+        let page =
+            query::page_in_windows(store.inner().settled().await.unwrap(), &q, window, index)
+                .await
+                .unwrap();
         let got = ids(&page);
         assert!(got.len() <= q.limit as usize, "{q:?}: {got:?}");
         if let Some(to) = page.scanned_to {
@@ -92,7 +93,7 @@ async fn direct(store: &Store, q: &AuditQuery) -> Vec<i64> {
         limit: 1000,
         ..q.clone()
     };
-    let page = query::page_in_windows(store.settled().await.unwrap(), &q, i64::MAX, None)
+    let page = query::page_in_windows(store.inner().settled().await.unwrap(), &q, i64::MAX, None)
         .await
         .unwrap();
     ids(&page)
@@ -127,7 +128,7 @@ async fn a_search_through_the_index_finds_what_reading_the_log_finds() {
     }
     assert_eq!(wait_indexed(&store).await, 40);
     // The index stops here: the next rows are above its reach and are read directly.
-    store.inner.indexer.as_ref().unwrap().close().await;
+    store.inner().indexer.as_ref().unwrap().close().await;
     for i in 40..60 {
         store.append(varied(i)).await.unwrap();
     }
@@ -150,7 +151,7 @@ async fn a_search_through_the_index_finds_what_reading_the_log_finds() {
             filter(&mut q);
             let expected = direct(&store, &q).await;
             found_any += expected.len();
-            let counted = query::count(store.settled().await.unwrap(), &q, true)
+            let counted = query::count(store.inner().settled().await.unwrap(), &q, true)
                 .await
                 .unwrap();
             assert_eq!(counted, expected.len() as u64, "count {text:?}, filter {f}");

@@ -3,8 +3,6 @@
 //! own memory, so a switch made in one is obeyed by the other.
 
 use serde::{Deserialize, Serialize};
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{Row as _, SqlitePool};
 
 use crate::error::Result;
 
@@ -21,41 +19,43 @@ pub struct Setting {
     pub updated_by: String,
 }
 
-fn decode(row: &SqliteRow) -> Result<Setting> {
-    Ok(Setting {
-        key: row.try_get("key")?,
-        value: row.try_get("value")?,
-        updated_at: row.try_get("updated_at")?,
-        updated_by: row.try_get("updated_by")?,
-    })
-}
+dual! {
+    fn decode(row: &DbRow) -> Result<Setting> {
+        Ok(Setting {
+            key: row.try_get("key")?,
+            value: row.try_get("value")?,
+            updated_at: row.try_get("updated_at")?,
+            updated_by: row.try_get("updated_by")?,
+        })
+    }
 
-pub(crate) async fn get(pool: &SqlitePool, key: &str) -> Result<Option<Setting>> {
-    let row = sqlx::query("SELECT key, value, updated_at, updated_by FROM settings WHERE key = ?")
-        .bind(key.to_owned())
-        .fetch_optional(pool)
+    pub(crate) async fn get(pool: &Pool, key: &str) -> Result<Option<Setting>> {
+        let row = sqlx::query("SELECT key, value, updated_at, updated_by FROM settings WHERE key = $1")
+            .bind(key.to_owned())
+            .fetch_optional(pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    pub(crate) async fn list(pool: &Pool) -> Result<Vec<Setting>> {
+        let rows = sqlx::query("SELECT key, value, updated_at, updated_by FROM settings ORDER BY key")
+            .fetch_all(pool)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    pub(crate) async fn set(conn: &mut Conn, setting: &Setting) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO settings (key, value, updated_at, updated_by) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value, \
+             updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+        )
+        .bind(setting.key.clone())
+        .bind(setting.value.clone())
+        .bind(setting.updated_at)
+        .bind(setting.updated_by.clone())
+        .execute(&mut *conn)
         .await?;
-    row.as_ref().map(decode).transpose()
-}
-
-pub(crate) async fn list(pool: &SqlitePool) -> Result<Vec<Setting>> {
-    let rows = sqlx::query("SELECT key, value, updated_at, updated_by FROM settings ORDER BY key")
-        .fetch_all(pool)
-        .await?;
-    rows.iter().map(decode).collect()
-}
-
-pub(crate) async fn set(conn: &mut SqliteConnection, setting: &Setting) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO settings (key, value, updated_at, updated_by) VALUES (?, ?, ?, ?) \
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value, \
-         updated_at = excluded.updated_at, updated_by = excluded.updated_by",
-    )
-    .bind(setting.key.clone())
-    .bind(setting.value.clone())
-    .bind(setting.updated_at)
-    .bind(setting.updated_by.clone())
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+        Ok(())
+    }
 }

@@ -4,11 +4,9 @@
 //! a change nobody can account for, nor an entry for a change that did not happen.
 
 use serde::{Deserialize, Serialize};
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{Row as _, SqlitePool};
 use tw_core::LicenseTier;
 
-use crate::admin::{self, AdminEvent};
+use crate::admin::AdminEvent;
 use crate::codec;
 use crate::error::Result;
 
@@ -52,76 +50,78 @@ pub struct SwitchOutcome {
     pub off: Option<ToolSwitchRow>,
 }
 
-fn decode(row: &SqliteRow) -> Result<ToolSwitchRow> {
-    let tool: String = row.try_get("tool")?;
-    let tier: String = row.try_get("tier")?;
-    Ok(ToolSwitchRow {
-        tier: codec::word(|| format!("tool switch {tool}, column tier"), &tier)?,
-        tool,
-        disabled_at: row.try_get("disabled_at")?,
-        disabled_by: row.try_get("disabled_by")?,
-    })
-}
-
-/// Every tool switched off, by tool and then tier (in tier order, core first).
-pub(crate) async fn list(pool: &SqlitePool) -> Result<Vec<ToolSwitchRow>> {
-    let rows = sqlx::query("SELECT tool, tier, disabled_at, disabled_by FROM tool_switches")
-        .fetch_all(pool)
-        .await?;
-    let mut switches = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
-    switches.sort_by(|a, b| (&a.tool, a.tier).cmp(&(&b.tool, b.tier)));
-    Ok(switches)
-}
-
-/// Applies `change` and, if it changed anything, appends `event` (already encoded as `details`)
-/// in the same transaction.
-pub(crate) async fn apply(
-    conn: &mut SqliteConnection,
-    change: &SwitchChange,
-    event: &AdminEvent,
-    details: String,
-) -> Result<SwitchOutcome> {
-    let tier = change.tier.as_str();
-    let outcome = if change.enabled {
-        let removed = sqlx::query(
-            "DELETE FROM tool_switches WHERE tool = ? AND tier = ? \
-             RETURNING tool, tier, disabled_at, disabled_by",
-        )
-        .bind(change.tool.clone())
-        .bind(tier)
-        .fetch_optional(&mut *conn)
-        .await?;
-        let off = removed.as_ref().map(decode).transpose()?;
-        SwitchOutcome {
-            changed: off.is_some(),
-            off,
-        }
-    } else {
-        let inserted = sqlx::query(
-            "INSERT INTO tool_switches (tool, tier, disabled_at, disabled_by) VALUES (?, ?, ?, ?) \
-             ON CONFLICT (tool, tier) DO NOTHING",
-        )
-        .bind(change.tool.clone())
-        .bind(tier)
-        .bind(change.at)
-        .bind(change.by.clone())
-        .execute(&mut *conn)
-        .await?;
-        let row = sqlx::query(
-            "SELECT tool, tier, disabled_at, disabled_by FROM tool_switches \
-             WHERE tool = ? AND tier = ?",
-        )
-        .bind(change.tool.clone())
-        .bind(tier)
-        .fetch_one(&mut *conn)
-        .await?;
-        SwitchOutcome {
-            changed: inserted.rows_affected() > 0,
-            off: Some(decode(&row)?),
-        }
-    };
-    if outcome.changed {
-        admin::append(conn, event, details).await?;
+dual! {
+    fn decode(row: &DbRow) -> Result<ToolSwitchRow> {
+        let tool: String = row.try_get("tool")?;
+        let tier: String = row.try_get("tier")?;
+        Ok(ToolSwitchRow {
+            tier: codec::word(|| format!("tool switch {tool}, column tier"), &tier)?,
+            tool,
+            disabled_at: row.try_get("disabled_at")?,
+            disabled_by: row.try_get("disabled_by")?,
+        })
     }
-    Ok(outcome)
+
+    /// Every tool switched off, by tool and then tier (in tier order, core first).
+    pub(crate) async fn list(pool: &Pool) -> Result<Vec<ToolSwitchRow>> {
+        let rows = sqlx::query("SELECT tool, tier, disabled_at, disabled_by FROM tool_switches")
+            .fetch_all(pool)
+            .await?;
+        let mut switches = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
+        switches.sort_by(|a, b| (&a.tool, a.tier).cmp(&(&b.tool, b.tier)));
+        Ok(switches)
+    }
+
+    /// Applies `change` and, if it changed anything, appends `event` (already encoded as `details`)
+    /// in the same transaction.
+    pub(crate) async fn apply(
+        conn: &mut Conn,
+        change: &SwitchChange,
+        event: &AdminEvent,
+        details: String,
+    ) -> Result<SwitchOutcome> {
+        let tier = change.tier.as_str();
+        let outcome = if change.enabled {
+            let removed = sqlx::query(
+                "DELETE FROM tool_switches WHERE tool = $1 AND tier = $2 \
+                 RETURNING tool, tier, disabled_at, disabled_by",
+            )
+            .bind(change.tool.clone())
+            .bind(tier)
+            .fetch_optional(&mut *conn)
+            .await?;
+            let off = removed.as_ref().map(decode).transpose()?;
+            SwitchOutcome {
+                changed: off.is_some(),
+                off,
+            }
+        } else {
+            let inserted = sqlx::query(
+                "INSERT INTO tool_switches (tool, tier, disabled_at, disabled_by) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (tool, tier) DO NOTHING",
+            )
+            .bind(change.tool.clone())
+            .bind(tier)
+            .bind(change.at)
+            .bind(change.by.clone())
+            .execute(&mut *conn)
+            .await?;
+            let row = sqlx::query(
+                "SELECT tool, tier, disabled_at, disabled_by FROM tool_switches \
+                 WHERE tool = $1 AND tier = $2",
+            )
+            .bind(change.tool.clone())
+            .bind(tier)
+            .fetch_one(&mut *conn)
+            .await?;
+            SwitchOutcome {
+                changed: inserted.rows_affected() > 0,
+                off: Some(decode(&row)?),
+            }
+        };
+        if outcome.changed {
+            on::admin::append(conn, event, details).await?;
+        }
+        Ok(outcome)
+    }
 }

@@ -379,7 +379,7 @@ async fn a_database_from_a_newer_build_is_refused_untouched() {
         format!(
             "{} has schema version 20990101000000, newer than this build supports ({}); upgrade Toolwarden to use it",
             path.display(),
-            MIGRATOR.iter().map(|m| m.version).max().unwrap()
+            sqlite::MIGRATOR.iter().map(|m| m.version).max().unwrap()
         )
     );
 }
@@ -674,7 +674,7 @@ async fn walk(
     let mut seen = Vec::new();
     let mut pages = Vec::new();
     loop {
-        let page = query::page_in_windows(store.settled().await.unwrap(), &q, window, None)
+        let page = query::page_in_windows(store.inner().settled().await.unwrap(), &q, window, None)
             .await
             .unwrap();
         let got = ids(&page);
@@ -795,9 +795,10 @@ async fn text_search_with_other_filters_searches_only_where_they_match() {
                 ..AuditQuery::default()
             };
             filter(&mut q);
-            let whole = query::page_in_windows(store.settled().await.unwrap(), &q, i64::MAX, None)
-                .await
-                .unwrap();
+            let whole =
+                query::page_in_windows(store.inner().settled().await.unwrap(), &q, i64::MAX, None)
+                    .await
+                    .unwrap();
             assert_eq!((whole.next_cursor, whole.scanned_to), (None, None));
             for window in [1, 2, 7, 20] {
                 for limit in [1, 3, 50] {
@@ -1179,7 +1180,7 @@ async fn a_log_written_by_the_first_schema_is_upgraded_in_place() {
         .await
         .unwrap();
         let first = sqlx::migrate::Migrator {
-            migrations: std::borrow::Cow::Owned(MIGRATOR.iter().take(1).cloned().collect()),
+            migrations: std::borrow::Cow::Owned(sqlite::MIGRATOR.iter().take(1).cloned().collect()),
             ..sqlx::migrate::Migrator::DEFAULT
         };
         first.run(&pool).await.unwrap();

@@ -3,10 +3,8 @@
 //! admin-log entry in one transaction.
 
 use serde::{Deserialize, Serialize};
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{Row as _, SqlitePool};
 
-use crate::admin::{self, AdminEvent};
+use crate::admin::AdminEvent;
 use crate::error::Result;
 
 /// An agent's token, as stored (without the token).
@@ -52,87 +50,89 @@ macro_rules! columns {
     };
 }
 
-fn decode(row: &SqliteRow) -> Result<ApiTokenRow> {
-    let sha: String = row.try_get("token_sha256")?;
-    Ok(ApiTokenRow {
-        id: row.try_get("id")?,
-        agent_id: row.try_get("agent_id")?,
-        fingerprint: sha.chars().take(8).collect(),
-        label: row.try_get("label")?,
-        created_at: row.try_get("created_at")?,
-        created_by: row.try_get("created_by")?,
-        revoked_at: row.try_get("revoked_at")?,
-        revoked_by: row.try_get("revoked_by")?,
-    })
-}
-
-pub(crate) async fn insert(
-    conn: &mut SqliteConnection,
-    token: &NewApiToken,
-    event: &AdminEvent,
-    details: String,
-) -> Result<ApiTokenRow> {
-    let row = sqlx::query(concat!(
-        "INSERT INTO api_tokens (agent_id, token_sha256, label, created_at, created_by) \
-         VALUES (?, ?, ?, ?, ?) RETURNING ",
-        columns!()
-    ))
-    .bind(token.agent_id.clone())
-    .bind(token.token_sha256.clone())
-    .bind(token.label.clone())
-    .bind(token.at)
-    .bind(token.by.clone())
-    .fetch_one(&mut *conn)
-    .await?;
-    admin::append(conn, event, details).await?;
-    decode(&row)
-}
-
-/// Revokes every live token of `agent`; the admin-log entry is written only if one was.
-pub(crate) async fn revoke(
-    conn: &mut SqliteConnection,
-    agent: &str,
-    at: i64,
-    by: &str,
-    event: &AdminEvent,
-    details: String,
-) -> Result<Vec<ApiTokenRow>> {
-    let rows = sqlx::query(concat!(
-        "UPDATE api_tokens SET revoked_at = ?, revoked_by = ? \
-         WHERE agent_id = ? AND revoked_at IS NULL RETURNING ",
-        columns!()
-    ))
-    .bind(at)
-    .bind(by.to_owned())
-    .bind(agent.to_owned())
-    .fetch_all(&mut *conn)
-    .await?;
-    if !rows.is_empty() {
-        admin::append(conn, event, details).await?;
+dual! {
+    fn decode(row: &DbRow) -> Result<ApiTokenRow> {
+        let sha: String = row.try_get("token_sha256")?;
+        Ok(ApiTokenRow {
+            id: row.try_get("id")?,
+            agent_id: row.try_get("agent_id")?,
+            fingerprint: sha.chars().take(8).collect(),
+            label: row.try_get("label")?,
+            created_at: row.try_get("created_at")?,
+            created_by: row.try_get("created_by")?,
+            revoked_at: row.try_get("revoked_at")?,
+            revoked_by: row.try_get("revoked_by")?,
+        })
     }
-    rows.iter().map(decode).collect()
-}
 
-pub(crate) async fn list(pool: &SqlitePool, include_revoked: bool) -> Result<Vec<ApiTokenRow>> {
-    let sql = if include_revoked {
-        concat!("SELECT ", columns!(), " FROM api_tokens ORDER BY id")
-    } else {
-        concat!(
-            "SELECT ",
-            columns!(),
-            " FROM api_tokens WHERE revoked_at IS NULL ORDER BY id"
+    pub(crate) async fn insert(
+        conn: &mut Conn,
+        token: &NewApiToken,
+        event: &AdminEvent,
+        details: String,
+    ) -> Result<ApiTokenRow> {
+        let row = sqlx::query(concat!(
+            "INSERT INTO api_tokens (agent_id, token_sha256, label, created_at, created_by) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING ",
+            columns!()
+        ))
+        .bind(token.agent_id.clone())
+        .bind(token.token_sha256.clone())
+        .bind(token.label.clone())
+        .bind(token.at)
+        .bind(token.by.clone())
+        .fetch_one(&mut *conn)
+        .await?;
+        on::admin::append(conn, event, details).await?;
+        decode(&row)
+    }
+
+    /// Revokes every live token of `agent`; the admin-log entry is written only if one was.
+    pub(crate) async fn revoke(
+        conn: &mut Conn,
+        agent: &str,
+        at: i64,
+        by: &str,
+        event: &AdminEvent,
+        details: String,
+    ) -> Result<Vec<ApiTokenRow>> {
+        let rows = sqlx::query(concat!(
+            "UPDATE api_tokens SET revoked_at = $1, revoked_by = $2 \
+             WHERE agent_id = $3 AND revoked_at IS NULL RETURNING ",
+            columns!()
+        ))
+        .bind(at)
+        .bind(by.to_owned())
+        .bind(agent.to_owned())
+        .fetch_all(&mut *conn)
+        .await?;
+        if !rows.is_empty() {
+            on::admin::append(conn, event, details).await?;
+        }
+        rows.iter().map(decode).collect()
+    }
+
+    pub(crate) async fn list(pool: &Pool, include_revoked: bool) -> Result<Vec<ApiTokenRow>> {
+        let sql = if include_revoked {
+            concat!("SELECT ", columns!(), " FROM api_tokens ORDER BY id")
+        } else {
+            concat!(
+                "SELECT ",
+                columns!(),
+                " FROM api_tokens WHERE revoked_at IS NULL ORDER BY id"
+            )
+        };
+        let rows = sqlx::query(sql).fetch_all(pool).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// The agent a live token (by its SHA-256) stands for.
+    pub(crate) async fn agent(pool: &Pool, token_sha256: &str) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT agent_id FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL",
         )
-    };
-    let rows = sqlx::query(sql).fetch_all(pool).await?;
-    rows.iter().map(decode).collect()
-}
-
-/// The agent a live token (by its SHA-256) stands for.
-pub(crate) async fn agent(pool: &SqlitePool, token_sha256: &str) -> Result<Option<String>> {
-    Ok(sqlx::query_scalar(
-        "SELECT agent_id FROM api_tokens WHERE token_sha256 = ? AND revoked_at IS NULL",
-    )
-    .bind(token_sha256.to_owned())
-    .fetch_optional(pool)
-    .await?)
+        .bind(token_sha256.to_owned())
+        .fetch_optional(pool)
+        .await?)
+    }
 }

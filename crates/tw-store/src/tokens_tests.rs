@@ -5,6 +5,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
+use crate::backends_tests::Place;
 use crate::tests::{open, raw};
 
 const T0: i64 = 1_700_000_000_000_000;
@@ -29,66 +30,68 @@ fn token(agent: &str, sha: char) -> NewApiToken {
     }
 }
 
+on_both! {
 #[tokio::test]
-async fn tokens_are_issued_looked_up_by_hash_and_revoked_per_agent() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    let issued = store
-        .issue_api_token(&token("ci-bot", 'a'), &event("api_token_issued", "a"))
-        .await
-        .unwrap();
-    assert_eq!(
-        (issued.agent_id.as_str(), issued.fingerprint.as_str()),
-        ("ci-bot", "aaaaaaaa")
-    );
-    store
-        .issue_api_token(&token("ci-bot", 'b'), &event("api_token_issued", "b"))
-        .await
-        .unwrap();
-    store
-        .issue_api_token(&token("docs-bot", 'c'), &event("api_token_issued", "c"))
-        .await
-        .unwrap();
-    assert_eq!(
-        store.api_token_agent(&"a".repeat(64)).await.unwrap(),
-        Some("ci-bot".into())
-    );
-    assert_eq!(store.api_token_agent(&"d".repeat(64)).await.unwrap(), None);
+async fn tokens_are_issued_looked_up_by_hash_and_revoked_per_agent(backend: Backend) {
+        let dir = Place::new(backend).await;
+        let store = dir.open().await;
+        let issued = store
+            .issue_api_token(&token("ci-bot", 'a'), &event("api_token_issued", "a"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (issued.agent_id.as_str(), issued.fingerprint.as_str()),
+            ("ci-bot", "aaaaaaaa")
+        );
+        store
+            .issue_api_token(&token("ci-bot", 'b'), &event("api_token_issued", "b"))
+            .await
+            .unwrap();
+        store
+            .issue_api_token(&token("docs-bot", 'c'), &event("api_token_issued", "c"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.api_token_agent(&"a".repeat(64)).await.unwrap(),
+            Some("ci-bot".into())
+        );
+        assert_eq!(store.api_token_agent(&"d".repeat(64)).await.unwrap(), None);
 
-    let revoked = store
-        .revoke_api_tokens("ci-bot", T0 + 1, "ana", &event("api_token_revoked", "r"))
-        .await
-        .unwrap();
-    assert_eq!(revoked.len(), 2);
-    assert_eq!(store.api_token_agent(&"a".repeat(64)).await.unwrap(), None);
-    assert_eq!(store.api_token_agent(&"b".repeat(64)).await.unwrap(), None);
-    assert_eq!(
-        store.api_token_agent(&"c".repeat(64)).await.unwrap(),
-        Some("docs-bot".into())
-    );
-    // Nothing left to revoke: no change, no entry.
-    let again = store
-        .revoke_api_tokens("ci-bot", T0 + 2, "ana", &event("api_token_revoked", "r2"))
-        .await
-        .unwrap();
-    assert!(again.is_empty());
-    let live: Vec<_> = store
-        .api_tokens(false)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.agent_id)
-        .collect();
-    assert_eq!(live, ["docs-bot"]);
-    assert_eq!(store.api_tokens(true).await.unwrap().len(), 3);
-    let kinds: Vec<String> = store
-        .admin_events(&AdminQuery::default())
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.summary)
-        .collect();
-    assert_eq!(kinds, ["r", "c", "b", "a"]);
+        let revoked = store
+            .revoke_api_tokens("ci-bot", T0 + 1, "ana", &event("api_token_revoked", "r"))
+            .await
+            .unwrap();
+        assert_eq!(revoked.len(), 2);
+        assert_eq!(store.api_token_agent(&"a".repeat(64)).await.unwrap(), None);
+        assert_eq!(store.api_token_agent(&"b".repeat(64)).await.unwrap(), None);
+        assert_eq!(
+            store.api_token_agent(&"c".repeat(64)).await.unwrap(),
+            Some("docs-bot".into())
+        );
+        // Nothing left to revoke: no change, no entry.
+        let again = store
+            .revoke_api_tokens("ci-bot", T0 + 2, "ana", &event("api_token_revoked", "r2"))
+            .await
+            .unwrap();
+        assert!(again.is_empty());
+        let live: Vec<_> = store
+            .api_tokens(false)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.agent_id)
+            .collect();
+        assert_eq!(live, ["docs-bot"]);
+        assert_eq!(store.api_tokens(true).await.unwrap().len(), 3);
+        let kinds: Vec<String> = store
+            .admin_events(&AdminQuery::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.summary)
+            .collect();
+        assert_eq!(kinds, ["r", "c", "b", "a"]);
+}
 }
 
 #[tokio::test]

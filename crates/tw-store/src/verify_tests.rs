@@ -304,11 +304,11 @@ async fn a_rewritten_history_resigned_with_another_key_is_refused() {
     let other = dir.path().join("other.db");
     let theirs = checkpoint::SigningKey::read_or_create(&checkpoint::key_path(&other)).unwrap();
     let store = open(&dir).await;
-    let (heads, _) = checkpoint::heads(&store.inner.pool, theirs.public_key())
+    let (heads, _) = checkpoint::heads(&store.inner().pool, theirs.public_key())
         .await
         .unwrap();
     let forged = theirs.sign(checkpoint::now_us(), &heads);
-    checkpoint::insert(&store.inner.writer, &forged)
+    checkpoint::insert(&store.inner().writer, &forged)
         .await
         .unwrap();
     store.close().await;
@@ -371,7 +371,7 @@ async fn a_log_from_before_the_chain_is_sealed_on_upgrade_and_then_verifies() {
         .unwrap();
         let before = sqlx::migrate::Migrator {
             migrations: std::borrow::Cow::Owned(
-                MIGRATOR
+                sqlite::MIGRATOR
                     .iter()
                     .filter(|m| m.version < 13)
                     .cloned()

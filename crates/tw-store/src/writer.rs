@@ -760,7 +760,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tw.db");
         let store = Store::open(StoreOptions::new(&path)).await.unwrap();
-        let writer = &store.inner.writer;
+        let writer = &store.inner().writer;
         let record = |id: &str| {
             Encoded::new(AuditRecord {
                 execution_id: id.to_owned(),

@@ -102,6 +102,16 @@ fn errors_have_file_line_column() {
         ),
     );
     check(
+        "[store]\nurl = \"mysql://db/tw\"\n",
+        Err(
+            "/etc/tw/config.toml:2:7: [store] url: the team store URL must start with postgres:// or postgresql:// (got \"mysql\")",
+        ),
+    );
+    check(
+        "[store]\nurl = \"postgres://tw@db/tw\"\n",
+        Ok("store_url: Some(\"postgres://tw@db/tw\")"),
+    );
+    check(
         "[tools.\"Bad\"]\nenabled = false\n",
         Err(
             "/etc/tw/config.toml:1:8: tools: invalid tool name \"Bad\": must start with a lowercase letter",

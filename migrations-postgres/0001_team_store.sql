@@ -55,12 +55,21 @@ CREATE INDEX audit_log_started     ON audit_log (started_at);
 CREATE INDEX audit_log_violations  ON audit_log (id) WHERE violation_type IS NOT NULL;
 CREATE INDEX audit_log_chain_run   ON audit_log (chain_run_id, id) WHERE chain_run_id IS NOT NULL;
 
--- Each writer's chain: its head, so a replica that restarts with the same chain name (or a
--- verifier) finds it in one row, and so a chain cut off at its end shows against its head.
+-- The writers' chains. A writer holds one through a session advisory lock while it is open and a
+-- writer that opens adopts a free one (see tw-store's pg_chain), so there are as many chains as
+-- writers were ever open at once.
 CREATE TABLE audit_chains (
     chain      TEXT    PRIMARY KEY,
     started_at BIGINT  NOT NULL,
     host       TEXT    NOT NULL
+);
+
+-- The keys replicas sign checkpoints with (each in its data directory): a checkpoint signed by a
+-- key not recorded here is foreign.
+CREATE TABLE audit_keys (
+    public_key BYTEA   PRIMARY KEY CHECK (length(public_key) = 32),
+    host       TEXT    NOT NULL,
+    first_seen BIGINT  NOT NULL
 );
 
 CREATE TABLE custom_tools (
@@ -221,8 +230,11 @@ CREATE INDEX chain_runs_running ON chain_runs (id) WHERE status = 'running';
 CREATE TABLE audit_checkpoints (
     id               BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     created_at       BIGINT  NOT NULL,
-    -- Every chain's head at the time: a JSON array of {chain, seq, hash}, sorted by chain.
+    -- Every chain's head at the time: a JSON array of {chain, seq, hash}, sorted by chain;
+    -- audit_head_hash is their join (see checkpoint::join_heads), audit_head_id the newest id.
     audit_heads      TEXT    NOT NULL,
+    audit_head_id    BIGINT  NOT NULL,
+    audit_head_hash  BYTEA   NOT NULL CHECK (length(audit_head_hash) = 32),
     audit_count      BIGINT  NOT NULL,
     admin_head_id    BIGINT  NOT NULL,
     admin_head_hash  BYTEA   NOT NULL CHECK (length(admin_head_hash) = 32),

@@ -122,6 +122,37 @@ pub struct Checkpoint {
     pub public_key: String,
     /// The signature (hex).
     pub signature: String,
+    /// On a team store, every writer's chain head, by chain: `audit_head_hash` is their join
+    /// ([`join_heads`]), so the signature covers each. Empty on SQLite's single chain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chains: Vec<ChainHead>,
+}
+
+/// One writer's chain head in a team store's checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ChainHead {
+    /// The chain (the writer that opened it).
+    pub chain: String,
+    /// Its last record's place in it (from 1).
+    pub seq: i64,
+    /// That record's hash (hex).
+    pub hash: String,
+}
+
+/// One hash over the chain heads, in the order given (sorted by chain): SHA-256 over a domain
+/// line and, per head, the length-prefixed chain name, the seq and the 32-byte hash. `None` if a
+/// hash is not 32 bytes of hex.
+pub(crate) fn join_heads(heads: &[ChainHead]) -> Option<[u8; 32]> {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"toolwarden chain heads v1\n");
+    for c in heads {
+        h.update((c.chain.len() as u64).to_be_bytes());
+        h.update(c.chain.as_bytes());
+        h.update(c.seq.to_be_bytes());
+        h.update(crate::chain::hash_from_hex(&c.hash)?);
+    }
+    Some(h.finalize().into())
 }
 
 /// What is wrong with a checkpoint on its own (before it is compared with any log).
@@ -199,6 +230,11 @@ impl Checkpoint {
             &self.signature,
             &message(self.created_at, &heads),
         )?;
+        if !self.chains.is_empty() && join_heads(&self.chains) != Some(heads.audit_hash) {
+            return Err(CheckpointFault::Malformed(
+                "its chain heads are not the ones it signed".into(),
+            ));
+        }
         Ok(heads)
     }
 }
@@ -306,6 +342,7 @@ impl SigningKey {
             admin_count: heads.admin_count,
             public_key: self.public_hex(),
             signature: hex(signature.as_ref()),
+            chains: Vec::new(),
         }
     }
 }
@@ -418,6 +455,7 @@ pub(crate) async fn heads(
             admin_count: heads.admin_count,
             public_key: hex(&blob(7)?),
             signature: hex(&blob(8)?),
+            chains: Vec::new(),
         };
         Ok(Last { checkpoint, heads })
     })

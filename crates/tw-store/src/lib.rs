@@ -24,6 +24,8 @@ mod filter;
 mod grants;
 mod options;
 mod pg;
+mod pg_chain;
+mod pg_verify;
 mod pins;
 mod query;
 mod rate;
@@ -54,7 +56,7 @@ pub use capabilities::{
 };
 pub use chains::{ChainRunEnd, ChainRunQuery, ChainRunRow, NewChainRun, RunningChainRun};
 pub use changes::{ChangeCounters, WATCHED_TABLES};
-pub use checkpoint::{Checkpoint, read_file as read_checkpoints};
+pub use checkpoint::{ChainHead, Checkpoint, read_file as read_checkpoints};
 pub use confirmations::{
     ConfirmationQuery, ConfirmationRow, ConfirmationState, NewConfirmation, Resolution,
     ResolveOutcome,
@@ -132,7 +134,11 @@ impl Store {
     pub async fn open(options: StoreOptions) -> Result<Self> {
         let path: Arc<Path> = Arc::from(options.path.as_path());
         let db = match &options.url {
-            Some(url) => Db::Pg(Arc::new(pg::PgStore::open(url).await?)),
+            Some(url) => {
+                let store = Arc::new(pg::PgStore::open(url, &options).await?);
+                pg::PgStore::start_checkpointing(&store);
+                Db::Pg(store)
+            }
             None => Db::Sqlite(Inner::open(options).await?),
         };
         Ok(Self { db, path })
@@ -175,7 +181,10 @@ impl Store {
     /// database and into `<database>.checkpoints`); if nothing was appended since the last one,
     /// returns that one. `None` while both logs are empty.
     pub async fn checkpoint(&self) -> Result<Option<Checkpoint>> {
-        self.lite("a signed checkpoint")?.checkpoint(true).await
+        match &self.db {
+            Db::Sqlite(inner) => inner.checkpoint(true).await,
+            Db::Pg(p) => p.checkpoint().await,
+        }
     }
 
     /// Archives the audit records that started before `before` (µs since the epoch) into
@@ -189,7 +198,10 @@ impl Store {
     /// fast, its schema against this build's, and how far the tail's move, the text index and
     /// the signed checkpoints are behind the newest record.
     pub async fn doctor(&self) -> Result<StoreReport> {
-        let inner = self.lite("store doctor")?;
+        let inner = match &self.db {
+            Db::Sqlite(inner) => inner,
+            Db::Pg(p) => return p.doctor().await,
+        };
         let known = doctor::Known {
             writable: self.is_healthy(),
             build_schema_version: sqlite::MIGRATOR
@@ -206,7 +218,10 @@ impl Store {
     /// checkpoint (the database's, `<database>.checkpoints`, and `saved`) against its signature,
     /// this store's key and the logs; says where each break is.
     pub async fn verify(&self, saved: Vec<Checkpoint>) -> Result<VerifyReport> {
-        let path = self.lite("audit verify")?.path.clone();
+        let path = match &self.db {
+            Db::Sqlite(inner) => inner.path.clone(),
+            Db::Pg(p) => return p.verify(&saved).await,
+        };
         tokio::task::spawn_blocking(move || verify::verify(&path, &saved))
             .await
             .map_err(|e| StoreError::Database(format!("the verifier stopped: {e}")))?
@@ -672,6 +687,8 @@ mod backends_tests;
 mod capabilities_tests;
 #[cfg(test)]
 mod changes_tests;
+#[cfg(test)]
+mod pg_verify_tests;
 #[cfg(test)]
 mod pins_tests;
 #[cfg(test)]

@@ -7,18 +7,22 @@
 //! never wait on one head and the chain never forks; signed checkpoints join the chains
 //! (docs/decisions/0036-team-store.md).
 
+use std::path::PathBuf;
 use std::str::FromStr as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{Connection as _, PgConnection, PgPool, QueryBuilder, Row as _};
 use tokio::sync::broadcast;
 
 use crate::chain;
+use crate::checkpoint::{self, Checkpoint, SigningKey};
+use crate::doctor::StoreReport;
 use crate::error::{Result, StoreError};
 use crate::query::{AuditPage, AuditQuery, MAX_PAGE};
 use crate::record::{AuditRow, COLUMNS, Encoded};
+use crate::verify::VerifyReport;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations-postgres");
 
@@ -43,12 +47,21 @@ pub(crate) struct PgStore {
     pub(crate) pool: PgPool,
     /// The URL without its password, for messages.
     pub(crate) shown_url: String,
-    /// This writer's chain and its head (last seq and hash).
-    chain: String,
-    head: tokio::sync::Mutex<(i64, [u8; 32])>,
+    /// The chain this writer holds and its head; `None` once closed.
+    head: tokio::sync::Mutex<Option<crate::pg_chain::Held>>,
+    host: String,
     healthy: AtomicBool,
     notices: broadcast::Sender<StoreNotice>,
     listener: tokio::task::JoinHandle<()>,
+    /// This replica's signing key (`<path>.audit-key`) and checkpoint file.
+    key: SigningKey,
+    checkpoint_file: PathBuf,
+    /// Records appended since the last checkpoint, and when one is due.
+    pub(crate) since_checkpoint: AtomicU64,
+    pub(crate) checkpoint_every: u64,
+    pub(crate) checkpoint_wake: tokio::sync::Notify,
+    pub(crate) checkpoint_interval: Duration,
+    closed: AtomicBool,
 }
 
 impl Drop for PgStore {
@@ -60,7 +73,7 @@ impl Drop for PgStore {
 impl PgStore {
     /// Connects, brings the schema up to date (refusing a newer one), names this writer's chain
     /// and starts listening for other replicas' changes.
-    pub(crate) async fn open(url: &str) -> Result<Self> {
+    pub(crate) async fn open(url: &str, store: &crate::StoreOptions) -> Result<Self> {
         let shown_url = redact(url);
         let options = PgConnectOptions::from_str(url).map_err(|e| StoreError::Invalid {
             what: format!("store url {shown_url}"),
@@ -82,24 +95,171 @@ impl PgStore {
                 path: shown_url.clone().into(),
                 cause,
             })?;
-        let chain = format!("{}-{}-{:016x}", hostname(), std::process::id(), rand_u64());
-        sqlx::query("INSERT INTO audit_chains (chain, started_at, host) VALUES ($1, $2, $3)")
-            .bind(&chain)
-            .bind(crate::checkpoint::now_us())
-            .bind(hostname())
-            .execute(&pool)
-            .await?;
+        // This replica's key lives in its data directory, as SQLite's does beside the file.
+        if let Some(dir) = store.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let key = SigningKey::read_or_create(&checkpoint::key_path(&store.path))?;
+        let host = hostname();
+        sqlx::query(
+            "INSERT INTO audit_keys (public_key, host, first_seen) VALUES ($1, $2, $3) \
+             ON CONFLICT (public_key) DO NOTHING",
+        )
+        .bind(key.public_key())
+        .bind(&host)
+        .bind(checkpoint::now_us())
+        .execute(&pool)
+        .await?;
+        let held = crate::pg_chain::claim(&pool, &host, rand_u64()).await?;
         let (notices, _) = broadcast::channel(1024);
         let listener = tokio::spawn(listen(pool.clone(), notices.clone()));
         Ok(Self {
             pool,
             shown_url,
-            chain,
-            head: tokio::sync::Mutex::new((0, chain::GENESIS)),
+            head: tokio::sync::Mutex::new(Some(held)),
+            host,
             healthy: AtomicBool::new(true),
             notices,
             listener,
+            key,
+            checkpoint_file: checkpoint::file_path(&store.path),
+            since_checkpoint: AtomicU64::new(0),
+            checkpoint_every: store.checkpoint_every.max(1),
+            checkpoint_wake: tokio::sync::Notify::new(),
+            checkpoint_interval: store.checkpoint_interval,
+            closed: AtomicBool::new(false),
         })
+    }
+
+    /// Signs every chain's head and the admin log's now (see `pg_verify::checkpoint`).
+    pub(crate) async fn checkpoint(&self) -> Result<Option<Checkpoint>> {
+        self.since_checkpoint.store(0, Ordering::Relaxed);
+        self.with_conn(async |conn| {
+            crate::pg_verify::checkpoint(conn, &self.key, &self.checkpoint_file).await
+        })
+        .await
+    }
+
+    /// Makes a checkpoint if the logs moved since the newest one (any replica's) and one is due:
+    /// `checkpoint_every` records appended here, or `checkpoint_interval` since it, or none yet.
+    pub(crate) async fn checkpoint_if_due(&self) -> Result<Option<Checkpoint>> {
+        let row = self
+            .read(async |pool| {
+                Ok(sqlx::query(
+                    "SELECT (SELECT COALESCE(MAX(id), 0) FROM audit_log), \
+                     (SELECT COALESCE(MAX(id), 0) FROM admin_log), c.created_at, \
+                     c.audit_head_id, c.admin_head_id \
+                     FROM (SELECT 1) AS one LEFT JOIN \
+                     (SELECT * FROM audit_checkpoints ORDER BY id DESC LIMIT 1) AS c ON true",
+                )
+                .fetch_one(pool)
+                .await?)
+            })
+            .await?;
+        let (audit, admin): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        let last: Option<(i64, i64, i64)> = row
+            .try_get::<Option<i64>, _>(2)?
+            .zip(row.try_get::<Option<i64>, _>(3)?)
+            .zip(row.try_get::<Option<i64>, _>(4)?)
+            .map(|((at, audit), admin)| (at, audit, admin));
+        let due = match last {
+            None => audit > 0 || admin > 0,
+            Some((at, last_audit, last_admin)) => {
+                (audit > last_audit || admin > last_admin)
+                    && (self.since_checkpoint.load(Ordering::Relaxed) >= self.checkpoint_every
+                        || checkpoint::now_us().saturating_sub(at)
+                            >= i64::try_from(self.checkpoint_interval.as_micros())
+                                .unwrap_or(i64::MAX))
+            }
+        };
+        if due {
+            self.checkpoint().await
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Checkpoints while the logs move (this replica's appends or another's), until the store
+    /// is closed or dropped.
+    pub(crate) fn start_checkpointing(this: &std::sync::Arc<Self>) {
+        let weak = std::sync::Arc::downgrade(this);
+        let interval = this.checkpoint_interval;
+        tokio::spawn(async move {
+            loop {
+                let Some(store) = weak.upgrade() else { return };
+                tokio::select! {
+                    () = store.checkpoint_wake.notified() => {}
+                    () = tokio::time::sleep(interval) => {}
+                }
+                if store.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Err(e) = store.checkpoint_if_due().await {
+                    tracing::warn!(error = %e, "no audit checkpoint was made; the next try is in {interval:?}");
+                }
+            }
+        });
+    }
+
+    /// `audit verify` on the team store.
+    pub(crate) async fn verify(&self, saved: &[Checkpoint]) -> Result<VerifyReport> {
+        let mut report = self
+            .with_conn(async |conn| {
+                crate::pg_verify::verify(conn, &self.checkpoint_file, saved).await
+            })
+            .await?;
+        report.public_key = Some(self.key.public_hex());
+        Ok(report)
+    }
+
+    /// What `store doctor` reports of the team store: where it is, how fast it answers, its
+    /// schema against this build's, the newest record and how many records no checkpoint
+    /// covers yet.
+    pub(crate) async fn doctor(&self) -> Result<StoreReport> {
+        let writable = self.is_healthy();
+        self.read(async |pool| {
+            let mut samples = Vec::with_capacity(5);
+            for _ in 0..5 {
+                let t = Instant::now();
+                sqlx::query("SELECT 1").execute(pool).await?;
+                samples.push(t.elapsed());
+            }
+            samples.sort_unstable();
+            let row = sqlx::query(
+                "SELECT (SELECT MAX(version) FROM _sqlx_migrations WHERE success), \
+                 (SELECT COALESCE(MAX(id), 0) FROM audit_log), \
+                 (SELECT created_at FROM audit_checkpoints ORDER BY id DESC LIMIT 1), \
+                 (SELECT audit_count FROM audit_checkpoints ORDER BY id DESC LIMIT 1), \
+                 (SELECT COUNT(*) FROM audit_log), \
+                 pg_database_size(current_database())",
+            )
+            .fetch_one(pool)
+            .await?;
+            let newest: i64 = row.try_get(1)?;
+            let total: i64 = row.try_get(4)?;
+            let signed: Option<i64> = row.try_get(3)?;
+            Ok(StoreReport {
+                backend: "postgresql".to_owned(),
+                location: self.shown_url.clone(),
+                size_bytes: crate::codec::count(row.try_get(5)?),
+                journal_mode: "wal".to_owned(),
+                read_latency_us: samples[2].as_micros() as u64,
+                writable,
+                schema_version: row.try_get::<Option<i64>, _>(0)?.unwrap_or(0),
+                build_schema_version: Self::build_schema_version(),
+                newest_record: newest,
+                tail_records: 0,
+                text_index: None,
+                last_checkpoint: row.try_get::<Option<i64>, _>(2)?.map(|at| (at, newest)),
+                unsigned_records: crate::codec::count(total - signed.unwrap_or(0)),
+                archives: 0,
+                public_key: Some(self.key.public_hex()),
+            })
+        })
+        .await
     }
 
     /// The schema version this build brings.
@@ -173,9 +333,50 @@ impl PgStore {
             what: format!("audit record {}, output_bytes", r.execution_id),
             message: format!("{} does not fit a 64-bit signed integer", r.output_bytes),
         })?;
-        let mut head = self.head.lock().await;
-        let (seq, prev) = (head.0 + 1, head.1);
-        let hash = chain::audit_link(&prev, &e, size);
+        let mut guard = self.head.lock().await;
+        let mut retried = false;
+        let id = loop {
+            let held = guard.as_mut().ok_or(StoreError::WriterClosed)?;
+            let (seq, prev) = (held.seq + 1, held.hash);
+            let hash = chain::audit_link(&prev, &e, size);
+            match self.insert(&e, size, &held.name, seq, &prev, &hash).await {
+                Ok(id) => {
+                    (held.seq, held.hash) = (seq, hash);
+                    break id;
+                }
+                // Another writer holds the chain now (this one's lock went with a lost
+                // connection): claim one again and link anew, once.
+                Err(StoreError::Sqlx(sqlx::Error::Database(d)))
+                    if !retried && d.constraint() == Some("audit_log_chain_seq_key") =>
+                {
+                    retried = true;
+                    let lost = guard.take();
+                    if let Some(lost) = lost {
+                        lost.release().await;
+                    }
+                    *guard =
+                        Some(crate::pg_chain::claim(&self.pool, &self.host, rand_u64()).await?);
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        if self.since_checkpoint.fetch_add(1, Ordering::Relaxed) + 1 == self.checkpoint_every {
+            self.checkpoint_wake.notify_one();
+        }
+        Ok(id)
+    }
+
+    /// Inserts one record as `seq` of `chain`; returns its id.
+    async fn insert(
+        &self,
+        e: &Encoded,
+        size: i64,
+        chain: &str,
+        seq: i64,
+        prev: &[u8; 32],
+        hash: &[u8; 32],
+    ) -> Result<i64> {
+        let r = &e.record;
         let inserted = sqlx::query_scalar(
             "INSERT INTO audit_log (chain, seq, execution_id, trace_id, tool, agent_id, skill, \
              user_id, arguments, decision, explanation, status, error_code, error_message, \
@@ -184,7 +385,7 @@ impl PgStore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
              $18, $19, $20, $21, $22, $23, $24, $25, $26) RETURNING id",
         )
-        .bind(&self.chain)
+        .bind(chain)
         .bind(seq)
         .bind(&r.execution_id)
         .bind(&r.trace_id)
@@ -212,17 +413,15 @@ impl PgStore {
         .bind(hash.as_slice())
         .fetch_one(&self.pool)
         .await;
-        let id = self.note(inserted.map_err(|e| match e {
-            sqlx::Error::Database(d) if d.is_unique_violation() => {
+        self.note(inserted.map_err(|e| match e {
+            sqlx::Error::Database(d) if d.constraint() == Some("audit_log_execution_id_key") => {
                 StoreError::WriteFailed(format!(
                     "UNIQUE constraint failed: audit_log.execution_id ({})",
                     r.execution_id
                 ))
             }
             other => StoreError::Sqlx(other),
-        }))?;
-        *head = (seq, hash);
-        Ok(id)
+        }))
     }
 
     /// The record for an execution id.
@@ -277,6 +476,19 @@ impl PgStore {
 
     /// Closes the pool (waiting for statements under way).
     pub(crate) async fn close(&self) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            // What this replica appended is covered now if a checkpoint is due; otherwise by
+            // the next one any replica makes.
+            if self.since_checkpoint.load(Ordering::Relaxed) > 0
+                && let Err(e) = self.checkpoint_if_due().await
+            {
+                tracing::warn!(error = %e, "no audit checkpoint was made on close");
+            }
+            self.checkpoint_wake.notify_one();
+        }
+        if let Some(held) = self.head.lock().await.take() {
+            held.release().await;
+        }
         self.listener.abort();
         self.pool.close().await;
     }

@@ -281,6 +281,7 @@ pub(crate) fn table_checkpoints(conn: &rusqlite::Connection) -> rusqlite::Result
             admin_count: r.get::<_, i64>(6)?.max(0) as u64,
             public_key: blob(7)?,
             signature: blob(8)?,
+            chains: Vec::new(),
         })
     })?;
     rows.collect()
@@ -765,6 +766,6 @@ pub(crate) fn time(us: i64) -> String {
 }
 
 /// The first 16 hex digits, enough to tell keys and hashes apart in a message.
-fn short(hex: &str) -> &str {
+pub(crate) fn short(hex: &str) -> &str {
     hex.get(..16).unwrap_or(hex)
 }

@@ -40,7 +40,8 @@ enum Shape {
 }
 
 /// Every command that writes to stdout, with each `--json`/`--format` variant. `{exec}`,
-/// `{grant}`, `{c1}`, `{c2}`, `{running}`, `{chainrun}` and `{root}` come from [`setup`]; rows that change
+/// `{grant}`, `{c1}`, `{c2}`, `{running}`, `{chainrun}`, `{root}`, `{data}` and `{team}` (a fresh
+/// PostgreSQL database) come from [`setup`]; rows that change
 /// something run in this order (add before remove).
 const PRINTING: &[(&[&str], Shape)] = &[
     (&["--help"], Shape::Prints),
@@ -182,6 +183,18 @@ const PRINTING: &[(&[&str], Shape)] = &[
     (&["serve", "revoke", "bot"], Shape::Prints),
     (&["serve", "tokens"], Shape::Prints),
     (&["serve", "tokens", "--json"], Shape::Prints),
+    // Into a fresh team store: the log is whole until the archive below.
+    (
+        &[
+            "store",
+            "migrate",
+            "--from",
+            "sqlite:{data}/toolwarden.db",
+            "--to",
+            "{team}",
+        ],
+        Shape::Prints,
+    ),
     // Last: it takes every record out of the log.
     (
         &[
@@ -285,6 +298,13 @@ fn setup() -> (Env, BTreeMap<&'static str, String>, Background) {
 
     let mut fill = BTreeMap::new();
     fill.insert("root", root.display().to_string());
+    fill.insert("data", env.data.display().to_string());
+    let team = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(tw_store::testing::PgCluster::shared().fresh_database());
+    fill.insert("team", team);
     let call = env.call("echo", json!({"n": 0})).ok();
     fill.insert(
         "exec",

@@ -328,6 +328,21 @@ pub(crate) enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Copy a single-user SQLite store into a new, empty team store on PostgreSQL: settings,
+    /// tools, grants, tokens, pins, confirmations, chain runs, the admin log and the audit log
+    /// with its hash chain. The source must verify first; the copy is counted table by table and
+    /// verified after. Nothing is removed from the source.
+    Migrate {
+        /// The source, `sqlite:PATH` (e.g. `sqlite:~/.local/share/toolwarden/toolwarden.db`).
+        #[arg(long, value_name = "sqlite:PATH")]
+        from: String,
+        /// The target, `postgres://user:password@host/database`.
+        #[arg(long, value_name = "URL")]
+        to: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `toolwarden tools ...`

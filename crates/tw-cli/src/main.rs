@@ -84,6 +84,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Config = cli.command {
         return ctx.show();
     }
+    // A migration opens the two stores it names, not the configured one.
+    if let Command::Store(crate::cli::StoreCommand::Migrate { from, to, json }) = &cli.command {
+        return store::migrate(&ctx, from, to, *json).await;
+    }
     let rt = match ctx.open_runtime().await {
         Ok(rt) => rt,
         // Toolwarden cannot start: its own trouble, whatever the cause's kind.

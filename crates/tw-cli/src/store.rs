@@ -1,4 +1,5 @@
-//! `toolwarden store doctor`: the store's state at a glance, as the store reports it.
+//! `toolwarden store doctor`: the store's state at a glance, as the store reports it; and
+//! `toolwarden store migrate`: a single-user store copied into a team store.
 
 use tw_runtime::Runtime;
 
@@ -10,7 +11,46 @@ use crate::table::Table;
 pub(crate) async fn run(rt: &Runtime, cmd: StoreCommand) -> anyhow::Result<u8> {
     match cmd {
         StoreCommand::Doctor { json } => doctor(rt, json).await,
+        // Handled before a runtime opens (see `main`).
+        StoreCommand::Migrate { from, to, json } => {
+            let _ = (from, to, json);
+            anyhow::bail!("store migrate runs without the configured store")
+        }
     }
+}
+
+/// Copies `sqlite:PATH` into the team store at `to`, and prints what was copied.
+pub(crate) async fn migrate(
+    ctx: &crate::setup::Context,
+    from: &str,
+    to: &str,
+    as_json: bool,
+) -> anyhow::Result<u8> {
+    let Some(path) = from.strip_prefix("sqlite:") else {
+        anyhow::bail!("--from must be sqlite:PATH (got {from:?})");
+    };
+    tw_runtime::config::check_store_url(to).map_err(|m| anyhow::anyhow!("--to: {m}"))?;
+    let path = match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+        _ => std::path::PathBuf::from(path),
+    };
+    let local = ctx.places.data_dir.join(tw_runtime::DATABASE_FILE);
+    let report = tw_store::migrate_to_team_store(&path, to, &local).await?;
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(0);
+    }
+    let mut t = Table::new(&["TABLE", "ROWS"]);
+    for (table, n) in &report.tables {
+        t.row(vec![table.clone(), n.to_string()]);
+    }
+    out!("{}", t.render())?;
+    outln!(
+        "ok: {} audit records and {} admin entries copied and verified",
+        report.verified.audit_records,
+        report.verified.admin_entries
+    )?;
+    Ok(0)
 }
 
 /// Exits 1 if the store takes no records or runs another schema than this build's.

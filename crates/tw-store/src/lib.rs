@@ -22,6 +22,7 @@ mod doctor;
 mod error;
 mod filter;
 mod grants;
+mod migrate;
 mod options;
 mod pg;
 mod pg_chain;
@@ -65,6 +66,7 @@ pub use doctor::StoreReport;
 pub use error::{Result, StoreError};
 pub use filter::{AuditFilter, DEFAULT_PAGE};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
+pub use migrate::{MigrateReport, to_team_store as migrate_to_team_store};
 pub use options::{StoreOptions, Synchronous};
 pub use pg::StoreNotice;
 pub use pins::{PinRow, PinState, SeenDefinition};
@@ -687,6 +689,8 @@ mod backends_tests;
 mod capabilities_tests;
 #[cfg(test)]
 mod changes_tests;
+#[cfg(test)]
+mod migrate_tests;
 #[cfg(test)]
 mod pg_verify_tests;
 #[cfg(test)]

@@ -53,7 +53,8 @@ pub(crate) struct PgStore {
     healthy: AtomicBool,
     notices: broadcast::Sender<StoreNotice>,
     listener: tokio::task::JoinHandle<()>,
-    /// This replica's signing key (`<path>.audit-key`) and checkpoint file.
+    /// This replica's signing key (`<path>.audit-key`) and checkpoint file
+    /// (`<path>.team-checkpoints`).
     key: SigningKey,
     checkpoint_file: PathBuf,
     /// Records appended since the last checkpoint, and when one is due.
@@ -125,7 +126,9 @@ impl PgStore {
             notices,
             listener,
             key,
-            checkpoint_file: checkpoint::file_path(&store.path),
+            // Not SQLite's `<path>.checkpoints`: a data directory may hold both stores' (after
+            // `store migrate`), and each file is read as its own store's.
+            checkpoint_file: crate::beside(&store.path, ".team-checkpoints"),
             since_checkpoint: AtomicU64::new(0),
             checkpoint_every: store.checkpoint_every.max(1),
             checkpoint_wake: tokio::sync::Notify::new(),

@@ -226,16 +226,23 @@ async fn chains_of(place: &Place, execs: &[&str]) -> Vec<String> {
 async fn a_writer_adopts_a_free_chain_and_one_that_lost_its_chain_never_forks_it() {
     let place = Place::new(Backend::Postgres).await;
     let first = place.open().await;
-    first.append(record(0, "echo", ToolStatus::Success)).await.unwrap();
+    first
+        .append(record(0, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
     first.close().await;
     // The next writer goes on where the last one that held the chain stopped.
     let a = place.open().await;
-    a.append(record(1, "echo", ToolStatus::Success)).await.unwrap();
+    a.append(record(1, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
     let c = chains_of(&place, &["exec-00000", "exec-00001"]).await;
     assert_eq!(c[0], c[1]);
     // Two writers open at once hold two chains.
     let b = place.open().await;
-    b.append(record(2, "echo", ToolStatus::Success)).await.unwrap();
+    b.append(record(2, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
     let c = chains_of(&place, &["exec-00001", "exec-00002"]).await;
     assert_ne!(c[0], c[1]);
     let held_by_a = c[0].clone();
@@ -251,10 +258,14 @@ async fn a_writer_adopts_a_free_chain_and_one_that_lost_its_chain_never_forks_it
     )
     .await;
     let d = place.open().await;
-    d.append(record(3, "echo", ToolStatus::Success)).await.unwrap();
+    d.append(record(3, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
     // ...and a, which still believes it holds it, finds its next place taken: it claims a
     // chain again instead of forking this one.
-    a.append(record(4, "echo", ToolStatus::Success)).await.unwrap();
+    a.append(record(4, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
     let c = chains_of(&place, &["exec-00003", "exec-00004"]).await;
     assert_eq!(c[0], held_by_a, "the new writer adopted the chain a lost");
     assert_ne!(c[1], held_by_a, "a went on on another chain");

@@ -251,7 +251,7 @@ fn pending(c: &NewConfirmation) -> ConfirmationRow {
     }
 }
 
-fn new_grant(id: &str, scope: GrantScope) -> NewGrant {
+pub(crate) fn new_grant(id: &str, scope: GrantScope) -> NewGrant {
     NewGrant {
         id: id.to_owned(),
         tool: "write_file".to_owned(),
@@ -264,7 +264,7 @@ fn new_grant(id: &str, scope: GrantScope) -> NewGrant {
     }
 }
 
-fn approve(by: &str, grant: Option<NewGrant>) -> Resolution {
+pub(crate) fn approve(by: &str, grant: Option<NewGrant>) -> Resolution {
     Resolution {
         approve: true,
         by: by.to_owned(),

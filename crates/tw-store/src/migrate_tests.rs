@@ -1,0 +1,113 @@
+//! `store migrate`: a single-user SQLite store copied into a new team store keeps everything a
+//! runtime reads and an audit log that verifies, refuses a target that holds anything, and
+//! refuses a source whose log does not verify.
+
+use pretty_assertions::assert_eq;
+use tw_core::ToolStatus;
+
+use super::*;
+use crate::backends_tests::{Backend, Place};
+use crate::policy_tests::{approve, confirmation, new_grant};
+use crate::tests::{raw, record, spec};
+
+const T0: i64 = 1_700_000_000_000_000;
+
+#[tokio::test]
+async fn a_single_user_store_moves_into_a_team_store_whole_and_verified() {
+    let lite = Place::new(Backend::Sqlite).await;
+    let s = lite.open().await;
+    for i in 0..30 {
+        s.append(record(i, "echo", ToolStatus::Success))
+            .await
+            .unwrap();
+    }
+    s.set_setting("mode", "alert", "alice", T0).await.unwrap();
+    s.save_custom_tool(&spec("lint the tree"), T0)
+        .await
+        .unwrap();
+    s.create_confirmation(confirmation("c-1", T0, T0 + 60_000_000))
+        .await
+        .unwrap();
+    s.resolve_confirmation(
+        "c-1",
+        approve("bob", Some(new_grant("g-1", GrantScope::Tool))),
+        T0 + 1,
+    )
+    .await
+    .unwrap();
+    s.checkpoint().await.unwrap();
+    s.close().await;
+
+    let team = Place::new(Backend::Postgres).await;
+    let url = team.url.clone().unwrap();
+    let local = team.dir.path().join("tw.db");
+    let report = migrate_to_team_store(&lite.dir.path().join("tw.db"), &url, &local)
+        .await
+        .unwrap();
+    let rows = |t: &str| report.tables.iter().find(|(n, _)| n == t).unwrap().1;
+    assert_eq!(
+        (rows("audit_log"), rows("settings"), rows("grants")),
+        (30, 1, 1)
+    );
+    assert!(report.verified.ok(), "{:?}", report.verified.problems);
+
+    // The team store reads back what the file held, and goes on from it.
+    let t = team.open().await;
+    assert_eq!(
+        t.get_setting("mode").await.unwrap().map(|s| s.value),
+        Some("alert".to_owned())
+    );
+    assert_eq!(t.custom_tools().await.unwrap().len(), 1);
+    let c = t.confirmation("c-1").await.unwrap().unwrap();
+    assert_eq!(c.grant_id.as_deref(), Some("g-1"));
+    assert_eq!(t.get("exec-00007").await.unwrap().unwrap().id, 8);
+    let next = t
+        .append(record(30, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    assert_eq!(next, 31, "ids go on after the copied ones");
+    assert!(t.verify(vec![]).await.unwrap().ok());
+    t.close().await;
+
+    // A second copy into the same database is refused, and nothing changes.
+    let err = migrate_to_team_store(&lite.dir.path().join("tw.db"), &url, &local)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("migrate into an empty database"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_source_that_does_not_verify_is_not_copied() {
+    let lite = Place::new(Backend::Sqlite).await;
+    let s = lite.open().await;
+    for i in 0..5 {
+        s.append(record(i, "echo", ToolStatus::Success))
+            .await
+            .unwrap();
+    }
+    s.close().await;
+    let pool = raw(&lite.dir).await;
+    sqlx::raw_sql(
+        "DROP TRIGGER audit_log_no_update; \
+         UPDATE audit_log SET tool = 'rm' WHERE id = 3",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let team = Place::new(Backend::Postgres).await;
+    let err = migrate_to_team_store(
+        &lite.dir.path().join("tw.db"),
+        team.url.as_deref().unwrap(),
+        &team.dir.path().join("tw.db"),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("does not verify"), "{err}");
+    let t = team.open().await;
+    assert_eq!(t.count(&AuditQuery::default()).await.unwrap(), 0);
+    t.close().await;
+}

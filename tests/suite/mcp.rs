@@ -514,6 +514,7 @@ fn the_client_is_told_when_a_mode_switch_changes_its_listing() {
 }
 
 mod http;
+mod team;
 mod upstream;
 
 /// Issue 15, through the MCP door: a session started under a skill that is not loaded (here no

@@ -43,6 +43,15 @@ pub struct Env {
     pub ws: PathBuf,
     pub outside: PathBuf,
     pub config: Option<PathBuf>,
+    /// The team store every command uses, when the suite runs against PostgreSQL.
+    pub store_url: Option<String>,
+}
+
+/// Whether the suite runs against a team store: `TOOLWARDEN_TEST_STORE=postgres` (scripts/test's
+/// second pass) gives each installation a fresh database on the throwaway PostgreSQL cluster
+/// (`tw_store::testing`) instead of its data directory's SQLite file.
+pub fn on_team_store() -> bool {
+    std::env::var("TOOLWARDEN_TEST_STORE").as_deref() == Ok("postgres")
 }
 
 impl Env {
@@ -55,12 +64,15 @@ impl Env {
             std::fs::create_dir_all(d).expect("mkdir");
         }
         std::fs::write(outside.join("secret.txt"), SECRET).expect("write secret");
+        let store_url = on_team_store()
+            .then(|| block_on(tw_store::testing::PgCluster::shared().fresh_database()));
         Self {
             root,
             data,
             ws,
             outside,
             config: None,
+            store_url,
         }
         .with_config("")
     }
@@ -97,8 +109,11 @@ impl Env {
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.root.path())
-            .env("USER", "tester")
-            .arg("--data-dir")
+            .env("USER", "tester");
+        if let Some(url) = &self.store_url {
+            c.env("TOOLWARDEN_STORE_URL", url);
+        }
+        c.arg("--data-dir")
             .arg(&self.data)
             .arg("--workspace")
             .arg(&self.ws);
@@ -116,11 +131,13 @@ impl Env {
             .run()
     }
 
-    /// Every audit row, oldest first, read straight from the SQLite file.
+    /// Every audit row, oldest first, read straight from the store (the SQLite file, or the
+    /// team store).
     pub fn audit_rows(&self) -> Vec<tw_store::AuditRow> {
-        let db = self.db();
+        let mut options = tw_store::StoreOptions::new(self.db());
+        options.url = self.store_url.clone();
         block_on(async move {
-            let store = tw_store::Store::open(tw_store::StoreOptions::new(db))
+            let store = tw_store::Store::open(options)
                 .await
                 .expect("open audit store");
             let mut rows = Vec::new();

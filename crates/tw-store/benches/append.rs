@@ -7,6 +7,11 @@
 //! (count two windows, record one event, commit) waited for alone, and with 64 callers at once.
 //! Its cost grows with the events inside the windows; the figures are for a busy agent making one
 //! call every 100 ms under 100/s and 1,000/min, so up to 600 events are counted per call.
+//!
+//! Then the same on a team store: a throwaway PostgreSQL cluster of Debian's server (fsync on,
+//! as a database people rely on runs), one append alone, appends/s from one replica's store and
+//! from two (each on its own chain), and the floor there: the same row by one plain INSERT on a
+//! bare connection.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -201,5 +206,91 @@ fn main() {
     });
     println!(
         "the same row, one INSERT per commit on a bare sqlx connection: p50 {r50:?}  p99 {r99:?}"
+    );
+    tokio.block_on(team_store(n / 4));
+}
+
+/// The team store's figures (see the file's head).
+async fn team_store(n: u64) {
+    let cluster = tw_store::testing::PgCluster::start(&["fsync=on", "full_page_writes=on"])
+        .expect("a PostgreSQL cluster");
+    let url = cluster.fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let open = |name: &str| {
+        let mut o = StoreOptions::new(dir.path().join(name));
+        o.url = Some(url.clone());
+        Store::open(o)
+    };
+    let a = open("a.db").await.unwrap();
+    let mut samples = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let t = Instant::now();
+        a.append(record(20_000_000 + i)).await.unwrap();
+        samples.push(t.elapsed());
+    }
+    let (p50, p99) = percentiles(samples);
+    println!("team store: audit append, one writer waiting alone: p50 {p50:?}  p99 {p99:?}");
+    let b = open("b.db").await.unwrap();
+    for (label, stores) in [
+        ("one replica", vec![a.clone()]),
+        ("two replicas", vec![a.clone(), b.clone()]),
+    ] {
+        let writers = 64u64;
+        let per = 10_000 / writers;
+        let base = 30_000_000 + stores.len() as u64 * 1_000_000;
+        let t = Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..writers {
+            let store = stores[w as usize % stores.len()].clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..per {
+                    store.append(record(base + w * per + i)).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        println!(
+            "team store: audit appends/s with 64 concurrent writers, {label}: {:.0}",
+            (per * writers) as f64 / t.elapsed().as_secs_f64()
+        );
+    }
+    a.close().await;
+    b.close().await;
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut samples = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let r = record(40_000_000 + i);
+        let t = Instant::now();
+        sqlx::query(
+            "INSERT INTO audit_log (chain, seq, execution_id, trace_id, tool, agent_id, arguments, \
+             decision, explanation, status, output, output_sha256, output_bytes, truncated, \
+             started_at, completed_at, duration_us, metadata, prev, hash) \
+             VALUES ('floor', $1, $2, $3, $4, $5, $6, $7, $8, 'success', $9, $10, 10, 0, $11, $12, \
+             $13, '{}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex')) \
+             RETURNING id",
+        )
+        .bind(i as i64 + 1)
+        .bind(r.execution_id)
+        .bind(r.trace_id)
+        .bind(r.tool)
+        .bind(r.agent_id)
+        .bind(r.arguments.to_string())
+        .bind(r.decision)
+        .bind(r.explanation.map(|e| e.to_string()))
+        .bind(r.output.map(|o| o.to_string()))
+        .bind("0".repeat(64))
+        .bind(r.started_at)
+        .bind(r.completed_at)
+        .bind(r.duration_us)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        samples.push(t.elapsed());
+    }
+    let (r50, r99) = percentiles(samples);
+    println!(
+        "team store: the same row, one INSERT per commit on a bare connection: p50 {r50:?}  p99 {r99:?}"
     );
 }

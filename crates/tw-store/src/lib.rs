@@ -25,6 +25,7 @@ mod grants;
 mod migrate;
 mod options;
 mod pg;
+mod pg_append;
 mod pg_chain;
 mod pg_verify;
 mod pins;
@@ -256,11 +257,11 @@ impl Store {
         }
     }
 
-    /// Commits made so far (each holds one or more records; 0 on a team store).
+    /// Commits made so far by this store (each holds one or more records).
     pub fn batches_committed(&self) -> u64 {
         match &self.db {
             Db::Sqlite(inner) => inner.writer.batches(),
-            Db::Pg(_) => 0,
+            Db::Pg(p) => p.commits.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

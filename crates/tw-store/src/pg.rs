@@ -48,7 +48,11 @@ pub(crate) struct PgStore {
     /// The URL without its password, for messages.
     pub(crate) shown_url: String,
     /// The chain this writer holds and its head; `None` once closed.
-    head: tokio::sync::Mutex<Option<crate::pg_chain::Held>>,
+    pub(crate) head: tokio::sync::Mutex<Option<crate::pg_chain::Held>>,
+    /// Statements that committed records (each one or more).
+    pub(crate) commits: AtomicU64,
+    /// Records waiting for the next commit.
+    pub(crate) queue: std::sync::Mutex<Vec<crate::pg_append::Pending>>,
     host: String,
     healthy: AtomicBool,
     notices: broadcast::Sender<StoreNotice>,
@@ -121,6 +125,8 @@ impl PgStore {
             pool,
             shown_url,
             head: tokio::sync::Mutex::new(Some(held)),
+            queue: std::sync::Mutex::new(Vec::new()),
+            commits: AtomicU64::new(0),
             host,
             healthy: AtomicBool::new(true),
             notices,
@@ -282,7 +288,7 @@ impl PgStore {
 
     /// Notes whether a statement reached the database; turns a lost connection into an error
     /// that says so.
-    fn note<T>(&self, r: Result<T>) -> Result<T> {
+    pub(crate) fn note<T>(&self, r: Result<T>) -> Result<T> {
         match r {
             Err(StoreError::Sqlx(sqlx::Error::PoolClosed)) => Err(StoreError::WriterClosed),
             Err(StoreError::Sqlx(e)) if is_connection_error(&e) => {
@@ -329,48 +335,61 @@ impl PgStore {
         self.note(r)
     }
 
-    /// Appends a record to this writer's chain and returns its id once it is committed.
-    pub(crate) async fn append(&self, e: Encoded) -> Result<i64> {
+    /// Appends a record to this writer's chain and returns its id once it is committed. Records
+    /// that arrive while a commit is under way go in together with the next one, as one
+    /// statement (see `pg_append`).
+    pub(crate) async fn append(self: &std::sync::Arc<Self>, e: Encoded) -> Result<i64> {
         let r = &e.record;
         let size = i64::try_from(r.output_bytes).map_err(|_| StoreError::Invalid {
             what: format!("audit record {}, output_bytes", r.execution_id),
             message: format!("{} does not fit a 64-bit signed integer", r.output_bytes),
         })?;
-        let mut guard = self.head.lock().await;
-        let mut retried = false;
-        let id = loop {
-            let held = guard.as_mut().ok_or(StoreError::WriterClosed)?;
-            let (seq, prev) = (held.seq + 1, held.hash);
-            let hash = chain::audit_link(&prev, &e, size);
-            match self.insert(&e, size, &held.name, seq, &prev, &hash).await {
-                Ok(id) => {
-                    (held.seq, held.hash) = (seq, hash);
-                    break id;
-                }
-                // Another writer holds the chain now (this one's lock went with a lost
-                // connection): claim one again and link anew, once.
-                Err(StoreError::Sqlx(sqlx::Error::Database(d)))
-                    if !retried && d.constraint() == Some("audit_log_chain_seq_key") =>
-                {
-                    retried = true;
-                    let lost = guard.take();
-                    if let Some(lost) = lost {
-                        lost.release().await;
-                    }
-                    *guard =
-                        Some(crate::pg_chain::claim(&self.pool, &self.host, rand_u64()).await?);
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let id = crate::pg_append::append(self, e, size).await?;
         if self.since_checkpoint.fetch_add(1, Ordering::Relaxed) + 1 == self.checkpoint_every {
             self.checkpoint_wake.notify_one();
         }
         Ok(id)
     }
 
+    /// Appends one record to the chain `held` (claiming another once if this writer lost it).
+    pub(crate) async fn append_one(
+        &self,
+        guard: &mut Option<crate::pg_chain::Held>,
+        e: &Encoded,
+        size: i64,
+    ) -> Result<i64> {
+        let mut retried = false;
+        loop {
+            let held = guard.as_mut().ok_or(StoreError::WriterClosed)?;
+            let (seq, prev) = (held.seq + 1, held.hash);
+            let hash = chain::audit_link(&prev, e, size);
+            match self.insert(e, size, &held.name, seq, &prev, &hash).await {
+                Ok(id) => {
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                    (held.seq, held.hash) = (seq, hash);
+                    return Ok(id);
+                }
+                Err(err) if !retried && crate::pg_append::lost_chain(&err) => {
+                    retried = true;
+                    self.reclaim(guard).await?;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Another writer holds this one's chain now (its lock went with a lost connection): lets
+    /// it go and claims one again.
+    pub(crate) async fn reclaim(&self, guard: &mut Option<crate::pg_chain::Held>) -> Result<()> {
+        if let Some(lost) = guard.take() {
+            lost.release().await;
+        }
+        *guard = Some(crate::pg_chain::claim(&self.pool, &self.host, rand_u64()).await?);
+        Ok(())
+    }
+
     /// Inserts one record as `seq` of `chain`; returns its id.
-    async fn insert(
+    pub(crate) async fn insert(
         &self,
         e: &Encoded,
         size: i64,

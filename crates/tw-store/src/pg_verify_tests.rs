@@ -276,3 +276,48 @@ async fn a_writer_adopts_a_free_chain_and_one_that_lost_its_chain_never_forks_it
         s.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_share_commits_and_one_bad_record_fails_alone() {
+    let place = Place::new(Backend::Postgres).await;
+    let store = place.open().await;
+    store
+        .append(record(0, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..32i64 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut answers = Vec::new();
+            for i in 0..20 {
+                // Writer 7's fourth record reuses the first record's execution id.
+                let n = if w == 7 && i == 3 { 0 } else { 1 + w * 20 + i };
+                answers.push(store.append(record(n, "echo", ToolStatus::Success)).await);
+            }
+            answers
+        }));
+    }
+    let mut ok = 0;
+    let mut refused = Vec::new();
+    for t in tasks {
+        for a in t.await.unwrap() {
+            match a {
+                Ok(_) => ok += 1,
+                Err(e) => refused.push(e.to_string()),
+            }
+        }
+    }
+    assert_eq!(ok, 639);
+    assert!(
+        store.batches_committed() < 640,
+        "records that waited went in together: {} commits",
+        store.batches_committed()
+    );
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("exec-00000"), "{refused:?}");
+    let r = store.verify(vec![]).await.unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.audit_records, 640);
+    store.close().await;
+}

@@ -48,7 +48,13 @@ fn workspace_deps(manifest: &Path) -> (String, Vec<String>) {
     let mut deps = Vec::new();
     for table in ["dependencies", "dev-dependencies", "build-dependencies"] {
         if let Some(t) = doc.get(table).and_then(|t| t.as_table()) {
-            deps.extend(t.keys().filter(|k| k.starts_with("tw-")).cloned());
+            // A crate's dev-dependency on itself only turns on a feature for its own tests
+            // and benches (tw-store's `testing`): no edge between crates.
+            deps.extend(
+                t.keys()
+                    .filter(|k| k.starts_with("tw-") && **k != name)
+                    .cloned(),
+            );
         }
     }
     (name, deps)

@@ -68,8 +68,14 @@ fn plan(env: &Env, extra: &[&str], steps: Value) -> Value {
     }
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     args.push("mcp".to_owned());
+    // The server the SDK starts uses the installation's store (the SDK passes only a few
+    // variables of its own environment on).
+    let server_env = env
+        .store_url
+        .as_ref()
+        .map(|url| json!({"TOOLWARDEN_STORE_URL": url}));
     json!({
-        "server": {"command": super::support::binary(), "args": args},
+        "server": {"command": super::support::binary(), "args": args, "env": server_env},
         "client": {"name": CLIENT, "version": "1.2.3"},
         "steps": steps,
     })
@@ -87,13 +93,18 @@ impl Client {
     fn start_plan(env: &Env, plan: &Value) -> Self {
         let file = env.root.path().join("plan.json");
         std::fs::write(&file, plan.to_string()).unwrap();
-        let child = Command::new(python())
-            .arg(client_script())
+        let mut cmd = Command::new(python());
+        cmd.arg(client_script())
             .arg(&file)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", env.root.path())
-            .env("USER", "tester")
+            .env("USER", "tester");
+        // The toolwarden the client starts uses the installation's store.
+        if let Some(url) = &env.store_url {
+            cmd.env("TOOLWARDEN_STORE_URL", url);
+        }
+        let child = cmd
             .current_dir(env.root.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use super::support::{Env, TestCommand, binary};
+use super::support::{Env, TestCommand, binary, on_team_store};
 
 /// How long one command may take before the test fails (a strict self-test included).
 const LIMIT: Duration = Duration::from_secs(60);
@@ -208,6 +208,18 @@ const PRINTING: &[(&[&str], Shape)] = &[
         Shape::Prints,
     ),
 ];
+
+/// The rows that work on the data directory's SQLite file only, skipped when the suite runs
+/// against a team store: a migration reads that file, and archiving is not on the team store
+/// yet (it says so). `the_table_runs_every_subcommand` still sees them.
+const SQLITE_ONLY: &[&str] = &["migrate", "archive"];
+
+/// The table's rows this run runs.
+fn table_rows() -> impl Iterator<Item = &'static (&'static [&'static str], Shape)> {
+    PRINTING
+        .iter()
+        .filter(|(row, _)| !(on_team_store() && row.len() > 1 && SQLITE_ONLY.contains(&row[1])))
+}
 
 /// Policy under which `echo` runs without a person and `write_file` waits for one: a call in
 /// flight here is one waiting for a person, which needs no sandbox (so these tests hold for an
@@ -428,7 +440,7 @@ fn every_printing_command_ends_quietly_when_its_stdout_is_closed() {
     let (env, fill, _background) = setup();
     let mut got = Vec::new();
     let mut expected = Vec::new();
-    for (row, shape) in PRINTING {
+    for (row, shape) in table_rows() {
         let args = args(row, &fill);
         let shown = args.join(" ");
         let (code, stderr) = wait(start(&env, &args, *shape, closed_stdout()), &shown);
@@ -443,7 +455,7 @@ fn every_printing_command_piped_into_head_ends_quietly() {
     let (env, fill, _background) = setup();
     let mut got = Vec::new();
     let mut expected = Vec::new();
-    for (row, shape) in PRINTING {
+    for (row, shape) in table_rows() {
         if *shape == Shape::Server {
             continue;
         }

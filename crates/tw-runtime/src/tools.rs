@@ -140,14 +140,17 @@ impl ToolService {
         self.check_allowance(new)?;
         let mut added = Vec::with_capacity(specs.len());
         for spec in specs {
+            let name = spec.definition.name.to_string();
+            // Known before the save: once it is stored, the change feed may register it from
+            // the store before this does (at once on a team store, which pushes the change).
+            let is_new = self.shared.registry.get(&name).is_none();
             self.shared
                 .store
                 .save_custom_tool(&spec, self.shared.now_us())
                 .await?;
-            let name = spec.definition.name.to_string();
             let details = serde_json::to_value(&spec).unwrap_or(Value::Null);
             let def = spec.definition.clone();
-            let is_new = register(&self.shared.registry, spec)?;
+            register(&self.shared.registry, spec)?;
             self.refresh_ranks().await?;
             self.skills.classify_registered(&def).await;
             let (kind, verb) = if is_new {
@@ -223,7 +226,12 @@ impl ToolService {
             Some(_) => {}
         }
         self.shared.store.delete_custom_tool(name).await?;
-        self.shared.registry.unregister(name)?;
+        // The change feed may have taken it out already (at once on a team store, which pushes
+        // the change).
+        match self.shared.registry.unregister(name) {
+            Ok(_) | Err(tw_core::CoreError::UnknownTool(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
         self.skills.forget_classification(name).await;
         self.refresh_ranks().await?;
         self.shared
@@ -401,9 +409,15 @@ fn register(registry: &ToolRegistry<ToolKind>, spec: ToolSpec) -> Result<bool> {
     let kind = ToolKind::Custom(command);
     if registry.get(spec.definition.name.as_str()).is_some() {
         registry.update(spec.definition, kind)?;
-        Ok(false)
-    } else {
-        registry.register(spec.definition, kind)?;
-        Ok(true)
+        return Ok(false);
+    }
+    match registry.register(spec.definition.clone(), kind.clone()) {
+        Ok(_) => Ok(true),
+        // The change feed registered it from the store in between.
+        Err(tw_core::CoreError::DuplicateTool(_)) => {
+            registry.update(spec.definition, kind)?;
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
     }
 }

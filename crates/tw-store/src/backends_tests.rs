@@ -195,6 +195,15 @@ async fn while_the_database_is_down_nothing_is_recorded_and_the_store_says_so_th
     assert!(err.is_ok(), "no limits to count needs no database");
     assert!(store.change_counters().await.is_err());
     cluster.restart().unwrap();
+    // The store finds out by itself that the database is back, before anything is asked of it.
+    let back = std::time::Instant::now();
+    while !store.is_healthy() {
+        assert!(
+            back.elapsed() < std::time::Duration::from_secs(10),
+            "the store did not notice the database came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     // The pool connects again by itself; the record refused before was never written.
     let mut tries = 0;
     let id = loop {

@@ -140,6 +140,7 @@ impl Store {
             Some(url) => {
                 let store = Arc::new(pg::PgStore::open(url, &options).await?);
                 pg::PgStore::start_checkpointing(&store);
+                pg::PgStore::start_probing(&store);
                 Db::Pg(store)
             }
             None => Db::Sqlite(Inner::open(options).await?),

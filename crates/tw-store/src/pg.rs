@@ -191,6 +191,27 @@ impl PgStore {
         }
     }
 
+    /// While the database is out of reach, asks it every second whether it is back, so the
+    /// store says it is healthy again before the next call (the pipeline refuses calls while it
+    /// is not, and a refused call's own record would otherwise be the first to find out).
+    pub(crate) fn start_probing(this: &std::sync::Arc<Self>) {
+        let weak = std::sync::Arc::downgrade(this);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let Some(store) = weak.upgrade() else { return };
+                if store.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                if !store.is_healthy() {
+                    let _ = store
+                        .read(async |pool| Ok(sqlx::query("SELECT 1").execute(pool).await?))
+                        .await;
+                }
+            }
+        });
+    }
+
     /// Checkpoints while the logs move (this replica's appends or another's), until the store
     /// is closed or dropped.
     pub(crate) fn start_checkpointing(this: &std::sync::Arc<Self>) {

@@ -42,12 +42,7 @@ pub(crate) async fn claim(pool: &PgPool, host: &str, salt: u64) -> Result<Held> 
             let (seq, hash) = match head {
                 Some(r) => (
                     r.try_get::<i64, _>(0)?,
-                    r.try_get::<Vec<u8>, _>(1)?.try_into().map_err(|_| {
-                        crate::StoreError::Corrupt {
-                            what: format!("audit chain {name}, its last record"),
-                            message: "its hash is not 32 bytes".to_owned(),
-                        }
-                    })?,
+                    crate::pg_verify::hash32(r.try_get(1)?)?,
                 ),
                 None => (0, GENESIS),
             };

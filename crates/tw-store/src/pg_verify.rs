@@ -94,7 +94,8 @@ pub(crate) async fn checkpoint(
     Ok(Some(c))
 }
 
-fn hash32(bytes: Vec<u8>) -> Result<[u8; 32]> {
+/// A 32-byte chain hash read from a BYTEA column.
+pub(crate) fn hash32(bytes: Vec<u8>) -> Result<[u8; 32]> {
     bytes.try_into().map_err(|_| StoreError::Corrupt {
         what: "a chain hash".to_owned(),
         message: "it is not 32 bytes".to_owned(),
@@ -338,6 +339,7 @@ async fn walk_chains(
          ORDER BY chain, seq"
     );
     let mut rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch(&mut *conn);
+    let ints = integer_columns();
     let mut walked: BTreeMap<String, Walked> = BTreeMap::new();
     let (mut count, mut newest): (u64, Option<(i64, [u8; 32])>) = (0, None);
     while let Some(r) = rows.try_next().await? {
@@ -360,7 +362,8 @@ async fn walk_chains(
         }
         let w = walked.entry(name.clone()).or_default();
         let (expected_seq, expected_prev) = w.last.map_or((1, GENESIS), |(s, h)| (s + 1, h));
-        let fields = audit_fields(&r)?;
+        // The hashed columns follow id, chain, seq, prev and hash.
+        let fields = audit_fields(&r, 5, &ints)?;
         if chain::link(Log::Audit, &prev, fields.iter().map(Field::from)) != hash {
             p.add(
                 "audit",
@@ -412,8 +415,9 @@ async fn walk_chains(
     Ok((walked, count, newest))
 }
 
-/// One audit row's hashed columns, in [`AUDIT_COLUMNS`] order.
-fn audit_fields(r: &sqlx::postgres::PgRow) -> Result<Vec<Owned>> {
+/// Which of [`AUDIT_COLUMNS`] are integers (the rest are text), in order: worked out once per
+/// walk, not per row.
+fn integer_columns() -> Vec<bool> {
     const INTS: [&str; 5] = [
         "output_bytes",
         "truncated",
@@ -423,12 +427,20 @@ fn audit_fields(r: &sqlx::postgres::PgRow) -> Result<Vec<Owned>> {
     ];
     AUDIT_COLUMNS
         .split(',')
-        .map(str::trim)
-        .map(|c| {
-            Ok(if INTS.contains(&c) {
-                Owned::Int(r.try_get(c)?)
+        .map(|c| INTS.contains(&c.trim()))
+        .collect()
+}
+
+/// One audit row's hashed columns, which the walk's query selects from column `first` on, in
+/// [`AUDIT_COLUMNS`] order.
+fn audit_fields(r: &sqlx::postgres::PgRow, first: usize, ints: &[bool]) -> Result<Vec<Owned>> {
+    ints.iter()
+        .enumerate()
+        .map(|(i, &int)| {
+            Ok(if int {
+                Owned::Int(r.try_get(first + i)?)
             } else {
-                r.try_get::<Option<String>, _>(c)?
+                r.try_get::<Option<String>, _>(first + i)?
                     .map_or(Owned::Null, Owned::Text)
             })
         })

@@ -45,9 +45,15 @@ pub(crate) fn encode(spec: &ToolSpec) -> Result<EncodedTool> {
 }
 
 dual! {
-    pub(crate) async fn save(
+    pub(crate) async fn save(conn: &mut Conn, tool: &EncodedTool, now_us: i64) -> Result<()> {
+        upsert(conn, tool, now_us, now_us).await
+    }
+
+    /// Inserts `tool`, or replaces the stored one's spec (keeping when it was created).
+    async fn upsert(
         conn: &mut Conn,
         tool: &EncodedTool,
+        created_at: i64,
         now_us: i64,
     ) -> Result<()> {
         sqlx::query(
@@ -56,7 +62,7 @@ dual! {
         )
         .bind(tool.name.clone())
         .bind(tool.text.clone())
-        .bind(now_us)
+        .bind(created_at)
         .bind(now_us)
         .execute(&mut *conn)
         .await?;
@@ -95,17 +101,7 @@ dual! {
             delete(conn, old).await?;
         }
         // A rename keeps the tool's place among the custom tools (its tier rank).
-        sqlx::query(
-            "INSERT INTO custom_tools (name, spec, created_at, updated_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at",
-        )
-        .bind(tool.name.clone())
-        .bind(tool.text.clone())
-        .bind(created)
-        .bind(now_us)
-        .execute(&mut *conn)
-        .await?;
-        Ok(())
+        upsert(conn, tool, created, now_us).await
     }
 
     pub(crate) async fn delete(conn: &mut Conn, name: &str) -> Result<bool> {

@@ -216,6 +216,7 @@ pub(crate) fn live_event(e: &ExecutionEvent) -> LiveEvent {
             }),
         ),
         EventKind::Warning { message } => ("warning", None, Some(message.clone())),
+        EventKind::Lost { reason } => ("lost", Some("unknown".to_owned()), Some(reason.clone())),
         EventKind::Frame { url, .. } => ("frame", None, Some(url.clone())),
         // A step's state is not the chain call's status: it goes in the detail (for the live
         // view) and, structured, in `chain_step` (for the chains page's timeline).
@@ -248,6 +249,12 @@ pub(crate) fn live_event(e: &ExecutionEvent) -> LiveEvent {
             error: detail.clone(),
         }),
         _ => None,
+    };
+    // Another team-store replica's call says where it runs, as another process's does.
+    let detail = match (&e.replica, detail) {
+        (None, detail) => detail,
+        (Some(replica), None) => Some(format!("on replica {replica}")),
+        (Some(replica), Some(d)) => Some(format!("{d} (on replica {replica})")),
     };
     LiveEvent {
         execution_id: e.execution_id.to_string(),

@@ -1,6 +1,7 @@
 //! What the UI learns without asking: every runtime event of this process and of every other
 //! process on the data directory that publishes a live feed (the CLI, agents' servers; see
-//! `tw_runtime::live`), forwarded as `tw://execution` events, and the number of pending confirmations, which any process on the data
+//! `tw_runtime::live`), or, on a team store, of every replica (through the store), forwarded as
+//! `tw://execution` events, and the number of pending confirmations, which any process on the data
 //! directory can change (an agent's call held for approval, an answer given in the CLI). That
 //! number is read from the store every second (and at once when this process's own calls ask or
 //! are answered), sent as `tw://confirmations` when it changes, and shown in the window title.
@@ -46,24 +47,15 @@ pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
             }
         }
     });
-    let peers_app = app.clone();
-    let mut peers = tw_runtime::live::watch_peers(desktop.runtime.data_dir().to_path_buf());
-    tauri::async_runtime::spawn(async move {
-        let mut open: HashMap<u32, HashSet<String>> = HashMap::new();
-        while let Some(update) = peers.recv().await {
-            if let PeerUpdate::Event { pid, event } = &update
-                && let Some(frame) = convert::browser_frame(*pid, event)
-            {
-                let _ = peers_app.emit(events::BROWSER_FRAME, frame);
-                continue;
-            }
-            for event in from_peer(update, &mut open, &peer_nudge) {
-                if let Err(e) = peers_app.emit(events::EXECUTION, event) {
-                    tracing::debug!(error = %e, "could not forward another process's event");
-                }
-            }
-        }
-    });
+    // On a team store every process is a replica whose calls reach this runtime's bus through
+    // the store (those on this data directory too): from their sockets only the pictures of
+    // their browsers are taken, which stay on their host; the rest would show each call twice.
+    watch_peers(
+        app.clone(),
+        &desktop,
+        peer_nudge,
+        desktop.runtime.is_team_store(),
+    );
     tauri::async_runtime::spawn(async move {
         let mut last: Option<usize> = None;
         loop {
@@ -90,6 +82,36 @@ pub(crate) fn start(app: AppHandle, desktop: Arc<Desktop>) {
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
                 _ = nudge_rx.recv() => {}
+            }
+        }
+    });
+}
+
+/// Forwards what the other processes on the data directory publish (only their browsers'
+/// pictures when `frames_only`).
+fn watch_peers(
+    app: AppHandle,
+    desktop: &Desktop,
+    nudge: tokio::sync::mpsc::Sender<()>,
+    frames_only: bool,
+) {
+    let mut peers = tw_runtime::live::watch_peers(desktop.runtime.data_dir().to_path_buf());
+    tauri::async_runtime::spawn(async move {
+        let mut open: HashMap<u32, HashSet<String>> = HashMap::new();
+        while let Some(update) = peers.recv().await {
+            if let PeerUpdate::Event { pid, event } = &update
+                && let Some(frame) = convert::browser_frame(*pid, event)
+            {
+                let _ = app.emit(events::BROWSER_FRAME, frame);
+                continue;
+            }
+            if frames_only {
+                continue;
+            }
+            for event in from_peer(update, &mut open, &nudge) {
+                if let Err(e) = app.emit(events::EXECUTION, event) {
+                    tracing::debug!(error = %e, "could not forward another process's event");
+                }
             }
         }
     });

@@ -86,6 +86,12 @@ pub enum EventKind {
         /// Who answered, if anyone did.
         by: Option<String>,
     },
+    /// The process or team replica running the call went away without saying how it ended; the
+    /// audit log has what is known.
+    Lost {
+        /// Who went away.
+        reason: String,
+    },
     /// Something needs attention (e.g. an audit write failed, a subscriber missed events).
     Warning {
         /// What.
@@ -120,6 +126,20 @@ pub enum EventKind {
     },
 }
 
+impl EventKind {
+    /// Whether this is the last event of its call.
+    pub fn ends_call(&self) -> bool {
+        matches!(
+            self,
+            Self::Completed { .. }
+                | Self::Failed { .. }
+                | Self::Timeout { .. }
+                | Self::Denied { .. }
+                | Self::Lost { .. }
+        )
+    }
+}
+
 /// One event of one execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutionEvent {
@@ -134,6 +154,10 @@ pub struct ExecutionEvent {
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
+    /// The team-store replica that ran the call (`host:pid`), when it was not this process (see
+    /// [`crate::team`]); absent for this process's own calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
 }
 
 /// Publishes execution events to any number of subscribers.
@@ -142,6 +166,8 @@ pub struct EventBus {
     tx: broadcast::Sender<Arc<ExecutionEvent>>,
     /// How many subscriptions take every event (not one execution's).
     watchers: Arc<AtomicUsize>,
+    /// Told when a subscription to every event begins (the team relay announces it).
+    arrived: Arc<tokio::sync::Notify>,
 }
 
 impl Default for EventBus {
@@ -156,6 +182,7 @@ impl EventBus {
         Self {
             tx: broadcast::channel(EVENT_CAPACITY).0,
             watchers: Arc::new(AtomicUsize::new(0)),
+            arrived: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -178,11 +205,28 @@ impl EventBus {
     /// Every event from now on.
     pub fn subscribe(&self) -> Subscription {
         self.watchers.fetch_add(1, Ordering::Relaxed);
+        self.arrived.notify_one();
         Subscription {
             rx: self.tx.subscribe(),
             only: None,
             watcher: Some(Watcher(Arc::clone(&self.watchers))),
         }
+    }
+
+    /// Every event from now on, without counting as a watcher: the team relay, which forwards
+    /// this process's events to the replicas someone watches on.
+    pub(crate) fn tap(&self) -> Subscription {
+        Subscription {
+            rx: self.tx.subscribe(),
+            only: None,
+            watcher: None,
+        }
+    }
+
+    /// Returns once a subscription to every event has begun since the last call (at once if
+    /// one began meanwhile).
+    pub(crate) async fn watcher_arrived(&self) {
+        self.arrived.notified().await;
     }
 
     /// Events of one execution from now on.

@@ -39,6 +39,7 @@ pub mod settings;
 mod shared;
 pub mod skills;
 pub mod switches;
+mod team;
 pub mod tokens;
 pub mod tools;
 pub mod upstream;

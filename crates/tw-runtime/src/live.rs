@@ -205,6 +205,9 @@ async fn serve(stream: UnixStream, inner: Weak<Pipeline>) -> io::Result<()> {
                 tokio::select! {
                     received = events.recv() => {
                         let message = match received {
+                            // Another replica's call: its watchers hear of it through the team
+                            // store, not from this process.
+                            Some(Received::Event(e)) if e.replica.is_some() => continue,
                             Some(Received::Event(e)) => FeedMessage::Event((*e).clone()),
                             Some(Received::Missed(n)) => FeedMessage::Missed(n),
                             None => return Ok(()),

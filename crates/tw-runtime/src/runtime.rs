@@ -90,6 +90,9 @@ struct Inner {
     changes: tokio::task::JoinHandle<()>,
     /// This process's live feed, once published.
     live: Mutex<Option<crate::live::FeedServer>>,
+    /// On a team store: the relay that shows this replica's calls to the others' watchers, and
+    /// theirs to this one's.
+    team: Option<crate::team::Relay>,
 }
 
 impl Drop for Inner {
@@ -214,6 +217,17 @@ impl Runtime {
         if let Err(e) = chains.recover_interrupted().await {
             tracing::warn!(error = %e, "could not check for interrupted chain runs");
         }
+        let team = match shared.store.team_channel() {
+            Some(channel) => Some(
+                crate::team::Relay::start(
+                    channel,
+                    shared.events.clone(),
+                    Arc::downgrade(&pipeline),
+                )
+                .await,
+            ),
+            None => None,
+        };
         let changes = crate::changes::follow(
             Followers {
                 shared: Arc::downgrade(&shared),
@@ -240,6 +254,7 @@ impl Runtime {
                 _policy_watch: policy_watch,
                 changes,
                 live: Mutex::new(None),
+                team,
             }),
         })
     }
@@ -252,6 +267,12 @@ impl Runtime {
             places.config.clone(),
         ))
         .await
+    }
+
+    /// Whether the runtime keeps its state in a team store (PostgreSQL), shared with other
+    /// replicas, rather than its data directory's SQLite file.
+    pub fn is_team_store(&self) -> bool {
+        self.inner.shared.store.is_team_store()
     }
 
     /// Calls: running them, explaining them, the ones in flight.
@@ -456,6 +477,9 @@ impl Runtime {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take(),
         );
+        if let Some(team) = &self.inner.team {
+            team.close().await;
+        }
         self.inner.shared.store.close().await;
     }
 }

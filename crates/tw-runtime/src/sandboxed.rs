@@ -250,6 +250,7 @@ pub(crate) async fn run(
                         stream,
                         text: String::from_utf8_lossy(cut).into_owned(),
                     },
+                    replica: None,
                 });
             }
         }));

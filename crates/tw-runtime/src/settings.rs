@@ -189,6 +189,7 @@ impl SettingsService {
                                 "the changed policy is invalid and was not applied:\n{errors}"
                             ),
                         },
+                        replica: None,
                     });
                 }
                 self.shared

@@ -96,6 +96,7 @@ impl Shared {
                 tool: call.tool.clone(),
                 at: self.now_us(),
                 kind,
+                replica: None,
             });
         }
     }

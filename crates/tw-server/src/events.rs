@@ -1,7 +1,8 @@
 //! `GET /api/v1/events`: this process's execution events as server-sent events, for scripts
-//! that watch what agents do. Each event is `event: execution` with the event's JSON; a
-//! subscriber that falls behind gets `event: missed` with how many it lost, never a stalled
-//! server. The stream ends when the endpoint shuts down.
+//! that watch what agents do; on a team store, every replica's (each marked with its `replica`).
+//! Each event is `event: execution` with the event's JSON; a subscriber that falls behind gets
+//! `event: missed` with how many it lost, never a stalled server. The stream ends when the
+//! endpoint shuts down.
 
 use std::convert::Infallible;
 use std::sync::Arc;

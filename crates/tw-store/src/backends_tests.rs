@@ -223,3 +223,97 @@ async fn while_the_database_is_down_nothing_is_recorded_and_the_store_says_so_th
     assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 2);
     store.close().await;
 }
+
+on_both! {
+    #[tokio::test]
+    async fn the_doctor_reports_the_schema_the_last_checkpoint_and_what_it_does_not_cover(backend: Backend) {
+        let place = Place::new(backend).await;
+        let store = place.open().await;
+        let r = store.doctor().await.unwrap();
+        assert!(r.ok(), "{r:?}");
+        assert_eq!((r.newest_record, r.last_checkpoint), (0, None));
+        for i in 1..=3 {
+            store
+                .append(crate::tests::record(i, "echo", tw_core::ToolStatus::Success))
+                .await
+                .unwrap();
+        }
+        let made = store.checkpoint().await.unwrap().unwrap();
+        store
+            .append(crate::tests::record(4, "echo", tw_core::ToolStatus::Success))
+            .await
+            .unwrap();
+        let r = store.doctor().await.unwrap();
+        assert_eq!(
+            (r.schema_version, r.newest_record, r.unsigned_records),
+            (r.build_schema_version, 4, 1)
+        );
+        // The checkpoint covers the records up to the third, not the newest.
+        assert_eq!(r.last_checkpoint, Some((made.created_at, 3)));
+        assert_eq!(r.public_key, Some(made.public_key));
+        let expected = match backend {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgresql",
+        };
+        assert_eq!((r.backend.as_str(), r.journal_mode.as_str()), (expected, "wal"));
+        store.close().await;
+    }
+}
+
+#[tokio::test]
+async fn replicas_hear_each_others_live_messages_in_order_and_see_who_watches() {
+    let place = Place::new(Backend::Postgres).await;
+    let (a, b) = (place.open().await, place.open().await);
+    let (ca, cb) = (a.team_channel().unwrap(), b.team_channel().unwrap());
+    assert!(
+        Place::new(Backend::Sqlite)
+            .await
+            .open()
+            .await
+            .team_channel()
+            .is_none(),
+        "SQLite's processes watch each other through the data directory"
+    );
+    let mut heard = ca.subscribe();
+    let sent: Vec<String> = (0..50).map(|i| format!("{{\"n\":{i}}}")).collect();
+    cb.send(&sent).await.unwrap();
+    cb.send(&["last".to_owned()]).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 51 {
+        let m = tokio::time::timeout(std::time::Duration::from_secs(10), heard.recv())
+            .await
+            .expect("a message within 10 s")
+            .unwrap();
+        got.push(m.to_string());
+    }
+    assert_eq!(got[..50], sent[..]);
+    assert_eq!(got[50], "last");
+    // Too long for NOTIFY: refused whole, and what came with it is not sent either.
+    let long = "x".repeat(crate::MAX_LIVE_MESSAGE + 1);
+    let err = cb.send(&["short".to_owned(), long]).await.unwrap_err();
+    assert!(err.to_string().contains("at most 7900"), "{err}");
+    cb.send(&["after".to_owned()]).await.unwrap();
+    let next = tokio::time::timeout(std::time::Duration::from_secs(10), heard.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&*next, "after");
+
+    // Who watches: each replica sees the others' live rows, not its own or expired ones.
+    assert_ne!(ca.replica(), cb.replica());
+    let now = crate::checkpoint::now_us();
+    ca.set_watching(Some(now + 15_000_000)).await.unwrap();
+    assert_eq!(
+        cb.watchers(now).await.unwrap(),
+        vec![(ca.replica().to_owned(), now + 15_000_000)]
+    );
+    assert!(ca.watchers(now).await.unwrap().is_empty());
+    assert!(
+        cb.watchers(now + 16_000_000).await.unwrap().is_empty(),
+        "expired"
+    );
+    ca.set_watching(None).await.unwrap();
+    assert!(cb.watchers(now).await.unwrap().is_empty());
+    a.close().await;
+    b.close().await;
+}

@@ -27,6 +27,7 @@ mod options;
 mod pg;
 mod pg_append;
 mod pg_chain;
+mod pg_live;
 mod pg_verify;
 mod pins;
 mod query;
@@ -70,6 +71,7 @@ pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
 pub use migrate::{MigrateReport, to_team_store as migrate_to_team_store};
 pub use options::{StoreOptions, Synchronous};
 pub use pg::StoreNotice;
+pub use pg_live::{MAX_MESSAGE as MAX_LIVE_MESSAGE, TeamChannel};
 pub use pins::{PinRow, PinState, SeenDefinition};
 pub use query::{
     AuditExportFormat, AuditPage, AuditQuery, MAX_PAGE, TEXT_INDEX_WINDOW, TEXT_SCAN_WINDOW,
@@ -178,6 +180,17 @@ impl Store {
         match &self.db {
             Db::Sqlite(_) => None,
             Db::Pg(p) => Some(p.subscribe()),
+        }
+    }
+
+    /// The team's live channel, on which replicas show each other the calls they run: `None` on
+    /// SQLite, whose processes on one data directory watch each other through its live sockets.
+    pub fn team_channel(&self) -> Option<TeamChannel> {
+        match &self.db {
+            Db::Sqlite(_) => None,
+            Db::Pg(p) => Some(TeamChannel {
+                store: std::sync::Arc::clone(p),
+            }),
         }
     }
 

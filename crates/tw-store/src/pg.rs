@@ -29,6 +29,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations-post
 /// How long a store waits for a connection before it says the database is unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Live messages a replica's runtime may fall behind on before it is told it missed some.
+const LIVE_CAPACITY: usize = 1024;
+
 /// What another replica (or this one) changed, pushed by the database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreNotice {
@@ -56,6 +59,9 @@ pub(crate) struct PgStore {
     host: String,
     healthy: AtomicBool,
     notices: broadcast::Sender<StoreNotice>,
+    /// The team's live channel (`pg_live`): this replica's name and the messages it hears.
+    pub(crate) replica: String,
+    pub(crate) live: broadcast::Sender<std::sync::Arc<str>>,
     listener: tokio::task::JoinHandle<()>,
     /// This replica's signing key (`<path>.audit-key`) and checkpoint file
     /// (`<path>.team-checkpoints`).
@@ -120,7 +126,9 @@ impl PgStore {
         .await?;
         let held = crate::pg_chain::claim(&pool, &host, rand_u64()).await?;
         let (notices, _) = broadcast::channel(1024);
-        let listener = tokio::spawn(listen(pool.clone(), notices.clone()));
+        let (live, _) = broadcast::channel(LIVE_CAPACITY);
+        let replica = replica_name(&host);
+        let listener = tokio::spawn(listen(pool.clone(), notices.clone(), live.clone()));
         Ok(Self {
             pool,
             shown_url,
@@ -130,6 +138,8 @@ impl PgStore {
             host,
             healthy: AtomicBool::new(true),
             notices,
+            replica,
+            live,
             listener,
             key,
             // Not SQLite's `<path>.checkpoints`: a data directory may hold both stores' (after
@@ -264,7 +274,8 @@ impl PgStore {
                  (SELECT created_at FROM audit_checkpoints ORDER BY id DESC LIMIT 1), \
                  (SELECT audit_count FROM audit_checkpoints ORDER BY id DESC LIMIT 1), \
                  (SELECT COUNT(*) FROM audit_log), \
-                 pg_database_size(current_database())",
+                 pg_database_size(current_database()), \
+                 (SELECT audit_head_id FROM audit_checkpoints ORDER BY id DESC LIMIT 1)",
             )
             .fetch_one(pool)
             .await?;
@@ -283,7 +294,9 @@ impl PgStore {
                 newest_record: newest,
                 tail_records: 0,
                 text_index: None,
-                last_checkpoint: row.try_get::<Option<i64>, _>(2)?.map(|at| (at, newest)),
+                last_checkpoint: row
+                    .try_get::<Option<i64>, _>(2)?
+                    .zip(row.try_get::<Option<i64>, _>(6)?),
                 unsigned_records: crate::codec::count(total - signed.unwrap_or(0)),
                 archives: 0,
                 public_key: Some(self.key.public_hex()),
@@ -539,11 +552,19 @@ impl PgStore {
 
 /// Forwards the database's notices until the store goes. A lost connection is re-established by
 /// the listener; what was missed meanwhile is announced as [`StoreNotice::Resync`].
-async fn listen(pool: PgPool, notices: broadcast::Sender<StoreNotice>) {
+async fn listen(
+    pool: PgPool,
+    notices: broadcast::Sender<StoreNotice>,
+    live: broadcast::Sender<std::sync::Arc<str>>,
+) {
     let mut listener = loop {
         match PgListener::connect_with(&pool).await {
             Ok(mut l) => match l
-                .listen_all(["toolwarden_changes", "toolwarden_confirmations"])
+                .listen_all([
+                    "toolwarden_changes",
+                    "toolwarden_confirmations",
+                    crate::pg_live::CHANNEL,
+                ])
                 .await
             {
                 Ok(()) => break l,
@@ -556,6 +577,13 @@ async fn listen(pool: PgPool, notices: broadcast::Sender<StoreNotice>) {
     loop {
         match listener.try_recv().await {
             Ok(Some(n)) => {
+                if n.channel() == crate::pg_live::CHANNEL {
+                    // Nobody on this replica follows the live channel: nothing to do.
+                    if live.receiver_count() > 0 {
+                        let _ = live.send(n.payload().into());
+                    }
+                    continue;
+                }
                 let notice = match n.channel() {
                     "toolwarden_confirmations" => {
                         StoreNotice::ConfirmationSettled(n.payload().to_owned())
@@ -633,6 +661,16 @@ pub(crate) fn redact(url: &str) -> String {
     match userinfo.split_once(':') {
         Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
         None => url.to_owned(),
+    }
+}
+
+/// A store's name on the team's live channel: its host and process, and which of the process's
+/// stores it is after the first (tests open several).
+fn replica_name(host: &str) -> String {
+    static OPENED: AtomicU64 = AtomicU64::new(0);
+    match OPENED.fetch_add(1, Ordering::Relaxed) {
+        0 => format!("{host}:{}", std::process::id()),
+        n => format!("{host}:{}.{}", std::process::id(), n + 1),
     }
 }
 

@@ -463,38 +463,3 @@ async fn two_processes_appending_at_once_keep_one_chain() {
     assert_eq!(report.audit_records, 240);
     assert_eq!(report.audit_head.unwrap().id, 240);
 }
-
-#[tokio::test]
-async fn the_doctor_reports_the_schema_and_what_lags_behind_the_newest_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir).await;
-    let r = store.doctor().await.unwrap();
-    assert!(r.ok(), "{r:?}");
-    assert_eq!(
-        (r.newest_record, r.last_checkpoint, r.public_key),
-        (0, None, None)
-    );
-    for i in 1..=3 {
-        store
-            .append(record(i, "echo", ToolStatus::Success))
-            .await
-            .unwrap();
-    }
-    let made = store.checkpoint().await.unwrap().unwrap();
-    store
-        .append(record(4, "echo", ToolStatus::Success))
-        .await
-        .unwrap();
-    let r = store.doctor().await.unwrap();
-    assert_eq!(
-        (r.schema_version, r.newest_record, r.unsigned_records),
-        (r.build_schema_version, 4, 1)
-    );
-    assert_eq!(r.last_checkpoint, Some((made.created_at, 3)));
-    assert_eq!(r.public_key, Some(made.public_key));
-    assert_eq!(
-        (r.backend.as_str(), r.journal_mode.as_str()),
-        ("sqlite", "wal")
-    );
-    store.close().await;
-}

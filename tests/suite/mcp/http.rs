@@ -18,7 +18,7 @@ use super::{CLIENT, Client, FS_AND_ECHO, LIMIT, names, outcome, poll_rows, text,
 use crate::suite::support::Env;
 
 /// `toolwarden serve` on a free loopback port; stopped with SIGTERM when dropped.
-struct Served {
+pub(super) struct Served {
     child: Option<Child>,
     /// `http://127.0.0.1:PORT`
     base: String,
@@ -28,7 +28,7 @@ struct Served {
 }
 
 impl Served {
-    fn start(env: &Env) -> Self {
+    pub(super) fn start(env: &Env) -> Self {
         let mut child = env.cmd(&["serve", "--listen", "127.0.0.1:0"]).spawn();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -64,11 +64,11 @@ impl Served {
     }
 
     /// What it has written to standard error so far.
-    fn stderr_so_far(&self) -> String {
+    pub(super) fn stderr_so_far(&self) -> String {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
-    fn addr(&self) -> &str {
+    pub(super) fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")
     }
 
@@ -145,7 +145,7 @@ fn request(
     (status, body)
 }
 
-fn admin_token(env: &Env) -> String {
+pub(super) fn admin_token(env: &Env) -> String {
     env.cmd(&["serve", "token"])
         .run()
         .ok()

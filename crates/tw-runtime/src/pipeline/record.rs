@@ -111,6 +111,7 @@ impl Pipeline {
                 tool: result.tool.clone(),
                 at: self.shared.now_us(),
                 kind,
+                replica: None,
             });
         }
     }

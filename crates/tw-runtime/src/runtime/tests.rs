@@ -438,6 +438,7 @@ fn kinds(events: &[Arc<ExecutionEvent>]) -> Vec<&'static str> {
             EventKind::Timeout { .. } => "timeout",
             EventKind::Denied { .. } => "denied",
             EventKind::Warning { .. } => "warning",
+            EventKind::Lost { .. } => "lost",
             EventKind::ConfirmationRequested { .. } => "confirmation_requested",
             EventKind::Frame { .. } => "frame",
             EventKind::ConfirmationResolved { .. } => "confirmation_resolved",

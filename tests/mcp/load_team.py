@@ -6,7 +6,11 @@
 #   - the killed replica is started again, and RATE parallel calls of a tool limited to 100 a
 #     minute, spread over both replicas, must admit exactly 100.
 #
-#   load_team.py --toolwarden BIN [--calls 10000] [--agents 8] [--rate-calls 1000]
+#   - with --watch, someone follows replica a's /api/v1/events throughout (the team's live
+#     events): the figures then say how many of replica b's answered calls a's watcher saw end,
+#     and the load's figures show what watching costs.
+#
+#   load_team.py --toolwarden BIN [--calls 10000] [--agents 8] [--rate-calls 1000] [--watch]
 #
 # Prints one JSON document with the figures (calls/s, p50/p99 in ms, per replica) and the checks;
 # exits 1 if a check fails. Used by `scripts/bench team` and, with fewer calls, by the test suite
@@ -163,6 +167,25 @@ async def agent(url, token, work, out, stop):
         out["errors"].append(type(e).__name__)
 
 
+async def watch(url, token, seen, ready):
+    """Follows a replica's /api/v1/events, noting which calls of other replicas it saw end."""
+    base = url.rsplit("/mcp", 1)[0]
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    async with create_mcp_http_client(headers=headers) as http:
+        async with http.stream("GET", f"{base}/api/v1/events", timeout=None) as r:
+            ready.set()
+            async for line in r.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                e = json.loads(line[6:])
+                kind = "remote" if e.get("replica") else "own"
+                seen["events"][kind] += 1
+                if e.get("replica") and e.get("type") in ("completed", "failed", "denied"):
+                    seen["ended"].add(e["execution_id"])
+                if e.get("type") == "lost":
+                    seen["lost"] += 1
+
+
 async def load(tw, urls, tokens, calls, agents, kill):
     work = iter(range(calls))
     per = {name: {"replies": [], "latency": [], "errors": []} for name in urls}
@@ -237,7 +260,18 @@ async def main(args):
         def kill():
             replicas["b"].send_signal(signal.SIGKILL)
 
-        per, seconds = await load(tw, urls, tokens, args.calls, args.agents, kill)
+        seen = {"events": {"own": 0, "remote": 0}, "ended": set(), "lost": 0}
+        async with anyio.create_task_group() as watching:
+            if args.watch:
+                code, out, err = tw.run("replica-a", "serve", "token")
+                ready = anyio.Event()
+                watching.start_soon(watch, urls["a"], out.strip().splitlines()[-1], seen, ready)
+                with anyio.fail_after(10):
+                    await ready.wait()
+            per, seconds = await load(tw, urls, tokens, args.calls, args.agents, kill)
+            # What is on its way to the watcher arrives.
+            await anyio.sleep(1)
+            watching.cancel_scope.cancel()
         replicas["b"].wait()
         replies = [r for p in per.values() for r in p["replies"]]
         latency = [x for p in per.values() for x in p["latency"]]
@@ -276,6 +310,18 @@ async def main(args):
         }
         ok = (not missing and vcode == 0 and admitted == 100 and not other
               and figures["not_success"] == 0)
+        if args.watch:
+            b_ids = {i for i, _ in per["b"]["replies"]}
+            shown = len(b_ids & seen["ended"])
+            figures["watched"] = {
+                "events_of_a": seen["events"]["own"],
+                "events_of_b": seen["events"]["remote"],
+                "b_replies": len(b_ids),
+                "b_replies_seen_ending_on_a": shown,
+                "lost": seen["lost"],
+            }
+            # Not a check: live events are not the record (the audit log is), and those of the
+            # last calls b answered may die with it.
         figures["ok"] = ok
         print(json.dumps(figures, indent=2))
         return 0 if ok else 1
@@ -297,4 +343,5 @@ if __name__ == "__main__":
     p.add_argument("--calls", type=int, default=10000)
     p.add_argument("--agents", type=int, default=8)
     p.add_argument("--rate-calls", type=int, default=1000)
+    p.add_argument("--watch", action="store_true")
     sys.exit(anyio.run(main, p.parse_args()))

@@ -2,7 +2,8 @@
 //! team store (a throwaway Debian PostgreSQL), agents on each over MCP with the official Python
 //! SDK, one replica killed with SIGKILL halfway (tests/mcp/load_team.py). Every reply an agent
 //! got has its audit row, `audit verify` passes, and a tool limited to 100 calls a minute admits
-//! exactly 100 of 400 parallel calls spread over both replicas. `scripts/bench team` runs the
+//! exactly 100 of 400 parallel calls spread over both replicas; someone watching replica a's
+//! `/api/v1/events` meanwhile sees b's calls end. `scripts/bench team` runs the
 //! same script with 10,000 calls for the figures. And `/api/v1/events` on one replica shows the
 //! calls made on another (a CLI call that opens, runs and exits), each marked with its replica.
 
@@ -21,7 +22,7 @@ fn two_replicas_on_one_team_store_survive_a_kill_with_every_reply_audited_and_ex
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/load_team.py"))
         .arg("--toolwarden")
         .arg(binary())
-        .args(["--calls", "400", "--agents", "4", "--rate-calls", "400"])
+        .args(["--calls", "400", "--agents", "4", "--rate-calls", "400", "--watch"])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", root.path())
@@ -46,6 +47,14 @@ fn two_replicas_on_one_team_store_survive_a_kill_with_every_reply_audited_and_ex
         report["replies"].as_u64().unwrap() >= 300,
         "most calls were answered: {report}"
     );
+    // Someone followed replica a's /api/v1/events throughout and saw b's calls end there (all
+    // but, at most, the few b answered as it was killed: live events are not the record).
+    let watched = &report["watched"];
+    let (seen, answered) = (
+        watched["b_replies_seen_ending_on_a"].as_u64().unwrap(),
+        watched["b_replies"].as_u64().unwrap(),
+    );
+    assert!(seen > 0 && seen * 10 >= answered * 9, "{report}");
     assert!(out.status.success(), "{report}\n{stderr}");
 }
 

@@ -317,3 +317,40 @@ async fn replicas_hear_each_others_live_messages_in_order_and_see_who_watches() 
     a.close().await;
     b.close().await;
 }
+
+#[tokio::test]
+async fn a_team_store_over_tls_checks_the_servers_certificate_and_refuses_one_it_does_not_trust() {
+    let cluster = PgCluster::start_tls().unwrap();
+    let cert = cluster.tls_cert().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = StoreOptions::new(dir.path().join("tw.db"));
+    options.url = cluster.tls_url_of("postgres", &cert);
+    let store = Store::open(options.clone()).await.unwrap();
+    store
+        .append(crate::tests::record(
+            1,
+            "echo",
+            tw_core::ToolStatus::Success,
+        ))
+        .await
+        .unwrap();
+    store.close().await;
+    // The connection is encrypted, not merely allowed to be.
+    let pool = sqlx::PgPool::connect(options.url.as_deref().unwrap())
+        .await
+        .unwrap();
+    let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(ssl);
+    pool.close().await;
+    // A server whose certificate the given roots do not vouch for (as a man in the middle's
+    // would be) is refused, and the error says the store cannot be reached.
+    options.url = cluster.tls_url_of("postgres", Path::new("/etc/ssl/certs/ca-certificates.crt"));
+    let err = Store::open(options).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unreachable { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(shown.contains("certificate"), "{shown}");
+    cluster.stop().unwrap();
+}

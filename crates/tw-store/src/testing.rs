@@ -31,6 +31,10 @@ pub struct PgCluster {
     bin: PathBuf,
     owner: Option<(u32, u32)>,
     settings: Vec<String>,
+    /// The port (also the socket's name), and the certificate of a cluster that speaks TLS on
+    /// 127.0.0.1.
+    port: u16,
+    tls_cert: Option<PathBuf>,
 }
 
 impl PgCluster {
@@ -87,9 +91,83 @@ impl PgCluster {
             bin,
             owner,
             settings: settings.iter().map(|s| (*s).to_owned()).collect(),
+            port: 5432,
+            tls_cert: None,
         };
         cluster.spawn_server()?;
         Ok(cluster)
+    }
+
+    /// Starts a cluster that also listens on 127.0.0.1, on a free port, with TLS only there: its
+    /// certificate is a fresh self-signed one for `localhost` and 127.0.0.1 (made with Debian's
+    /// `openssl`), which [`PgCluster::tls_url_of`] trusts.
+    pub fn start_tls() -> Result<Self, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let certs = std::env::temp_dir().join(format!(
+            "toolwarden-pg-tls-{}-{}",
+            std::process::id(),
+            next_serial()
+        ));
+        std::fs::create_dir_all(&certs).map_err(|e| format!("{}: {e}", certs.display()))?;
+        std::fs::write(certs.join("owner.pid"), std::process::id().to_string())
+            .map_err(|e| format!("{}: {e}", certs.display()))?;
+        let (cert, key) = (certs.join("server.pem"), certs.join("server.key"));
+        let out = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+            .args(["-subj", "/CN=localhost", "-addext"])
+            .args(["subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .map_err(|e| format!("openssl: {e}; install it with ./scripts/setup"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "openssl failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        // The server reads its key only if the key is its own and nobody else's.
+        if let Some((uid, gid)) = server_owner()? {
+            std::os::unix::fs::chown(&key, Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", key.display()))?;
+        }
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("{}: {e}", key.display()))?;
+        let settings = [
+            "listen_addresses=127.0.0.1".to_owned(),
+            format!("port={port}"),
+            "ssl=on".to_owned(),
+            format!("ssl_cert_file={}", cert.display()),
+            format!("ssl_key_file={}", key.display()),
+        ];
+        let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+        let mut cluster = Self::start(&settings)?;
+        cluster.port = port;
+        cluster.tls_cert = Some(cert);
+        Ok(cluster)
+    }
+
+    /// A URL of database `name` over TCP to 127.0.0.1 that insists on TLS and checks the server's
+    /// certificate against `root_cert` (`sslmode=verify-full`); `None` unless the cluster was
+    /// started with [`PgCluster::start_tls`].
+    pub fn tls_url_of(&self, name: &str, root_cert: &Path) -> Option<String> {
+        self.tls_cert.as_ref()?;
+        Some(format!(
+            "postgres://{SUPERUSER}@localhost:{}/{name}?sslmode=verify-full&sslrootcert={}",
+            self.port,
+            root_cert.display()
+        ))
+    }
+
+    /// The certificate of a cluster started with [`PgCluster::start_tls`].
+    pub fn tls_cert(&self) -> Option<&Path> {
+        self.tls_cert.as_deref()
     }
 
     /// Starts the server (again) and waits until it is ready.
@@ -171,7 +249,8 @@ impl PgCluster {
     /// A URL of database `name` on this cluster.
     pub fn url_of(&self, name: &str) -> String {
         format!(
-            "postgres://{SUPERUSER}@localhost/{name}?host={}",
+            "postgres://{SUPERUSER}@localhost:{}/{name}?host={}",
+            self.port,
             self.root.join("sock").display()
         )
     }

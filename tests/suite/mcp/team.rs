@@ -22,7 +22,15 @@ fn two_replicas_on_one_team_store_survive_a_kill_with_every_reply_audited_and_ex
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/load_team.py"))
         .arg("--toolwarden")
         .arg(binary())
-        .args(["--calls", "400", "--agents", "4", "--rate-calls", "400", "--watch"])
+        .args([
+            "--calls",
+            "400",
+            "--agents",
+            "4",
+            "--rate-calls",
+            "400",
+            "--watch",
+        ])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", root.path())

@@ -349,8 +349,16 @@ impl Store {
     /// Calls per tool and per bucket of the window, with the denials among them (only
     /// non-zero cells are listed).
     pub async fn timeline(&self, w: &TimelineWindow) -> Result<Vec<TimelineCell>> {
-        let inner = self.lite("the audit timeline")?;
-        timeline::timeline(inner.settled().await?, w.since, w.until, w.bucket_us).await
+        let (since, until, width) = (w.since, w.until, w.bucket_us);
+        match &self.db {
+            Db::Sqlite(inner) => {
+                timeline::sqlite::timeline(inner.settled().await?, since, until, width).await
+            }
+            Db::Pg(p) => {
+                p.read(async |pool| timeline::pg::timeline(pool, since, until, width).await)
+                    .await
+            }
+        }
     }
 
     /// Saves (or replaces) a custom tool.

@@ -85,6 +85,11 @@ impl PgStore {
     /// Connects, brings the schema up to date (refusing a newer one), names this writer's chain
     /// and starts listening for other replicas' changes.
     pub(crate) async fn open(url: &str, store: &crate::StoreOptions) -> Result<Self> {
+        // Retention asked for and not given would let the log grow while the config says it
+        // does not: refused rather than ignored.
+        if store.keep_days.is_some() {
+            return Err(StoreError::Unsupported("[audit] keep_days"));
+        }
         let shown_url = redact(url);
         let options = PgConnectOptions::from_str(url).map_err(|e| StoreError::Invalid {
             what: format!("store url {shown_url}"),

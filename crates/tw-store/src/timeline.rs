@@ -4,7 +4,6 @@
 //! costs what a week of traffic costs, however long the log is.
 
 use serde::{Deserialize, Serialize};
-use sqlx::{Row as _, SqlitePool};
 use tw_core::ToolStatus;
 
 use crate::error::{Result, StoreError};
@@ -87,12 +86,8 @@ pub struct TimelineCell {
     pub denied: u64,
 }
 
-pub(crate) async fn timeline(
-    pool: &SqlitePool,
-    since: i64,
-    until: i64,
-    bucket_us: i64,
-) -> Result<Vec<TimelineCell>> {
+/// Refuses a window that is empty, has no width, or would need more than [`MAX_BUCKETS`].
+fn check(since: i64, until: i64, bucket_us: i64) -> Result<()> {
     if bucket_us <= 0 || until <= since {
         return Err(StoreError::Invalid {
             what: "timeline".to_owned(),
@@ -107,32 +102,44 @@ pub(crate) async fn timeline(
             message: format!("a timeline has at most {MAX_BUCKETS} buckets; use wider ones"),
         });
     }
-    let rows = sqlx::query(
-        "SELECT tool, (started_at - ?1) / ?3 AS bucket, COUNT(*) AS calls, \
-         SUM(status = ?4) AS denied \
-         FROM audit_log WHERE started_at >= ?1 AND started_at < ?2 \
-         GROUP BY tool, bucket ORDER BY bucket, tool",
-    )
-    .bind(since)
-    .bind(until)
-    .bind(bucket_us)
-    .bind(ToolStatus::PermissionDenied.as_str())
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            let count = |c: &str| {
-                r.try_get::<i64, _>(c)
-                    .map(|n| u64::try_from(n).unwrap_or(0))
-            };
-            Ok(TimelineCell {
-                tool: r.try_get("tool")?,
-                bucket: usize::try_from(r.try_get::<i64, _>("bucket")?).unwrap_or(0),
-                calls: count("calls")?,
-                denied: count("denied")?,
+    Ok(())
+}
+
+dual! {
+    pub(crate) async fn timeline(
+        pool: &Pool,
+        since: i64,
+        until: i64,
+        bucket_us: i64,
+    ) -> Result<Vec<TimelineCell>> {
+        check(since, until, bucket_us)?;
+        let rows = sqlx::query(
+            "SELECT tool, (started_at - $1) / $3 AS bucket, COUNT(*) AS calls, \
+             COUNT(*) FILTER (WHERE status = $4) AS denied \
+             FROM audit_log WHERE started_at >= $1 AND started_at < $2 \
+             GROUP BY tool, bucket ORDER BY bucket, tool",
+        )
+        .bind(since)
+        .bind(until)
+        .bind(bucket_us)
+        .bind(ToolStatus::PermissionDenied.as_str())
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let count = |c: &str| {
+                    r.try_get::<i64, _>(c)
+                        .map(|n| u64::try_from(n).unwrap_or(0))
+                };
+                Ok(TimelineCell {
+                    tool: r.try_get("tool")?,
+                    bucket: usize::try_from(r.try_get::<i64, _>("bucket")?).unwrap_or(0),
+                    calls: count("calls")?,
+                    denied: count("denied")?,
+                })
             })
-        })
-        .collect()
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -178,7 +185,8 @@ mod tests {
     }
 
     use super::*;
-    use crate::tests::{open, record};
+    use crate::backends_tests::{Place, on_both};
+    use crate::tests::record;
 
     const T0: i64 = 1_700_000_000_000_000;
     const S: i64 = 1_000_000;
@@ -201,10 +209,10 @@ mod tests {
         }
     }
 
+    on_both! {
     #[tokio::test]
-    async fn calls_are_counted_per_tool_and_bucket_inside_the_window_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir).await;
+    async fn calls_are_counted_per_tool_and_bucket_inside_the_window_only(backend: Backend) {
+        let store = Place::new(backend).await.open().await;
         // Record i starts at T0 + i seconds.
         let rows = [
             (0, "echo", ToolStatus::Success),
@@ -246,5 +254,7 @@ mod tests {
                 .len(),
             7
         );
+        store.close().await;
+    }
     }
 }

@@ -2,17 +2,23 @@
 tauri-driver and WebKitWebDriver under Xvfb, next to the real `toolwarden` CLI on the same data
 directory. Run by scripts/test-desktop (which builds everything and installs the drivers).
 
-Each test gets a fresh data directory and workspace. Screenshots of the pages are written to
+Each test gets a fresh data directory and workspace; with TOOLWARDEN_TEST_STORE=postgres, also a
+fresh database on a throwaway PostgreSQL cluster (tests/pg_cluster.py), named as the team store
+in its config, so the same tests show the app working on a team store. Screenshots of the pages are written to
 docs/screenshots/ as the tests pass through them. The app's log (what tauri-driver and the app
 write) is kept in the test's temporary directory, as app.log.
 """
 
+import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -44,15 +50,38 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="session")
+def team_store():
+    """With TOOLWARDEN_TEST_STORE=postgres, a function that makes a fresh database on one
+    throwaway cluster for the run; otherwise None (each data directory's SQLite file)."""
+    if os.environ.get("TOOLWARDEN_TEST_STORE") != "postgres":
+        yield None
+        return
+    sys.path.insert(0, str(REPO / "tests"))
+    from pg_cluster import Cluster
+
+    root = tempfile.mkdtemp(prefix="toolwarden-e2e-pg-")
+    if os.geteuid() == 0:
+        os.chmod(root, 0o755)
+    cluster = Cluster(os.path.join(root, "pg"))
+    serial = itertools.count()
+    try:
+        yield lambda: cluster.create_database(f"e2e_{next(serial)}")
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture
-def places(tmp_path):
+def places(tmp_path, team_store):
     data = tmp_path / "data"
     ws = tmp_path / "ws"
     ws.mkdir()
     config = tmp_path / "config.toml"
     # The app's HTTP endpoint on a free port, so tests never fight over the default one.
+    store = f'[store]\nurl = "{team_store()}"\n' if team_store else ""
     config.write_text(
-        f'license_tier = "pro"\nworkspace = ["{ws}"]\n[serve]\nlisten = "127.0.0.1:0"\n'
+        f'license_tier = "pro"\nworkspace = ["{ws}"]\n[serve]\nlisten = "127.0.0.1:0"\n{store}'
     )
     return {"data": data, "ws": ws, "config": config, "log": tmp_path / "app.log"}
 

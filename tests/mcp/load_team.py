@@ -19,7 +19,6 @@
 import argparse
 import json
 import os
-import pwd
 import shutil
 import signal
 import subprocess
@@ -33,66 +32,12 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pg_cluster import Cluster  # noqa: E402
+
 CLIENT = types.Implementation(name="load-team", version="1.0")
 META_ID = "toolwarden/executionId"
 META_STATUS = "toolwarden/status"
-
-
-def pg_bin():
-    base = "/usr/lib/postgresql"
-    versions = sorted(
-        (int(v), os.path.join(base, v, "bin"))
-        for v in os.listdir(base)
-        if v.isdigit() and os.path.exists(os.path.join(base, v, "bin", "postgres"))
-    )
-    if not versions:
-        raise SystemExit("no PostgreSQL server under /usr/lib/postgresql; run ./scripts/setup")
-    return versions[-1][1]
-
-
-class Cluster:
-    """A throwaway cluster on a Unix socket; as `nobody` when run as root."""
-
-    def __init__(self, root):
-        self.root = root
-        self.sock = os.path.join(root, "sock")
-        os.makedirs(self.sock)
-        bin_dir = pg_bin()
-        prefix = []
-        if os.geteuid() == 0:
-            nobody = pwd.getpwnam("nobody")
-            for p in (root, self.sock):
-                os.chown(p, nobody.pw_uid, nobody.pw_gid)
-            prefix = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
-                      "--clear-groups", "--"]
-        data = os.path.join(root, "data")
-        subprocess.run(prefix + [os.path.join(bin_dir, "initdb"), "-U", "toolwarden",
-                                 "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C",
-                                 "-D", data],
-                       check=True, stdout=subprocess.DEVNULL)
-        self.log = open(os.path.join(root, "server.log"), "w")
-        self.server = subprocess.Popen(
-            prefix + [os.path.join(bin_dir, "postgres"), "-D", data, "-k", self.sock,
-                      "-c", "listen_addresses=", "-c", "max_connections=300"],
-            stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 60
-        pid_file = os.path.join(data, "postmaster.pid")
-        while True:
-            try:
-                with open(pid_file) as f:
-                    lines = f.read().splitlines()
-                if len(lines) > 7 and lines[7].strip() == "ready":
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("the PostgreSQL server did not start")
-            time.sleep(0.05)
-        self.url = f"postgres://toolwarden@localhost/postgres?host={self.sock}"
-
-    def stop(self):
-        self.server.send_signal(signal.SIGINT)
-        self.server.wait(timeout=60)
 
 
 class Toolwarden:

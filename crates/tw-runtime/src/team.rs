@@ -45,6 +45,9 @@ const RUNNING_PER_MESSAGE: usize = 10;
 /// How long closing the runtime waits for the relay to send what it holds.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
+/// How an `events` message begins (as [`pack`] writes it).
+const EVENTS_HEAD: &str = "{\"t\":\"events\",";
+
 /// What replicas say to each other on the live channel.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
@@ -285,6 +288,10 @@ impl State {
     }
 
     async fn hear(&mut self, text: &str) {
+        // Most of what a replica nobody watches hears is other replicas' events: not even read.
+        if text.starts_with(EVENTS_HEAD) && !self.bus.has_watchers() {
+            return;
+        }
         let message: Message = match serde_json::from_str(text) {
             Ok(m) => m,
             Err(e) => {
@@ -436,7 +443,7 @@ async fn next(tap: &mut Option<Subscription>) -> Option<Received> {
 /// too long for one message has its text shortened; one that still does not fit is left out.
 fn pack(from: &str, events: &[Arc<ExecutionEvent>]) -> Vec<String> {
     let head = format!(
-        "{{\"t\":\"events\",\"from\":{},\"events\":[",
+        "{EVENTS_HEAD}\"from\":{},\"events\":[",
         serde_json::to_string(from).unwrap_or_default()
     );
     let room = MAX_LIVE_MESSAGE.saturating_sub(head.len() + 2);

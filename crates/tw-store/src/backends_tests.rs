@@ -366,3 +366,15 @@ async fn a_team_store_refuses_a_retention_it_cannot_keep_rather_than_ignore_it()
         "[audit] keep_days is not available on a PostgreSQL team store in this build"
     );
 }
+
+#[tokio::test]
+async fn a_team_store_nobody_answers_for_says_why_not_only_that_it_waited() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = StoreOptions::new(dir.path().join("tw.db"));
+    // Port 1 on loopback: nothing listens, the connection is refused.
+    options.url = Some("postgres://toolwarden@127.0.0.1:1/toolwarden".to_owned());
+    let err = Store::open(options).await.unwrap_err();
+    let shown = err.to_string();
+    assert!(matches!(err, StoreError::Unreachable { .. }), "{err:?}");
+    assert!(shown.to_lowercase().contains("refused"), "{shown}");
+}

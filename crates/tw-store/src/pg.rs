@@ -95,14 +95,26 @@ impl PgStore {
             what: format!("store url {shown_url}"),
             message: e.to_string(),
         })?;
-        let pool = PgPoolOptions::new()
+        let pool = match PgPoolOptions::new()
             .max_connections(16)
             .min_connections(0)
             .acquire_timeout(CONNECT_TIMEOUT)
             .idle_timeout(Some(Duration::from_secs(60)))
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
-            .map_err(|e| unreachable(&shown_url, &e))?;
+        {
+            Ok(pool) => pool,
+            // The pool only says it timed out; one connection of our own says why (refused,
+            // no such host, a certificate not trusted, a password wrong).
+            Err(e @ sqlx::Error::PoolTimedOut) => {
+                let cause = PgConnection::connect_with(&options)
+                    .await
+                    .err()
+                    .unwrap_or(e);
+                return Err(unreachable(&shown_url, &cause));
+            }
+            Err(e) => return Err(unreachable(&shown_url, &e)),
+        };
         refuse_newer_schema(&pool, &shown_url).await?;
         MIGRATOR
             .run(&pool)

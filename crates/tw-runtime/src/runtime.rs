@@ -431,9 +431,16 @@ impl Runtime {
     }
 
     /// Cancels a call wherever on the data directory it runs: in this process or, through its
-    /// live feed, in another. Returns whether some process was running it.
+    /// live feed, in another; on a team store, on whichever replica runs it. Returns whether
+    /// some process was running it.
     pub async fn cancel_anywhere(&self, id: &ExecutionId) -> bool {
-        self.cancel(id) || crate::live::cancel_elsewhere(self.data_dir(), id).await
+        if self.cancel(id) || crate::live::cancel_elsewhere(self.data_dir(), id).await {
+            return true;
+        }
+        match &self.inner.team {
+            Some(team) => team.cancel(id).await,
+            None => false,
+        }
     }
 
     /// The sandbox's report on this host: helper, kernel features, each level's status, and the

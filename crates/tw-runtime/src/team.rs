@@ -14,8 +14,10 @@
 //! its `watching` message with its calls in flight, as `started` events). A replica that goes
 //! silent for [`LOST_AFTER`] while calls it announced are open (it was killed, or lost the
 //! database) has those calls closed as [`EventKind::Lost`], so the live view does not show them
-//! running for ever. The audit log, not this channel, is the record: a message lost on the way
-//! costs a line in a live view, never a record.
+//! running for ever. A cancel the live view asks for (`POST /api/v1/running/ID/cancel`,
+//! `toolwarden cancel`) reaches the replica running the call the same way. The audit log, not
+//! this channel, is the record: a message lost on the way costs a line in a live view, never a
+//! record.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -42,6 +44,8 @@ pub(crate) const LOST_AFTER: Duration = Duration::from_secs(15);
 const BATCH: usize = 512;
 /// Running calls per `running` message.
 const RUNNING_PER_MESSAGE: usize = 10;
+/// How long a cancel waits for the replica running the call to say it cancelled it.
+const CANCEL_WAIT: Duration = Duration::from_secs(3);
 /// How long closing the runtime waits for the relay to send what it holds.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
@@ -69,11 +73,20 @@ enum Message {
     },
     /// `from` forwards events and is still there.
     Alive { from: String },
+    /// `from` asks whoever runs `execution_id` to cancel it; `ask` numbers the question.
+    Cancel {
+        from: String,
+        ask: u64,
+        execution_id: ExecutionId,
+    },
+    /// `from` ran the call `to` asked about (question `ask`) and cancelled it.
+    Cancelled { from: String, to: String, ask: u64 },
 }
 
 /// A runtime's relay; dropping it stops the relay without flushing (`close` flushes).
 pub(crate) struct Relay {
     close: mpsc::Sender<oneshot::Sender<()>>,
+    cancels: mpsc::Sender<(ExecutionId, oneshot::Sender<()>)>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -108,13 +121,27 @@ impl Relay {
             watched,
             watching: false,
             remote: HashMap::new(),
+            asked: HashMap::new(),
+            asks: 0,
         };
         relay.tap_if_watched();
         let (close, closing) = mpsc::channel(1);
+        let (cancels, cancelling) = mpsc::channel(16);
         Self {
             close,
-            task: tokio::spawn(relay.run(incoming, closing)),
+            cancels,
+            task: tokio::spawn(relay.run(incoming, closing, cancelling)),
         }
+    }
+
+    /// Asks the other replicas to cancel `id`; true once one says it did (within
+    /// [`CANCEL_WAIT`]: a replica that does not run the call does not answer).
+    pub(crate) async fn cancel(&self, id: &ExecutionId) -> bool {
+        let (done, wait) = oneshot::channel();
+        if self.cancels.send((id.clone(), done)).await.is_err() {
+            return false;
+        }
+        matches!(tokio::time::timeout(CANCEL_WAIT, wait).await, Ok(Ok(())))
     }
 
     /// Sends what the relay holds, says nobody watches here any more, and stops (waiting at most
@@ -145,6 +172,9 @@ struct State {
     /// Whether this replica has said it is watched.
     watching: bool,
     remote: HashMap<String, Remote>,
+    /// Cancels asked of the other replicas and not answered yet, by question number.
+    asked: HashMap<u64, oneshot::Sender<()>>,
+    asks: u64,
 }
 
 impl State {
@@ -152,6 +182,7 @@ impl State {
         mut self,
         mut incoming: tokio::sync::broadcast::Receiver<Arc<str>>,
         mut closing: mpsc::Receiver<oneshot::Sender<()>>,
+        mut cancelling: mpsc::Receiver<(ExecutionId, oneshot::Sender<()>)>,
     ) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -167,6 +198,18 @@ impl State {
                         let _ = done.send(());
                     }
                     return;
+                }
+                Some((execution_id, done)) = cancelling.recv() => {
+                    self.asks += 1;
+                    // Questions nobody answered are dropped with their askers.
+                    self.asked.retain(|_, waiting| !waiting.is_closed());
+                    self.asked.insert(self.asks, done);
+                    self.send(&[Message::Cancel {
+                        from: self.me.clone(),
+                        ask: self.asks,
+                        execution_id,
+                    }])
+                    .await;
                 }
                 () = self.bus.watcher_arrived() => {
                     if !self.watching && self.bus.has_watchers() {
@@ -356,6 +399,29 @@ impl State {
                         kind: EventKind::Started,
                         replica: Some(from.clone()),
                     });
+                }
+            }
+            Message::Cancel {
+                from,
+                ask,
+                execution_id,
+            } if from != self.me => {
+                let found = self
+                    .pipeline
+                    .upgrade()
+                    .is_some_and(|p| p.cancel(&execution_id));
+                if found {
+                    self.send(&[Message::Cancelled {
+                        from: self.me.clone(),
+                        to: from,
+                        ask,
+                    }])
+                    .await;
+                }
+            }
+            Message::Cancelled { to, ask, .. } if to == self.me => {
+                if let Some(done) = self.asked.remove(&ask) {
+                    let _ = done.send(());
                 }
             }
             Message::Alive { from } if from != self.me => {

@@ -225,7 +225,8 @@ async fn a_watcher_on_one_replica_sees_the_others_calls_which_send_nothing_while
 }
 
 #[tokio::test]
-async fn a_watcher_that_arrives_is_shown_the_calls_already_running_on_other_replicas() {
+async fn a_watcher_that_arrives_is_shown_the_calls_already_running_on_other_replicas_and_can_cancel_them()
+ {
     let url = tw_store::testing::PgCluster::shared()
         .fresh_database()
         .await;
@@ -260,7 +261,15 @@ async fn a_watcher_that_arrives_is_shown_the_calls_already_running_on_other_repl
     .expect("B's watcher is told of A's call in flight");
     assert_eq!(started.kind, EventKind::Started);
     assert!(started.replica.is_some());
-    pending.abort();
+    // Cancel, as B's live view asks for it: A runs the call, A cancels it, B hears so.
+    assert!(b.cancel_anywhere(&id).await, "A said it cancelled the call");
+    let ended = tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .expect("the cancelled call ends")
+        .unwrap();
+    assert_eq!(ended.status, ToolStatus::Cancelled);
+    let nobody = crate::new_execution_id();
+    assert!(!b.cancel_anywhere(&nobody).await, "no replica runs it");
     a.close().await;
     b.close().await;
 }
@@ -285,6 +294,8 @@ async fn the_open_calls_of_a_replica_that_went_silent_end_as_lost() {
         watched: HashMap::new(),
         watching: true,
         remote: HashMap::new(),
+        asked: HashMap::new(),
+        asks: 0,
     };
     let started = |n: usize, kind| {
         let mut e = (*event(n, kind)).clone();

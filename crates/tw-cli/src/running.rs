@@ -1,5 +1,6 @@
 //! `toolwarden running` and `toolwarden cancel`: the calls in flight in every process on the data
-//! directory (the CLI, the desktop app, agents' servers), read from their live feeds, and a way to
+//! directory (the CLI, the desktop app, agents' servers), read from their live feeds, and on a
+//! team store on every replica (shown by its `host:pid` instead of a pid), and a way to
 //! stop one of them from another terminal. The cancelled call still gets its audit record, written
 //! by the process that ran it.
 
@@ -31,10 +32,16 @@ pub(crate) async fn running(rt: &Runtime, json_out: bool) -> anyhow::Result<u8> 
 
 fn running_table(flights: &[Flight]) -> Table {
     let mut table = Table::new(&["STARTED", "PID", "TOOL", "AGENT", "EXECUTION"]);
-    for Flight { pid, call: c } in flights {
+    for Flight {
+        pid,
+        replica,
+        call: c,
+    } in flights
+    {
         table.row(vec![
             time(c.started_at),
-            pid.to_string(),
+            // Another replica's process: its host too.
+            replica.clone().unwrap_or_else(|| pid.to_string()),
             c.tool.clone(),
             c.agent_id.clone(),
             c.execution_id.to_string(),

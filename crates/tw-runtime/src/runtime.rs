@@ -414,17 +414,48 @@ impl Runtime {
     }
 
     /// Every call in flight on the data directory: this process's and those the other processes'
-    /// live feeds report (feeds that do not answer within a few seconds are left out), oldest
-    /// first.
+    /// live feeds report (feeds that do not answer within a few seconds are left out), and on a
+    /// team store those the other replicas report within a second; oldest first.
     pub async fn running_everywhere(&self) -> Vec<Flight> {
         let own = std::process::id();
         let mut flights: Vec<Flight> = self
             .running_calls()
             .into_iter()
-            .map(|call| Flight { pid: own, call })
+            .map(|call| Flight {
+                pid: own,
+                replica: None,
+                call,
+            })
             .collect();
         for (pid, calls) in crate::live::running_elsewhere(self.data_dir()).await {
-            flights.extend(calls.into_iter().map(|call| Flight { pid, call }));
+            flights.extend(calls.into_iter().map(|call| Flight {
+                pid,
+                replica: None,
+                call,
+            }));
+        }
+        if let Some(team) = &self.inner.team {
+            // The processes on this data directory answer on both ways: listed once.
+            let known: std::collections::HashSet<ExecutionId> = flights
+                .iter()
+                .map(|f| f.call.execution_id.clone())
+                .collect();
+            for (replica, calls) in team.running_elsewhere().await {
+                let pid = replica
+                    .rsplit_once(':')
+                    .and_then(|(_, p)| p.split('.').next()?.parse().ok())
+                    .unwrap_or(0);
+                flights.extend(
+                    calls
+                        .into_iter()
+                        .filter(|c| !known.contains(&c.execution_id))
+                        .map(|call| Flight {
+                            pid,
+                            replica: Some(replica.clone()),
+                            call,
+                        }),
+                );
+            }
         }
         flights.sort_by_key(|f| f.call.started_at);
         flights

@@ -44,6 +44,8 @@ pub(crate) const LOST_AFTER: Duration = Duration::from_secs(15);
 const BATCH: usize = 512;
 /// Running calls per `running` message.
 const RUNNING_PER_MESSAGE: usize = 10;
+/// How long a roll call of the calls in flight waits for the replicas' answers.
+const ROLL_WAIT: Duration = Duration::from_secs(1);
 /// How long a cancel waits for the replica running the call to say it cancelled it.
 const CANCEL_WAIT: Duration = Duration::from_secs(3);
 /// How long closing the runtime waits for the relay to send what it holds.
@@ -65,12 +67,17 @@ enum Message {
         from: String,
         events: Vec<ExecutionEvent>,
     },
-    /// What `from` runs right now, for the watcher on `to` that just arrived.
+    /// What `from` runs right now, for the watcher on `to` that just arrived, or in answer to
+    /// `to`'s roll call `ask`.
     Running {
         from: String,
         to: String,
         running: Vec<RunningCall>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ask: Option<u64>,
     },
+    /// `from` asks every replica what it runs (question `ask`).
+    RollCall { from: String, ask: u64 },
     /// `from` forwards events and is still there.
     Alive { from: String },
     /// `from` asks whoever runs `execution_id` to cancel it; `ask` numbers the question.
@@ -87,6 +94,7 @@ enum Message {
 pub(crate) struct Relay {
     close: mpsc::Sender<oneshot::Sender<()>>,
     cancels: mpsc::Sender<(ExecutionId, oneshot::Sender<()>)>,
+    rolls: mpsc::Sender<Answers>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -122,16 +130,45 @@ impl Relay {
             watching: false,
             remote: HashMap::new(),
             asked: HashMap::new(),
+            rolls: HashMap::new(),
             asks: 0,
         };
         relay.tap_if_watched();
         let (close, closing) = mpsc::channel(1);
         let (cancels, cancelling) = mpsc::channel(16);
+        let (rolls, calling) = mpsc::channel(16);
         Self {
             close,
             cancels,
-            task: tokio::spawn(relay.run(incoming, closing, cancelling)),
+            rolls,
+            task: tokio::spawn(relay.run(incoming, closing, cancelling, calling)),
         }
+    }
+
+    /// What the other replicas run, as they answer within [`ROLL_WAIT`] (a replica running
+    /// nothing does not answer).
+    pub(crate) async fn running_elsewhere(&self) -> Vec<(String, Vec<RunningCall>)> {
+        let (answers, mut heard) = mpsc::unbounded_channel();
+        if self.rolls.send(answers).await.is_err() {
+            return Vec::new();
+        }
+        let mut out: Vec<(String, Vec<RunningCall>)> = Vec::new();
+        let deadline = tokio::time::sleep(ROLL_WAIT);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                () = &mut deadline => break,
+                answer = heard.recv() => match answer {
+                    // A replica with many calls answers in several messages.
+                    Some((replica, calls)) => match out.iter_mut().find(|(r, _)| *r == replica) {
+                        Some((_, known)) => known.extend(calls),
+                        None => out.push((replica, calls)),
+                    },
+                    None => break,
+                },
+            }
+        }
+        out
     }
 
     /// Asks the other replicas to cancel `id`; true once one says it did (within
@@ -154,6 +191,9 @@ impl Relay {
     }
 }
 
+/// Where the answers to a roll call go: each replica's name and calls in flight.
+type Answers = mpsc::UnboundedSender<(String, Vec<RunningCall>)>;
+
 /// Another replica's calls this runtime has shown as open, and when it was last heard from.
 struct Remote {
     heard: Instant,
@@ -174,6 +214,8 @@ struct State {
     remote: HashMap<String, Remote>,
     /// Cancels asked of the other replicas and not answered yet, by question number.
     asked: HashMap<u64, oneshot::Sender<()>>,
+    /// Roll calls still listening for answers, by question number.
+    rolls: HashMap<u64, Answers>,
     asks: u64,
 }
 
@@ -183,6 +225,7 @@ impl State {
         mut incoming: tokio::sync::broadcast::Receiver<Arc<str>>,
         mut closing: mpsc::Receiver<oneshot::Sender<()>>,
         mut cancelling: mpsc::Receiver<(ExecutionId, oneshot::Sender<()>)>,
+        mut calling: mpsc::Receiver<Answers>,
     ) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -208,6 +251,16 @@ impl State {
                         from: self.me.clone(),
                         ask: self.asks,
                         execution_id,
+                    }])
+                    .await;
+                }
+                Some(answers) = calling.recv() => {
+                    self.asks += 1;
+                    self.rolls.retain(|_, waiting| !waiting.is_closed());
+                    self.rolls.insert(self.asks, answers);
+                    self.send(&[Message::RollCall {
+                        from: self.me.clone(),
+                        ask: self.asks,
                     }])
                     .await;
                 }
@@ -352,7 +405,7 @@ impl State {
                 // Tapped before the snapshot, so a call starting in between is in one or both.
                 self.tap_if_watched();
                 if new {
-                    self.tell_running(from).await;
+                    self.tell_running(from, None).await;
                 }
             }
             Message::Stopped { from } => {
@@ -380,7 +433,25 @@ impl State {
                     });
                 }
             }
-            Message::Running { from, to, running } if to == self.me && from != self.me => {
+            Message::Running {
+                from,
+                to,
+                running,
+                ask: Some(ask),
+            } if to == self.me => {
+                if let Some(answers) = self.rolls.get(&ask) {
+                    let _ = answers.send((from, running));
+                }
+            }
+            Message::RollCall { from, ask } if from != self.me => {
+                self.tell_running(from, Some(ask)).await;
+            }
+            Message::Running {
+                from,
+                to,
+                running,
+                ask: None,
+            } if to == self.me && from != self.me => {
                 if !self.bus.has_watchers() {
                     return;
                 }
@@ -445,8 +516,9 @@ impl State {
         remote
     }
 
-    /// Tells a watcher that just arrived what this process is running.
-    async fn tell_running(&self, to: String) {
+    /// Tells a watcher that just arrived (or, with `ask`, a roll call) what this process is
+    /// running.
+    async fn tell_running(&self, to: String, ask: Option<u64>) {
         let Some(pipeline) = self.pipeline.upgrade() else {
             return;
         };
@@ -458,6 +530,7 @@ impl State {
                 from: self.me.clone(),
                 to: to.clone(),
                 running: calls.to_vec(),
+                ask,
             })
             .collect();
         self.send(&messages).await;

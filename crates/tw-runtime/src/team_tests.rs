@@ -261,6 +261,15 @@ async fn a_watcher_that_arrives_is_shown_the_calls_already_running_on_other_repl
     .expect("B's watcher is told of A's call in flight");
     assert_eq!(started.kind, EventKind::Started);
     assert!(started.replica.is_some());
+    // `toolwarden running` on B lists A's call, marked with A.
+    let listed = b.running_everywhere().await;
+    assert_eq!(
+        listed
+            .iter()
+            .map(|f| (f.call.execution_id.clone(), f.replica.clone()))
+            .collect::<Vec<_>>(),
+        vec![(id.clone(), started.replica.clone())]
+    );
     // Cancel, as B's live view asks for it: A runs the call, A cancels it, B hears so.
     assert!(b.cancel_anywhere(&id).await, "A said it cancelled the call");
     let ended = tokio::time::timeout(Duration::from_secs(10), pending)
@@ -295,6 +304,7 @@ async fn the_open_calls_of_a_replica_that_went_silent_end_as_lost() {
         watching: true,
         remote: HashMap::new(),
         asked: HashMap::new(),
+        rolls: HashMap::new(),
         asks: 0,
     };
     let started = |n: usize, kind| {

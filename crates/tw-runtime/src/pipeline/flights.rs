@@ -25,11 +25,16 @@ pub struct RunningCall {
     pub started_at: i64,
 }
 
-/// A call in flight somewhere on the data directory, with the process running it.
+/// A call in flight somewhere on the data directory (or the team store), with the process
+/// running it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Flight {
-    /// The process running the call.
+    /// The process running the call (on its replica's host, for another replica's).
     pub pid: u32,
+    /// The team-store replica running the call (`host:pid`), when it is not a process on this
+    /// data directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
     /// The call.
     #[serde(flatten)]
     pub call: RunningCall,

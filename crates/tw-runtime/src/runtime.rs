@@ -659,4 +659,4 @@ mod search_tests;
 #[cfg(test)]
 mod switch_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,15 +1,13 @@
 //! The team relay: events packed into NOTIFY-sized messages, and two runtimes on one throwaway
 //! PostgreSQL database (`tw_store::testing`) showing each other's calls only while watched.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
 use tw_core::ToolStatus;
 
 use super::*;
-use crate::config::Config;
-use crate::runtime::{Runtime, RuntimeOptions};
+use crate::runtime::tests::{Fixture, fixture};
 
 fn event(n: usize, kind: EventKind) -> Arc<ExecutionEvent> {
     Arc::new(ExecutionEvent {
@@ -94,25 +92,11 @@ fn events_go_in_as_few_messages_as_fit_in_order_and_long_text_is_cut_to_fit() {
     assert_eq!(back[2].kind, EventKind::Started);
 }
 
-async fn team_runtime(url: &str, policy: &str) -> (tempfile::TempDir, Runtime) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let config = Config::parse(
-        &format!("{policy}[store]\nurl = \"{url}\"\n"),
-        Path::new("/etc/tw/config.toml"),
-        None,
-    )
-    .unwrap();
-    let rt = Runtime::open(RuntimeOptions::new(
-        dir.path().join("data"),
-        vec![ws],
-        config,
-    ))
-    .await
-    .unwrap();
-    assert!(rt.is_team_store());
-    (dir, rt)
+/// A runtime on a data directory of its own, on the team store at `url`.
+async fn team_runtime(url: &str, policy: &str) -> Fixture {
+    let f = fixture(&format!("{policy}[store]\nurl = \"{url}\"\n"), "").await;
+    assert!(f.rt.is_team_store());
+    f
 }
 
 /// Waits up to 10 s for `ready`.
@@ -151,8 +135,8 @@ async fn a_watcher_on_one_replica_sees_the_others_calls_which_send_nothing_while
     let url = tw_store::testing::PgCluster::shared()
         .fresh_database()
         .await;
-    let (_a_dir, a) = team_runtime(&url, "").await;
-    let (_b_dir, b) = team_runtime(&url, "").await;
+    let (fa, fb) = (team_runtime(&url, "").await, team_runtime(&url, "").await);
+    let (a, b) = (&fa.rt, &fb.rt);
     let caller = tw_core::Caller::agent("t");
 
     // Nobody watches: A's relay does not even listen to A's bus.
@@ -232,8 +216,8 @@ async fn a_watcher_that_arrives_is_shown_the_calls_already_running_on_other_repl
         .await;
     // A's call waits for a person's approval while B's watcher arrives.
     let asks = "[policy]\nallow = [\"echo\"]\n[policy.modes.normal]\nask = [\"echo\"]\n";
-    let (_a_dir, a) = team_runtime(&url, asks).await;
-    let (_b_dir, b) = team_runtime(&url, "").await;
+    let (fa, fb) = (team_runtime(&url, asks).await, team_runtime(&url, "").await);
+    let (a, b) = (&fa.rt, &fb.rt);
     let call = a.call("echo", json!({}), tw_core::Caller::agent("t"));
     let id = call.execution_id.clone();
     let pending = {

@@ -17,13 +17,13 @@ use crate::events::Received;
 use crate::{EventKind, ExecutionEvent};
 use tw_core::Decision;
 
-pub(super) struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
-    pub(super) rt: Runtime,
+    pub(crate) rt: Runtime,
 }
 
 /// A runtime on a fresh data directory and workspace, with `config` (TOML) and custom tools.
-pub(super) async fn fixture(config: &str, custom_tools: &str) -> Fixture {
+pub(crate) async fn fixture(config: &str, custom_tools: &str) -> Fixture {
     recorder();
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");

@@ -110,14 +110,21 @@ fn verify_archive(file: &Path, as_json: bool) -> anyhow::Result<u8> {
     }
     let h = &report.header;
     outln!(
-        "archive {}: records {} to {} ({}), started before {}, signed by key {}",
+        "archive {}: {}, started before {}, signed by key {}",
         file.display(),
-        h.first_id,
-        h.last_id,
-        h.records,
+        span(h),
         time(h.before),
         h.public_key.get(..16).unwrap_or(&h.public_key)
     )?;
+    for c in &h.chains {
+        outln!(
+            "  chain {}: records {} to {} ({})",
+            c.chain,
+            c.first_seq,
+            c.last_seq,
+            c.records
+        )?;
+    }
     if report.ok {
         outln!(
             "ok: the signature, every record's link and output, the count and the last hash verify"
@@ -135,10 +142,8 @@ async fn archive(rt: &Runtime, before: &str, output: &Path) -> anyhow::Result<u8
     let before = parse_time(before)?;
     match rt.store().archive(before, output).await? {
         Some(s) => outln!(
-            "archived records {} to {} ({}) into {} and removed {} from the log",
-            s.header.first_id,
-            s.header.last_id,
-            s.header.records,
+            "archived {} into {} and removed {} from the log",
+            span(&s.header),
             s.path.display(),
             s.removed
         )?,
@@ -148,6 +153,22 @@ async fn archive(rt: &Runtime, before: &str, output: &Path) -> anyhow::Result<u8
         ),
     }
     Ok(0)
+}
+
+/// What an archive holds, in a few words: SQLite's records by id, or a team store's by chain.
+fn span(h: &tw_store::ArchiveHeader) -> String {
+    if h.chains.is_empty() {
+        format!("records {} to {} ({})", h.first_id, h.last_id, h.records)
+    } else {
+        format!(
+            "{} records of {} chain{} (ids {} to {})",
+            h.records,
+            h.chains.len(),
+            if h.chains.len() == 1 { "" } else { "s" },
+            h.first_id,
+            h.last_id
+        )
+    }
 }
 
 async fn checkpoint(rt: &Runtime) -> anyhow::Result<u8> {

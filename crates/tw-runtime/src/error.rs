@@ -258,7 +258,6 @@ pub fn store_kind(e: &StoreError) -> ErrorKind {
         | StoreError::Database(_)
         | StoreError::Unreachable { .. }
         | StoreError::Export(_) => ErrorKind::Unavailable,
-        StoreError::Unsupported(_) => ErrorKind::Invalid,
         StoreError::Sqlx(_) if e.is_busy() => ErrorKind::Unavailable,
         StoreError::Sqlx(_) | StoreError::Corrupt { .. } => ErrorKind::Internal,
     }

@@ -5,11 +5,13 @@
 //!
 //! An archive is JSON lines. The first is the header: the ids it holds, the link before its first
 //! record, its last record's hash, how many records, when and up to when, signed with the store's
-//! key like a checkpoint (what is signed: `toolwarden archive v1\n`, then `created_at`, `before`,
-//! `first_id`, `last_id`, each 8 bytes big-endian, the 32-byte `prev` and `last_hash`, and
-//! `records`, 8 bytes big-endian). Every other line is one record as stored: `id`, `prev` and
-//! `hash` (hex), and every column under its name, text as text (the JSON columns as the stored
-//! JSON text, so the link is recomputed from exactly the bytes it covered), integers as numbers.
+//! key like a checkpoint (what is signed: see `message`). Every other line is one record as
+//! stored: `id`, `prev` and `hash` (hex), and every column under its name, text as text (the JSON
+//! columns as the stored JSON text, so the link is recomputed from exactly the bytes it covered),
+//! integers as numbers. That is format 1, SQLite's one chain by id. A team store's archive
+//! (format 2, written by `pg_archive`) holds a run of each writer's chain: its header names each
+//! chain's first and last seq, the link before the first and the last hash, and its records carry
+//! `chain` and `seq` too, chain by chain in the header's order.
 //! `audit verify --archive FILE` checks one on its own; `audit verify` of the store checks that
 //! the log goes on where its newest archive ends.
 
@@ -28,36 +30,93 @@ use crate::error::{Result, StoreError};
 /// An archive's first line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArchiveHeader {
-    /// The format (1).
+    /// The format: 1 for SQLite's one chain, 2 for a team store's chains.
     pub toolwarden_archive: u32,
     /// When it was written (µs since the epoch).
     pub created_at: i64,
     /// It holds the records that started before this time (µs since the epoch).
     pub before: i64,
-    /// Its first record's id.
+    /// Its first record's id (format 2: the lowest).
     pub first_id: i64,
-    /// Its last record's id.
+    /// Its last record's id (format 2: the highest).
     pub last_id: i64,
-    /// The link before its first record (hex): the hash of the record before, or the genesis.
+    /// Format 1: the link before its first record (hex): the hash of the record before, or the
+    /// genesis. Empty in format 2, where each chain has its own.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub prev: String,
-    /// Its last record's hash (hex): where the log goes on.
+    /// Format 1: its last record's hash (hex): where the log goes on. Empty in format 2.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_hash: String,
     /// How many records it holds.
     pub records: u64,
+    /// Format 2: the part of each writer's chain it holds, by chain name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chains: Vec<ArchivedChain>,
     /// The key that signed it (hex).
     pub public_key: String,
     /// The signature (hex).
     pub signature: String,
 }
 
-fn message(h: &ArchiveHeader, prev: &[u8; 32], last: &[u8; 32]) -> Vec<u8> {
-    let mut m = b"toolwarden archive v1\n".to_vec();
+/// The part of one team-store chain an archive holds: its records `first_seq` to `last_seq`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchivedChain {
+    /// The chain's name.
+    pub chain: String,
+    /// Its first record held (1 for the chain's start).
+    pub first_seq: i64,
+    /// Its last record held: the chain goes on after it.
+    pub last_seq: i64,
+    /// The link before `first_seq` (hex).
+    pub prev: String,
+    /// The hash of `last_seq` (hex).
+    pub last_hash: String,
+    /// How many records (`last_seq - first_seq + 1`).
+    pub records: u64,
+}
+
+/// A run of linked records an archive holds: SQLite's log by id (`chain` `None`), or one team
+/// chain by seq.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub(crate) chain: Option<String>,
+    pub(crate) first: i64,
+    pub(crate) last: i64,
+    pub(crate) prev: [u8; 32],
+    pub(crate) last_hash: [u8; 32],
+}
+
+/// What is signed. Format 1: `toolwarden archive v1\n`, then `created_at`, `before`,
+/// `first_id`, `last_id`, each 8 bytes big-endian, the 32-byte `prev` and `last_hash`, and
+/// `records`, 8 bytes big-endian. Format 2: `toolwarden archive v2\n`, the same four numbers
+/// and `records`, the number of chains, then for each chain its name's length and bytes,
+/// `first_seq`, `last_seq` and `records` (8 bytes big-endian each) and its 32-byte `prev` and
+/// `last_hash`.
+fn message(h: &ArchiveHeader, segments: &[Segment]) -> Vec<u8> {
+    let mut m = format!("toolwarden archive v{}\n", h.toolwarden_archive).into_bytes();
     for n in [h.created_at, h.before, h.first_id, h.last_id] {
         m.extend_from_slice(&n.to_be_bytes());
     }
-    m.extend_from_slice(prev);
-    m.extend_from_slice(last);
+    if h.toolwarden_archive == 1 {
+        if let Some(s) = segments.first() {
+            m.extend_from_slice(&s.prev);
+            m.extend_from_slice(&s.last_hash);
+        }
+        m.extend_from_slice(&h.records.to_be_bytes());
+        return m;
+    }
     m.extend_from_slice(&h.records.to_be_bytes());
+    m.extend_from_slice(&(segments.len() as u64).to_be_bytes());
+    for s in segments {
+        let name = s.chain.as_deref().unwrap_or_default().as_bytes();
+        m.extend_from_slice(&(name.len() as u64).to_be_bytes());
+        m.extend_from_slice(name);
+        for n in [s.first, s.last, s.last - s.first + 1] {
+            m.extend_from_slice(&n.to_be_bytes());
+        }
+        m.extend_from_slice(&s.prev);
+        m.extend_from_slice(&s.last_hash);
+    }
     m
 }
 
@@ -66,17 +125,64 @@ fn hash_of(name: &str, text: &str) -> std::result::Result<[u8; 32], String> {
 }
 
 impl ArchiveHeader {
-    /// Checks the signature with the header's own key; returns `prev` and `last_hash`.
-    pub(crate) fn check(&self) -> std::result::Result<([u8; 32], [u8; 32]), String> {
-        if self.toolwarden_archive != 1 {
-            return Err(format!(
-                "unknown archive format {}",
-                self.toolwarden_archive
-            ));
+    /// The runs of records it says it holds, read without checking the signature.
+    pub(crate) fn segments(&self) -> std::result::Result<Vec<Segment>, String> {
+        match self.toolwarden_archive {
+            1 => Ok(vec![Segment {
+                chain: None,
+                first: self.first_id,
+                last: self.last_id,
+                prev: hash_of("prev", &self.prev)?,
+                last_hash: hash_of("last_hash", &self.last_hash)?,
+            }]),
+            2 => {
+                let mut total = 0u64;
+                let mut out: Vec<Segment> = Vec::with_capacity(self.chains.len());
+                for c in &self.chains {
+                    let what = format!("chain {}", c.chain);
+                    if c.first_seq < 1 || c.last_seq < c.first_seq {
+                        return Err(format!(
+                            "{what}: records {} to {} is not a range",
+                            c.first_seq, c.last_seq
+                        ));
+                    }
+                    if c.records != crate::codec::count(c.last_seq - c.first_seq + 1) {
+                        return Err(format!(
+                            "{what}: {} records do not fill {} to {}",
+                            c.records, c.first_seq, c.last_seq
+                        ));
+                    }
+                    if out
+                        .last()
+                        .is_some_and(|s| s.chain.as_deref() >= Some(&c.chain))
+                    {
+                        return Err(format!("{what}: the chains are not in order by name"));
+                    }
+                    total += c.records;
+                    out.push(Segment {
+                        chain: Some(c.chain.clone()),
+                        first: c.first_seq,
+                        last: c.last_seq,
+                        prev: hash_of(&format!("{what}: prev"), &c.prev)?,
+                        last_hash: hash_of(&format!("{what}: last_hash"), &c.last_hash)?,
+                    });
+                }
+                if out.is_empty() || total != self.records {
+                    return Err(format!(
+                        "its chains hold {total} records, not the {} it says",
+                        self.records
+                    ));
+                }
+                Ok(out)
+            }
+            n => Err(format!("unknown archive format {n}")),
         }
-        let prev = hash_of("prev", &self.prev)?;
-        let last = hash_of("last_hash", &self.last_hash)?;
-        let signed = message(self, &prev, &last);
+    }
+
+    /// Checks the signature with the header's own key; returns the runs of records it holds.
+    pub(crate) fn check(&self) -> std::result::Result<Vec<Segment>, String> {
+        let segments = self.segments()?;
+        let signed = message(self, &segments);
         crate::checkpoint::verify_signature(&self.public_key, &self.signature, &signed).map_err(
             |fault| match fault {
                 CheckpointFault::Malformed(why) => why,
@@ -85,7 +191,15 @@ impl ArchiveHeader {
                 }
             },
         )?;
-        Ok((prev, last))
+        Ok(segments)
+    }
+
+    /// Signs the header (format 2: its `chains`) with `key`.
+    pub(crate) fn sign(&mut self, key: &SigningKey) -> std::result::Result<(), String> {
+        let segments = self.segments()?;
+        self.public_key = key.public_hex();
+        self.signature = hex(&key.sign_bytes(&message(self, &segments)));
+        Ok(())
     }
 }
 
@@ -102,9 +216,14 @@ pub struct ArchiveReport {
     pub problems: Vec<String>,
 }
 
-/// The columns of an archived record, in the order they are read and written.
-fn columns() -> Vec<&'static str> {
-    let mut c = vec!["id", "prev", "hash"];
+/// The columns of an archived record, in the order they are read and written: a team store's
+/// (format 2) carry their chain and place in it.
+pub(crate) fn columns(team: bool) -> Vec<&'static str> {
+    let mut c = if team {
+        vec!["id", "chain", "seq", "prev", "hash"]
+    } else {
+        vec!["id", "prev", "hash"]
+    };
     c.extend(AUDIT_COLUMNS.split(',').map(str::trim));
     c.push("output");
     c
@@ -181,10 +300,14 @@ pub(crate) fn write(
         prev: hex(&prev),
         last_hash: hex(&last),
         records: crate::codec::count(records),
-        public_key: key.public_hex(),
+        chains: Vec::new(),
+        public_key: String::new(),
         signature: String::new(),
     };
-    header.signature = hex(&key.sign_bytes(&message(&header, &prev, &last)));
+    header.sign(key).map_err(|message| StoreError::Corrupt {
+        what: "audit archive".to_owned(),
+        message,
+    })?;
     let io = |source| StoreError::Io {
         path: out.to_owned(),
         source,
@@ -197,7 +320,7 @@ pub(crate) fn write(
         .map_err(io)?;
     let mut w = BufWriter::new(file);
     json_line(&mut w, &header).map_err(io)?;
-    let names = columns();
+    let names = columns(false);
     let mut stmt = conn
         .prepare(&format!(
             "SELECT {} FROM audit_log WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
@@ -226,14 +349,14 @@ pub(crate) fn write(
 }
 
 /// `v` as one JSON line.
-fn json_line(w: &mut impl std::io::Write, v: &impl Serialize) -> std::io::Result<()> {
+pub(crate) fn json_line(w: &mut impl std::io::Write, v: &impl Serialize) -> std::io::Result<()> {
     serde_json::to_writer(&mut *w, v)?;
     w.write_all(b"\n")
 }
 
 /// Reads an archive back and checks it on its own: the header's signature, every record's link
-/// from the header's `prev` on, every output against its digest, ids without gaps, and the
-/// header's last hash and count.
+/// from its run's `prev` on (SQLite's log by id, or each team chain by seq), every output against
+/// its digest, places without gaps, and each run's last hash and the header's count.
 pub fn verify_file(path: &Path) -> Result<ArchiveReport> {
     let io = |source| StoreError::Io {
         path: path.to_owned(),
@@ -247,15 +370,19 @@ pub fn verify_file(path: &Path) -> Result<ArchiveReport> {
         message: format!("not an audit archive's header: {e}"),
     })?;
     let mut problems = Vec::new();
-    let (mut expected, last) = match header.check() {
-        Ok(links) => links,
+    let segments = match header.check() {
+        Ok(segments) => segments,
         Err(why) => {
             problems.push(format!("header: {why}"));
-            ([0; 32], [0; 32])
+            // The records are still checked against what the header says, if it says it.
+            header.segments().unwrap_or_default()
         }
     };
-    let names = columns();
-    let (mut records, mut next_id) = (0u64, header.first_id);
+    let team = header.toolwarden_archive == 2;
+    let names = columns(team);
+    let hashed = &names[if team { 5 } else { 3 }..names.len() - 1];
+    let mut walk = Walk::new(&segments);
+    let mut records = 0u64;
     for (n, line) in lines.enumerate() {
         let line_no = n + 2;
         let line = line.map_err(io)?;
@@ -268,12 +395,14 @@ pub fn verify_file(path: &Path) -> Result<ArchiveReport> {
         };
         records += 1;
         let id = row.get("id").and_then(Value::as_i64).unwrap_or(-1);
-        if id != next_id {
-            problems.push(format!(
-                "line {line_no}: record {id} where {next_id} should be"
-            ));
-        }
-        next_id = id + 1;
+        let (chain, place) = if team {
+            (
+                row.get("chain").and_then(Value::as_str),
+                row.get("seq").and_then(Value::as_i64).unwrap_or(-1),
+            )
+        } else {
+            (None, id)
+        };
         let link_of = |name| {
             row.get(name)
                 .and_then(Value::as_str)
@@ -283,20 +412,19 @@ pub fn verify_file(path: &Path) -> Result<ArchiveReport> {
             problems.push(format!("record {id}: no chain link"));
             continue;
         };
-        let fields = names[3..names.len() - 1]
-            .iter()
-            .map(|name| match row.get(*name) {
-                Some(Value::String(s)) => Field::Text(s),
-                Some(Value::Number(n)) => n.as_i64().map_or(Field::Null, Field::Int),
-                _ => Field::Null,
-            });
-        if chain::link(Log::Audit, &prev, fields) != hash {
-            problems.push(format!(
-                "record {id} was edited: its content no longer matches its hash"
-            ));
-        } else if prev != expected {
-            problems.push(format!("record {id} does not link to the record before it"));
-        }
+        let fields = hashed.iter().map(|name| match row.get(*name) {
+            Some(Value::String(s)) => Field::Text(s),
+            Some(Value::Number(n)) => n.as_i64().map_or(Field::Null, Field::Int),
+            _ => Field::Null,
+        });
+        let linked = chain::link(Log::Audit, &prev, fields) == hash;
+        walk.record(
+            line_no,
+            id,
+            (chain, place),
+            (prev, hash, linked),
+            &mut problems,
+        );
         let output = row.get("output").and_then(Value::as_str);
         let digest = row.get("output_sha256").and_then(Value::as_str);
         if !crate::verify::output_matches_text(output, digest) {
@@ -304,16 +432,14 @@ pub fn verify_file(path: &Path) -> Result<ArchiveReport> {
                 "record {id} was edited: its output no longer matches its digest"
             ));
         }
-        expected = hash;
     }
+    walk.finish(&mut problems);
+    walk.missing(&mut problems);
     if records != header.records {
         problems.push(format!(
             "the header says {} records; the file holds {records}",
             header.records
         ));
-    }
-    if expected != last {
-        problems.push("the last record is not the one the header signed".to_owned());
     }
     Ok(ArchiveReport {
         path: path.to_owned(),
@@ -321,6 +447,111 @@ pub fn verify_file(path: &Path) -> Result<ArchiveReport> {
         header,
         problems,
     })
+}
+
+/// The records of an archive walked against the runs its header names, in order.
+struct Walk<'a> {
+    segments: &'a [Segment],
+    /// The run being walked, the place and link its next record should have.
+    at: Option<(usize, i64, [u8; 32])>,
+    /// The next run that may start.
+    next: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn new(segments: &'a [Segment]) -> Self {
+        Self {
+            segments,
+            at: None,
+            next: 0,
+        }
+    }
+
+    /// One record at `place` in `chain`: its links, and whether its content matches its hash.
+    fn record(
+        &mut self,
+        line_no: usize,
+        id: i64,
+        (chain, place): (Option<&str>, i64),
+        (prev, hash, linked): ([u8; 32], [u8; 32], bool),
+        problems: &mut Vec<String>,
+    ) {
+        let of = |c: Option<&str>| c.map(|c| format!(" of chain {c}")).unwrap_or_default();
+        let same = self
+            .at
+            .is_some_and(|(i, _, _)| self.segments[i].chain.as_deref() == chain);
+        if !same {
+            self.finish(problems);
+            match self.segments[self.next..]
+                .iter()
+                .position(|s| s.chain.as_deref() == chain)
+            {
+                Some(k) => {
+                    let i = self.next + k;
+                    for s in &self.segments[self.next..i] {
+                        problems.push(format!("records{} are missing", of(s.chain.as_deref())));
+                    }
+                    self.at = Some((i, self.segments[i].first, self.segments[i].prev));
+                    self.next = i + 1;
+                }
+                None => {
+                    problems.push(format!(
+                        "line {line_no}: record {id}{} is not in a run the header names, or out \
+                         of order",
+                        of(chain)
+                    ));
+                    return;
+                }
+            }
+        }
+        let Some((i, expected_place, expected)) = self.at.as_mut() else {
+            return;
+        };
+        let what = format!("record {id}{}", of(self.segments[*i].chain.as_deref()));
+        if place != *expected_place {
+            problems.push(format!(
+                "line {line_no}: {what} is at {place} where {expected_place} should be"
+            ));
+        }
+        *expected_place = place + 1;
+        if !linked {
+            problems.push(format!(
+                "{what} was edited: its content no longer matches its hash"
+            ));
+        } else if prev != *expected {
+            problems.push(format!("{what} does not link to the record before it"));
+        }
+        *expected = hash;
+    }
+
+    /// Closes the run being walked (and, at the end, says which runs had no records).
+    fn finish(&mut self, problems: &mut Vec<String>) {
+        if let Some((i, next_place, hash)) = self.at.take() {
+            let s = &self.segments[i];
+            let of = s
+                .chain
+                .as_deref()
+                .map(|c| format!(" of chain {c}"))
+                .unwrap_or_default();
+            if next_place != s.last + 1 || hash != s.last_hash {
+                problems.push(format!(
+                    "the last record{of} is not the one the header signed ({})",
+                    s.last
+                ));
+            }
+        }
+    }
+
+    fn missing(&self, problems: &mut Vec<String>) {
+        for s in &self.segments[self.next..] {
+            let of = s
+                .chain
+                .as_deref()
+                .map(|c| format!(" of chain {c}"))
+                .unwrap_or_default();
+            problems.push(format!("records{of} are missing"));
+        }
+    }
 }
 
 /// What `Store::archive` did.
@@ -334,9 +565,81 @@ pub struct ArchiveSummary {
     pub removed: u64,
 }
 
+/// One pass of `[audit] keep_days`: archives what is older than `days` into
+/// `dir/audit-<now>.jsonl` through `archive`, and says what happened in the log.
+pub(crate) async fn keep_days_pass(
+    days: u32,
+    dir: &Path,
+    archive: impl AsyncFnOnce(i64, &Path) -> Result<Option<ArchiveSummary>>,
+) {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        tracing::warn!(error = %e, dir = %dir.display(), "audit retention: no archive directory");
+        return;
+    }
+    let now = crate::checkpoint::now_us();
+    let before = now - i64::from(days) * 86_400_000_000;
+    match archive(before, &dir.join(format!("audit-{now}.jsonl"))).await {
+        Ok(Some(s)) => {
+            tracing::info!(file = %s.path.display(), records = s.header.records, removed = s.removed, "audit records past keep_days archived")
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "audit retention: nothing was archived or removed"),
+    }
+}
+
 /// Records removed per transaction: each holds the write lock for a few milliseconds, so calls
 /// go on between them.
 const REMOVE_BATCH: i64 = 2000;
+
+/// Where an archive for `out` is written before it is verified: `out` must not exist; a partial
+/// file left by an archive cut short is removed.
+pub(crate) fn partial_for(out: &Path) -> Result<PathBuf> {
+    if out.exists() {
+        return Err(StoreError::Io {
+            path: out.to_owned(),
+            source: std::io::ErrorKind::AlreadyExists.into(),
+        });
+    }
+    let partial = crate::beside(out, ".partial");
+    let _ = std::fs::remove_file(&partial);
+    Ok(partial)
+}
+
+/// Reads a written archive back from the disk and checks it on its own; only if it verifies is
+/// it moved to `out` (and the move made durable). Removes it otherwise: nothing may be removed
+/// from the log then.
+pub(crate) async fn seal(partial: &Path, out: &Path) -> Result<ArchiveReport> {
+    let io = |path: &Path, source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let part = partial.to_owned();
+    let report = tokio::task::spawn_blocking(move || verify_file(&part))
+        .await
+        .map_err(|e| StoreError::Database(format!("the archive's check stopped: {e}")))
+        .and_then(|r| r);
+    let report = match report {
+        Ok(report) if report.ok => report,
+        Ok(report) => {
+            let _ = std::fs::remove_file(partial);
+            return Err(StoreError::WriteFailed(format!(
+                "the archive did not verify after writing ({}); nothing was removed",
+                report.problems.join("; ")
+            )));
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(partial);
+            return Err(e);
+        }
+    };
+    std::fs::rename(partial, out).map_err(|e| io(out, e))?;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io(dir, e))?;
+    }
+    Ok(report)
+}
 
 /// Archives the records that started before `before` into `out` (which must not exist), verifies
 /// the file, records it, then removes its records from the log. `None` if there is nothing to
@@ -347,47 +650,24 @@ pub(crate) async fn run(
     before: i64,
     out: &Path,
 ) -> Result<Option<ArchiveSummary>> {
-    let io = |path: &Path, source| StoreError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    if out.exists() {
-        return Err(io(out, std::io::ErrorKind::AlreadyExists.into()));
-    }
+    let partial = partial_for(out)?;
     writer.settle().await?;
-    let partial = crate::beside(out, ".partial");
-    let _ = std::fs::remove_file(&partial);
     let key = SigningKey::read_or_create(&crate::checkpoint::key_path(db))?;
     let (db_owned, part) = (db.to_owned(), partial.clone());
     let created_at = crate::checkpoint::now_us();
-    let written = tokio::task::spawn_blocking(move || {
-        let header = write(&db_owned, &key, created_at, before, &part)?;
-        // Read back from the disk and checked on its own before anything is removed.
-        header.map(|_| verify_file(&part)).transpose()
-    })
-    .await
-    .map_err(|e| StoreError::Database(format!("the archiver stopped: {e}")))?;
+    let written =
+        tokio::task::spawn_blocking(move || write(&db_owned, &key, created_at, before, &part))
+            .await
+            .map_err(|e| StoreError::Database(format!("the archiver stopped: {e}")))
+            .and_then(|r| r);
     let report = match written {
-        Ok(Some(report)) => report,
+        Ok(Some(_)) => seal(&partial, out).await?,
         Ok(None) => return Ok(None),
         Err(e) => {
             let _ = std::fs::remove_file(&partial);
             return Err(e);
         }
     };
-    if !report.ok {
-        let _ = std::fs::remove_file(&partial);
-        return Err(StoreError::WriteFailed(format!(
-            "the archive did not verify after writing ({}); nothing was removed",
-            report.problems.join("; ")
-        )));
-    }
-    std::fs::rename(&partial, out).map_err(|e| io(out, e))?;
-    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io(dir, e))?;
-    }
     let h = &report.header;
     let blob = |text: &str| unhex(text).unwrap_or_default();
     writer
@@ -488,6 +768,7 @@ pub(crate) fn recorded(
                 prev: blob(4)?,
                 last_hash: blob(5)?,
                 records: crate::codec::count(r.get(6)?),
+                chains: Vec::new(),
                 public_key: blob(7)?,
                 signature: blob(8)?,
             },

@@ -356,18 +356,6 @@ async fn a_team_store_over_tls_checks_the_servers_certificate_and_refuses_one_it
 }
 
 #[tokio::test]
-async fn a_team_store_refuses_a_retention_it_cannot_keep_rather_than_ignore_it() {
-    let place = Place::new(Backend::Postgres).await;
-    let mut options = place.options();
-    options.keep_days = Some(30);
-    let err = Store::open(options).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "[audit] keep_days is not available on a PostgreSQL team store in this build"
-    );
-}
-
-#[tokio::test]
 async fn a_team_store_nobody_answers_for_says_why_not_only_that_it_waited() {
     let dir = tempfile::tempdir().unwrap();
     let mut options = StoreOptions::new(dir.path().join("tw.db"));

@@ -97,9 +97,6 @@ pub enum StoreError {
         /// What the driver said.
         cause: String,
     },
-    /// Something this build does only on the embedded (SQLite) store.
-    #[error("{0} is not available on a PostgreSQL team store in this build")]
-    Unsupported(&'static str),
     /// Writing an export failed.
     #[error("cannot write the export: {0}")]
     Export(std::io::Error),

@@ -26,6 +26,7 @@ mod migrate;
 mod options;
 mod pg;
 mod pg_append;
+mod pg_archive;
 mod pg_chain;
 mod pg_live;
 mod pg_verify;
@@ -143,20 +144,14 @@ impl Store {
                 let store = Arc::new(pg::PgStore::open(url, &options).await?);
                 pg::PgStore::start_checkpointing(&store);
                 pg::PgStore::start_probing(&store);
+                if let Some(days) = options.keep_days {
+                    pg_archive::start_retention(&store, days, options.archive_dir.clone());
+                }
                 Db::Pg(store)
             }
             None => Db::Sqlite(Inner::open(options).await?),
         };
         Ok(Self { db, path })
-    }
-
-    /// The SQLite store, or what `what` needs on a team store that this build does only on
-    /// SQLite.
-    fn lite(&self, what: &'static str) -> Result<&Arc<Inner>> {
-        match &self.db {
-            Db::Sqlite(inner) => Ok(inner),
-            Db::Pg(_) => Err(StoreError::Unsupported(what)),
-        }
     }
 
     /// The SQLite store's parts, for tests that reach into them.
@@ -208,7 +203,10 @@ impl Store {
     /// `out`, which must not exist; reads the file back and verifies it; records it; and only
     /// then removes those records from the log. `None` if no record is that old.
     pub async fn archive(&self, before: i64, out: &Path) -> Result<Option<ArchiveSummary>> {
-        self.lite("archiving")?.archive(before, out).await
+        match &self.db {
+            Db::Sqlite(inner) => inner.archive(before, out).await,
+            Db::Pg(p) => p.archive(before, out).await,
+        }
     }
 
     /// What `toolwarden store doctor` reports: where the store is, whether it answers and how
@@ -714,6 +712,8 @@ mod capabilities_tests;
 mod changes_tests;
 #[cfg(test)]
 mod migrate_tests;
+#[cfg(test)]
+mod pg_archive_tests;
 #[cfg(test)]
 mod pg_verify_tests;
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //!
 //! The audit log keeps its ids, hashes and links: it becomes one chain of the team store
 //! (`seq` = id), named after the file it came from; the admin log keeps its single chain. The
+//! source's archives are recorded as that chain's, so it starts where they end. The
 //! source's signing key is recorded as a writer's key, so the checkpoints it signed still count;
 //! the target signs a checkpoint of its own over the copy.
 
@@ -255,18 +256,6 @@ pub async fn to_team_store(from: &Path, to: &str, local: &Path) -> Result<Migrat
         crate::Db::Sqlite(inner) => inner.settled().await?.clone(),
         crate::Db::Pg(_) => unreachable!("opened from a file"),
     };
-    let archived: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_archives")
-        .fetch_one(&pool)
-        .await?;
-    if archived > 0 {
-        source.close().await;
-        return Err(StoreError::Invalid {
-            what: format!("source {}", from.display()),
-            message: "some of its records are in archives; a team store's chains start at their \
-                      first record, so migrate a store whose log is whole"
-                .to_owned(),
-        });
-    }
     let mut options = StoreOptions::new(local);
     options.url = Some(to.to_owned());
     let target = Store::open(options).await?;
@@ -353,7 +342,9 @@ async fn copy(
         }
         copied.push(((*table).to_owned(), n));
     }
-    // The references between confirmations and grants, and the ids' sequences past the copy.
+    copy_archives(from, to, &chain).await?;
+    // The references between confirmations and grants, and the ids' sequences past the copy
+    // (and past the archived records: an id is never given twice).
     let links: Vec<(String, String)> =
         sqlx::query_as("SELECT id, grant_id FROM confirmations WHERE grant_id IS NOT NULL")
             .fetch_all(from)
@@ -365,15 +356,63 @@ async fn copy(
             .execute(&mut *to)
             .await?;
     }
-    for table in ["audit_log", "api_tokens"] {
+    for (table, past) in [
+        ("audit_log", "(SELECT MAX(last_id) FROM audit_archives)"),
+        ("api_tokens", "1"),
+    ] {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT setval(pg_get_serial_sequence('{table}', 'id'), \
-             GREATEST((SELECT MAX(id) FROM {table}), 1))"
+             GREATEST((SELECT MAX(id) FROM {table}), {past}, 1))"
         )))
         .execute(&mut *to)
         .await?;
     }
     Ok(copied)
+}
+
+/// Records the source's archives (format 1, signed by its key) as archives of the chain its log
+/// became, so the copy's chain starts where they end and `audit verify` checks them; the files
+/// stay where they are, on this host.
+async fn copy_archives(from: &SqlitePool, to: &mut PgConnection, chain: &str) -> Result<()> {
+    let rows = sqlx::query(
+        "SELECT created_at, before, first_id, last_id, prev, last_hash, records, public_key, \
+         signature, file FROM audit_archives ORDER BY last_id",
+    )
+    .fetch_all(from)
+    .await?;
+    let host = crate::pg::hostname();
+    for r in &rows {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO audit_archives (format, created_at, before, first_id, last_id, records, \
+             public_key, signature, host, file) VALUES (1, $1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             RETURNING id",
+        )
+        .bind(r.try_get::<i64, _>("created_at")?)
+        .bind(r.try_get::<i64, _>("before")?)
+        .bind(r.try_get::<i64, _>("first_id")?)
+        .bind(r.try_get::<i64, _>("last_id")?)
+        .bind(r.try_get::<i64, _>("records")?)
+        .bind(r.try_get::<Vec<u8>, _>("public_key")?)
+        .bind(r.try_get::<Vec<u8>, _>("signature")?)
+        .bind(&host)
+        .bind(r.try_get::<String, _>("file")?)
+        .fetch_one(&mut *to)
+        .await?;
+        sqlx::query(
+            "INSERT INTO audit_archive_chains (archive, chain, first_seq, last_seq, records, \
+             prev, last_hash) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(id)
+        .bind(chain)
+        .bind(r.try_get::<i64, _>("first_id")?)
+        .bind(r.try_get::<i64, _>("last_id")?)
+        .bind(r.try_get::<i64, _>("records")?)
+        .bind(r.try_get::<Vec<u8>, _>("prev")?)
+        .bind(r.try_get::<Vec<u8>, _>("last_hash")?)
+        .execute(&mut *to)
+        .await?;
+    }
+    Ok(())
 }
 
 /// Copies one table in batches of [`BATCH`] rows, by rowid.

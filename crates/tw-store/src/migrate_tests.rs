@@ -1,6 +1,6 @@
 //! `store migrate`: a single-user SQLite store copied into a new team store keeps everything a
 //! runtime reads and an audit log that verifies, refuses a target that holds anything, and
-//! refuses a source whose log does not verify.
+//! refuses a source whose log does not verify; its archives come along.
 
 use pretty_assertions::assert_eq;
 use tw_core::ToolStatus;
@@ -109,5 +109,76 @@ async fn a_source_that_does_not_verify_is_not_copied() {
     assert!(err.to_string().contains("does not verify"), "{err}");
     let t = team.open().await;
     assert_eq!(t.count(&AuditQuery::default()).await.unwrap(), 0);
+    t.close().await;
+}
+
+#[tokio::test]
+async fn a_store_with_archives_moves_with_them_and_verifies_across_the_cut() {
+    let lite = Place::new(Backend::Sqlite).await;
+    let s = lite.open().await;
+    for i in 0..20 {
+        s.append(record(i, "echo", ToolStatus::Success))
+            .await
+            .unwrap();
+    }
+    s.checkpoint().await.unwrap();
+    // Records 0 to 7 (ids 1 to 8) into an archive beside the file.
+    let file = lite.dir.path().join("old.jsonl");
+    let a = s.archive(T0 + 8_000_000, &file).await.unwrap().unwrap();
+    assert_eq!((a.header.first_id, a.header.last_id), (1, 8));
+    s.close().await;
+
+    let team = Place::new(Backend::Postgres).await;
+    let report = migrate_to_team_store(
+        &lite.dir.path().join("tw.db"),
+        team.url.as_deref().unwrap(),
+        &team.dir.path().join("tw.db"),
+    )
+    .await
+    .unwrap();
+    assert!(report.verified.ok(), "{:?}", report.verified.problems);
+    assert_eq!(
+        (report.verified.audit_records, report.verified.archives),
+        (12, 1)
+    );
+    // The team store goes on after both, and the archive's file still checks against its record.
+    let t = team.open().await;
+    let next = t
+        .append(record(20, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    assert_eq!(next, 21);
+    assert!(t.verify(vec![]).await.unwrap().ok());
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replacen("\"tool\":\"echo\"", "\"tool\":\"rm\"", 1),
+    )
+    .unwrap();
+    let v = t.verify(vec![]).await.unwrap();
+    assert_eq!(
+        v.problems
+            .iter()
+            .map(|p| (p.log.as_str(), p.kind))
+            .collect::<Vec<_>>(),
+        vec![("archive", crate::verify::ProblemKind::Edited)],
+        "{:#?}",
+        v.problems
+    );
+    // Its records are removed from nowhere: a cut of the team store goes on from the copy.
+    std::fs::write(&file, text).unwrap();
+    let cut = t
+        .archive(T0 + 12_000_000, &team.dir.path().join("cut.jsonl"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            cut.header.chains[0].first_seq,
+            cut.header.chains[0].last_seq
+        ),
+        (9, 12)
+    );
+    assert!(t.verify(vec![]).await.unwrap().ok());
     t.close().await;
 }

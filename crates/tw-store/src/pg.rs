@@ -85,11 +85,6 @@ impl PgStore {
     /// Connects, brings the schema up to date (refusing a newer one), names this writer's chain
     /// and starts listening for other replicas' changes.
     pub(crate) async fn open(url: &str, store: &crate::StoreOptions) -> Result<Self> {
-        // Retention asked for and not given would let the log grow while the config says it
-        // does not: refused rather than ignored.
-        if store.keep_days.is_some() {
-            return Err(StoreError::Unsupported("[audit] keep_days"));
-        }
         let shown_url = redact(url);
         let options = PgConnectOptions::from_str(url).map_err(|e| StoreError::Invalid {
             what: format!("store url {shown_url}"),
@@ -141,6 +136,10 @@ impl PgStore {
         .bind(checkpoint::now_us())
         .execute(&pool)
         .await?;
+        // An archive's removal a crash cut short is finished (before a chain's head is read).
+        let mut conn = pool.acquire().await?;
+        crate::pg_archive::finish_cut(&mut conn).await?;
+        drop(conn);
         let held = crate::pg_chain::claim(&pool, &host, rand_u64()).await?;
         let (notices, _) = broadcast::channel(1024);
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
@@ -261,11 +260,26 @@ impl PgStore {
         });
     }
 
+    /// Whether the store was closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// See [`crate::Store::archive`]: signed with this replica's key, the file on this host.
+    pub(crate) async fn archive(
+        &self,
+        before: i64,
+        out: &std::path::Path,
+    ) -> Result<Option<crate::ArchiveSummary>> {
+        let r = crate::pg_archive::run(self, &self.key, &self.host, before, out).await;
+        self.note(r)
+    }
+
     /// `audit verify` on the team store.
     pub(crate) async fn verify(&self, saved: &[Checkpoint]) -> Result<VerifyReport> {
         let mut report = self
             .with_conn(async |conn| {
-                crate::pg_verify::verify(conn, &self.checkpoint_file, saved).await
+                crate::pg_verify::verify(conn, &self.host, &self.checkpoint_file, saved).await
             })
             .await?;
         report.public_key = Some(self.key.public_hex());
@@ -691,7 +705,7 @@ fn replica_name(host: &str) -> String {
     }
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "host".to_owned())

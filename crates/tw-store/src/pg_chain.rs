@@ -8,6 +8,8 @@
 //! If the lock is lost (the database restarted under the writer), another writer may adopt the
 //! chain meanwhile; the `UNIQUE (chain, seq)` constraint then refuses the second record at a
 //! seq, and the writer that lost claims a chain again before it retries. A chain never forks.
+//! Nor does it restart when retention archived and removed every record it had: it goes on
+//! from where its archived part ends.
 
 use sqlx::{Connection as _, PgConnection, PgPool, Row as _};
 
@@ -33,8 +35,12 @@ pub(crate) async fn claim(pool: &PgPool, host: &str, salt: u64) -> Result<Held> 
             .await?;
     for name in names {
         if try_lock(&mut owner, &name).await? {
+            // Its newest record, or where its archived part ends if every record left was
+            // archived.
             let head = sqlx::query(
-                "SELECT seq, hash FROM audit_log WHERE chain = $1 ORDER BY seq DESC LIMIT 1",
+                "(SELECT seq, hash FROM audit_log WHERE chain = $1 ORDER BY seq DESC LIMIT 1) \
+                 UNION ALL (SELECT last_seq, last_hash FROM audit_archive_chains \
+                 WHERE chain = $1 ORDER BY last_seq DESC LIMIT 1) ORDER BY 1 DESC LIMIT 1",
             )
             .bind(&name)
             .fetch_optional(&mut owner)

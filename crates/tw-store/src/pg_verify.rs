@@ -12,6 +12,7 @@ use std::path::Path;
 use futures_util::TryStreamExt as _;
 use sqlx::{Connection as _, PgConnection, Row as _};
 
+use crate::archive::Segment;
 use crate::chain::{self, ADMIN_COLUMNS, AUDIT_COLUMNS, Field, GENESIS, Log};
 use crate::checkpoint::{self, ChainHead, Checkpoint, CheckpointFault, Heads, SigningKey};
 use crate::error::{Result, StoreError};
@@ -43,6 +44,26 @@ pub(crate) async fn checkpoint(
             seq,
             hash: chain::hex(&r.try_get::<Vec<u8>, _>("hash")?),
         });
+    }
+    // A chain whose every record was archived and removed still has a head: where its archived
+    // part ends.
+    let archived = sqlx::query(
+        "SELECT DISTINCT ON (chain) chain, last_seq, last_hash FROM audit_archive_chains \
+         ORDER BY chain, last_seq DESC",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    for r in &archived {
+        let name: String = r.try_get("chain")?;
+        if !chains.iter().any(|c| c.chain == name) {
+            let seq: i64 = r.try_get("last_seq")?;
+            count += crate::codec::count(seq);
+            chains.push(ChainHead {
+                chain: name,
+                seq,
+                hash: chain::hex(&r.try_get::<Vec<u8>, _>("last_hash")?),
+            });
+        }
     }
     let admin = sqlx::query("SELECT id, hash FROM admin_log ORDER BY id DESC LIMIT 1")
         .fetch_optional(&mut *tx)
@@ -133,6 +154,7 @@ struct Walked {
 /// `file`'s and `extra`).
 pub(crate) async fn verify(
     conn: &mut PgConnection,
+    host: &str,
     file: &Path,
     extra: &[Checkpoint],
 ) -> Result<VerifyReport> {
@@ -145,13 +167,10 @@ pub(crate) async fn verify(
         .await?
         .into_iter()
         .collect();
-    let keys: BTreeSet<String> =
-        sqlx::query_scalar::<_, Vec<u8>>("SELECT public_key FROM audit_keys")
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|k| chain::hex(k))
-            .collect();
+    let keys = crate::pg_archive::keys(&mut tx).await?;
+    let recorded = crate::pg_archive::recorded(&mut tx).await?;
+    let archives = check_archives(&recorded, &keys, host, &mut p);
+    let archived = crate::pg_archive::archived_heads(&archives);
     let mut checkpoints = table_checkpoints(&mut tx).await?;
     match std::fs::read_to_string(file) {
         Ok(text) => checkpoints.extend(checkpoint::parse_lines(file, &text)?),
@@ -174,14 +193,15 @@ pub(crate) async fn verify(
             wanted.entry(h.chain.clone()).or_default().insert(h.seq);
         }
     }
-    let (walked, audit_rows, audit_last) = walk_chains(&mut tx, &writers, &wanted, &mut p).await?;
+    let (walked, audit_rows, audit_last) =
+        walk_chains(&mut tx, &writers, &wanted, &archived, &mut p).await?;
     let (admin_rows, admin_last, admin_marks) = walk_admin(&mut tx, &signed, &mut p).await?;
     tx.commit().await?;
     let mut latest: Option<&Checkpoint> = None;
     for (c, heads) in &signed {
         let mut agrees = true;
         for h in &c.chains {
-            agrees &= against(c, h, walked.get(&h.chain), &mut p);
+            agrees &= against(c, h, walked.get(&h.chain), archived.get(&h.chain), &mut p);
         }
         if heads.admin_id > 0 {
             match admin_marks.get(&heads.admin_id) {
@@ -229,7 +249,7 @@ pub(crate) async fn verify(
         })
         .sum();
     let rank = |log: &str| {
-        ["audit", "admin", "checkpoint"]
+        ["audit", "admin", "archive", "checkpoint"]
             .iter()
             .position(|l| *l == log)
             .unwrap_or(3)
@@ -250,7 +270,7 @@ pub(crate) async fn verify(
         checkpoints: checkpoints.len() as u64,
         latest_checkpoint: latest.cloned(),
         audit_uncovered: uncovered,
-        archives: 0,
+        archives: archives.len() as u64,
         problem_count: p.count,
         problems: p.list,
     })
@@ -332,6 +352,7 @@ async fn walk_chains(
     conn: &mut PgConnection,
     writers: &BTreeSet<String>,
     wanted: &HashMap<String, BTreeSet<i64>>,
+    archived: &Archived,
     p: &mut Problems,
 ) -> Result<(BTreeMap<String, Walked>, u64, Option<(i64, [u8; 32])>)> {
     let sql = format!(
@@ -361,7 +382,25 @@ async fn walk_chains(
             );
         }
         let w = walked.entry(name.clone()).or_default();
-        let (expected_seq, expected_prev) = w.last.map_or((1, GENESIS), |(s, h)| (s + 1, h));
+        let runs = archived.get(&name);
+        let (expected_seq, expected_prev) = match w.last {
+            Some((s, h)) => (s + 1, h),
+            None => start(runs, seq, prev),
+        };
+        if let Some(run) = runs.and_then(|r| r.get(&seq))
+            && run.last_hash != hash
+        {
+            p.add(
+                "audit",
+                Some(id),
+                ProblemKind::Edited,
+                format!(
+                    "{id} (record {seq} of chain {name}) is not the record the archive of \
+                     {} to {} holds",
+                    run.first, run.last
+                ),
+            );
+        }
         // The hashed columns follow id, chain, seq, prev and hash.
         let fields = audit_fields(&r, 5, &ints)?;
         if chain::link(Log::Audit, &prev, fields.iter().map(Field::from)) != hash {
@@ -417,7 +456,7 @@ async fn walk_chains(
 
 /// Which of [`AUDIT_COLUMNS`] are integers (the rest are text), in order: worked out once per
 /// walk, not per row.
-fn integer_columns() -> Vec<bool> {
+pub(crate) fn integer_columns() -> Vec<bool> {
     const INTS: [&str; 5] = [
         "output_bytes",
         "truncated",
@@ -517,12 +556,112 @@ async fn walk_admin(
     Ok((count, last, marks))
 }
 
-/// Checks one chain against the head a checkpoint states for it; true if they agree.
-fn against(c: &Checkpoint, h: &ChainHead, walked: Option<&Walked>, p: &mut Problems) -> bool {
+/// Each chain's runs of archived records (from archives whose signatures verify), by last seq.
+type Archived = HashMap<String, BTreeMap<i64, Segment>>;
+
+/// Where a chain's first record left should be, and the link it should carry: after the archived
+/// run that ends just before it; itself (a removal cut short) if an archived run holds it; the
+/// chain's start if nothing of it was archived.
+fn start(runs: Option<&BTreeMap<i64, Segment>>, seq: i64, prev: [u8; 32]) -> (i64, [u8; 32]) {
+    let Some(runs) = runs else {
+        return (1, GENESIS);
+    };
+    if runs.values().any(|r| r.first <= seq && seq <= r.last) {
+        return (seq, prev);
+    }
+    runs.range(..seq)
+        .next_back()
+        .map_or((1, GENESIS), |(last, r)| (last + 1, r.last_hash))
+}
+
+/// The recorded archives whose signatures verify with a writer's key; a file on this host still
+/// where it was written is read back and checked too.
+fn check_archives<'a>(
+    recorded: &'a [crate::pg_archive::Recorded],
+    keys: &BTreeSet<String>,
+    host: &str,
+    p: &mut Problems,
+) -> Vec<(&'a crate::pg_archive::Recorded, Vec<Segment>)> {
+    let what = |a: &crate::pg_archive::Recorded| {
+        format!(
+            "the archive written at {} ({}:{})",
+            time(a.header.created_at),
+            a.host,
+            a.file
+        )
+    };
+    let good = crate::pg_archive::trusted(
+        recorded,
+        &|k| keys.contains(&k.to_ascii_lowercase()),
+        |a, why| {
+            let kind = if why.contains("no writer") {
+                ProblemKind::ForeignKey
+            } else {
+                ProblemKind::BadCheckpoint
+            };
+            p.add(
+                "archive",
+                Some(a.header.first_id),
+                kind,
+                format!("{}: {why}", what(a)),
+            );
+        },
+    );
+    for (a, _) in &good {
+        if a.host != host {
+            continue;
+        }
+        if let Ok(report) = crate::archive::verify_file(Path::new(&a.file))
+            && (!report.ok || report.header != a.header)
+        {
+            p.add(
+                "archive",
+                Some(a.header.first_id),
+                ProblemKind::Edited,
+                format!(
+                    "{}: the file does not verify or is not the archive recorded: {}",
+                    what(a),
+                    report.problems.join("; ")
+                ),
+            );
+        }
+    }
+    good
+}
+
+/// Checks one chain against the head a checkpoint states for it (in the log, or where an
+/// archived run ends); true if they agree.
+fn against(
+    c: &Checkpoint,
+    h: &ChainHead,
+    walked: Option<&Walked>,
+    runs: Option<&BTreeMap<i64, Segment>>,
+    p: &mut Problems,
+) -> bool {
     let when = time(c.created_at);
     let last = walked.and_then(|w| w.last).map_or(0, |(seq, _)| seq);
+    let archived = runs.and_then(|r| r.range(h.seq..).next().filter(|(_, r)| r.first <= h.seq));
     match walked.and_then(|w| w.marks.get(&h.seq)) {
         Some(hash) if chain::hex(hash).eq_ignore_ascii_case(&h.hash) => true,
+        None if archived.is_some() => match archived {
+            Some((&end, run))
+                if end == h.seq && !chain::hex(&run.last_hash).eq_ignore_ascii_case(&h.hash) =>
+            {
+                p.add(
+                    "audit",
+                    None,
+                    ProblemKind::Edited,
+                    format!(
+                        "the checkpoint made at {when} and the archive of records {} to {} of \
+                         chain {} disagree on its record {end}",
+                        run.first, end, h.chain
+                    ),
+                );
+                false
+            }
+            // Inside the archive, which is checked on its own.
+            _ => true,
+        },
         Some(_) => {
             p.add(
                 "audit",

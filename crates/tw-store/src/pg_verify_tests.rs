@@ -10,7 +10,7 @@ use crate::backends_tests::{Backend, Place};
 use crate::tests::record;
 
 /// Two replicas on one database, each appending to its own chain, interleaved: 6 records each.
-async fn two_replicas() -> (Place, Store, Store) {
+pub(crate) async fn two_replicas() -> (Place, Store, Store) {
     let place = Place::new(Backend::Postgres).await;
     let (a, b) = (place.open().await, place.open().await);
     for i in 0..12 {
@@ -23,7 +23,7 @@ async fn two_replicas() -> (Place, Store, Store) {
 }
 
 /// Runs `sql` straight on the database with the triggers off.
-async fn tamper(place: &Place, sql: &str) {
+pub(crate) async fn tamper(place: &Place, sql: &str) {
     let pool = sqlx::PgPool::connect(place.url.as_deref().unwrap())
         .await
         .unwrap();
@@ -45,7 +45,7 @@ fn kinds(r: &VerifyReport) -> Vec<(Option<i64>, ProblemKind)> {
 }
 
 /// The id of record `seq` of the chain `store` appends to (the chain of its first record).
-async fn id_of(place: &Place, first_exec: &str, seq: i64) -> i64 {
+pub(crate) async fn id_of(place: &Place, first_exec: &str, seq: i64) -> i64 {
     let sql: &'static str = "SELECT id FROM audit_log WHERE seq = $2::bigint \
         AND chain = (SELECT chain FROM audit_log WHERE execution_id = $1)";
     let pool = sqlx::PgPool::connect(place.url.as_deref().unwrap())

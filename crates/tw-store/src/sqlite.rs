@@ -249,24 +249,10 @@ fn start_retention(inner: &Arc<Inner>) {
             let Some((days, dir)) = inner.retention.clone() else {
                 return;
             };
-            if let Err(e) = std::fs::create_dir_all(&dir) {
-                tracing::warn!(error = %e, dir = %dir.display(), "audit retention: no archive directory");
-                continue;
-            }
-            let now = checkpoint::now_us();
-            let before = now - i64::from(days) * 86_400_000_000;
-            match inner
-                .archive(before, &dir.join(format!("audit-{now}.jsonl")))
-                .await
-            {
-                Ok(Some(s)) => {
-                    tracing::info!(file = %s.path.display(), records = s.header.records, removed = s.removed, "audit records past keep_days archived")
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "audit retention: nothing was archived or removed")
-                }
-            }
+            archive::keep_days_pass(days, &dir, async |before, out| {
+                inner.archive(before, out).await
+            })
+            .await;
         }
     });
 }

@@ -423,7 +423,9 @@ impl Verifier {
                             short(&h.public_key)
                         ),
                     ),
-                Ok((_, last_hash)) => {
+                Ok(segments) => {
+                    // SQLite's archives are format 1: one run, by id.
+                    let last_hash = segments.first().map_or(GENESIS, |s| s.last_hash);
                     if let Ok(report) = crate::archive::verify_file(Path::new(file))
                         && (!report.ok || report.header != *h)
                     {

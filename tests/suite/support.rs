@@ -51,7 +51,7 @@ pub struct Env {
 /// second pass) gives each installation a fresh database on the throwaway PostgreSQL cluster
 /// (`tw_store::testing`) instead of its data directory's SQLite file.
 pub fn on_team_store() -> bool {
-    std::env::var("TOOLWARDEN_TEST_STORE").as_deref() == Ok("postgres")
+    tw_store::testing::on_team_store()
 }
 
 impl Env {
@@ -64,8 +64,7 @@ impl Env {
             std::fs::create_dir_all(d).expect("mkdir");
         }
         std::fs::write(outside.join("secret.txt"), SECRET).expect("write secret");
-        let store_url = on_team_store()
-            .then(|| block_on(tw_store::testing::PgCluster::shared().fresh_database()));
+        let store_url = block_on(tw_store::testing::suite_database());
         Self {
             root,
             data,

@@ -354,12 +354,14 @@ mod tests {
         use rmcp::ServiceExt as _;
 
         let dir = tempfile::tempdir().unwrap();
-        let config = tw_runtime::Config::parse(
+        let mut config = tw_runtime::Config::parse(
             "license_tier = \"pro\"\n",
             std::path::Path::new("/etc/tw/config.toml"),
             None,
         )
         .unwrap();
+        // scripts/test runs these tests again on a team store.
+        config.store_url = tw_store::testing::suite_database().await;
         let rt = Runtime::open(tw_runtime::RuntimeOptions::new(
             dir.path().join("data"),
             vec![dir.path().to_owned()],

@@ -40,6 +40,8 @@ mod shared;
 pub mod skills;
 pub mod switches;
 mod team;
+#[cfg(test)]
+mod test_store;
 pub mod tokens;
 pub mod tools;
 pub mod upstream;

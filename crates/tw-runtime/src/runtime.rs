@@ -124,6 +124,10 @@ impl Runtime {
         store_options.synchronous = config.audit_synchronous;
         store_options.keep_days = config.audit_keep_days;
         store_options.url = store_url(&config)?;
+        #[cfg(test)]
+        if store_options.url.is_none() {
+            store_options.url = crate::test_store::url_for(&data_dir).await;
+        }
         let store = Store::open(store_options).await?;
         // Read before any service reads its state, so a change made in between is followed.
         let seen = store.change_counters().await?;

@@ -44,12 +44,14 @@ async fn fixture_with(limits: tw_runtime::SessionLimits, config: &str) -> Fixtur
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("notes.txt"), "one\n").unwrap();
-    let config = Config::parse(
+    let mut config = Config::parse(
         &format!("license_tier = \"pro\"\n{config}"),
         std::path::Path::new("/etc/tw/config.toml"),
         None,
     )
     .unwrap();
+    // scripts/test runs these tests again on a team store.
+    config.store_url = tw_store::testing::suite_database().await;
     let rt = Runtime::open(RuntimeOptions::new(
         dir.path().join("data"),
         vec![ws],
@@ -993,4 +995,11 @@ async fn a_session_nobody_uses_is_closed_after_the_idle_timeout_and_one_listenin
     drop(listening);
     let (after, _) = wait_until_closed(f.admin.clone()).await;
     assert!(after >= idle / 2, "closed after {after:?}");
+}
+
+#[tokio::test]
+async fn the_suite_runs_on_the_store_it_was_asked_for() {
+    // scripts/test runs these tests a second time with TOOLWARDEN_TEST_STORE=postgres.
+    let fx = fixture().await;
+    assert_eq!(fx.rt.is_team_store(), tw_store::testing::on_team_store());
 }

@@ -76,6 +76,23 @@ pub(crate) async fn checkpoint(
     if chains.is_empty() && admin_id == 0 {
         return Ok(None);
     }
+    // Nothing appended since the newest checkpoint (any replica's): that one, as on SQLite.
+    chains.sort();
+    if let Some(last) = table_checkpoints(conn, "ORDER BY id DESC LIMIT 1")
+        .await?
+        .pop()
+    {
+        let mut signed = last.chains.clone();
+        signed.sort();
+        if signed == chains
+            && last.admin_head_id == admin_id
+            && last
+                .admin_head_hash
+                .eq_ignore_ascii_case(&chain::hex(&admin_hash))
+        {
+            return Ok(Some(last));
+        }
+    }
     let audit_hash = checkpoint::join_heads(&chains).ok_or_else(|| StoreError::Corrupt {
         what: "audit log, a chain head".to_owned(),
         message: "its hash is not 32 bytes".to_owned(),
@@ -171,7 +188,7 @@ pub(crate) async fn verify(
     let recorded = crate::pg_archive::recorded(&mut tx).await?;
     let archives = check_archives(&recorded, &keys, host, &mut p);
     let archived = crate::pg_archive::archived_heads(&archives);
-    let mut checkpoints = table_checkpoints(&mut tx).await?;
+    let mut checkpoints = table_checkpoints(&mut tx, "ORDER BY id").await?;
     match std::fs::read_to_string(file) {
         Ok(text) => checkpoints.extend(checkpoint::parse_lines(file, &text)?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -276,12 +293,17 @@ pub(crate) async fn verify(
     })
 }
 
-async fn table_checkpoints(conn: &mut PgConnection) -> Result<Vec<Checkpoint>> {
-    let rows = sqlx::query(
+/// The checkpoints in the table, in the order `order` (an `ORDER BY`, perhaps with a `LIMIT`)
+/// gives.
+async fn table_checkpoints(
+    conn: &mut PgConnection,
+    order: &'static str,
+) -> Result<Vec<Checkpoint>> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT created_at, audit_heads, audit_head_id, audit_head_hash, audit_count, \
          admin_head_id, admin_head_hash, admin_count, public_key, signature \
-         FROM audit_checkpoints ORDER BY id",
-    )
+         FROM audit_checkpoints {order}"
+    )))
     .fetch_all(&mut *conn)
     .await?;
     rows.iter()

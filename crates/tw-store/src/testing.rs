@@ -388,3 +388,19 @@ fn sweep_stale() {
         }
     }
 }
+
+/// Whether the tests run against a team store: `TOOLWARDEN_TEST_STORE=postgres`, as in
+/// scripts/test's second passes of the runtime's, the server's and the integration suites.
+pub fn on_team_store() -> bool {
+    std::env::var("TOOLWARDEN_TEST_STORE").as_deref() == Ok("postgres")
+}
+
+/// A fresh database on the shared cluster when the tests run against a team store
+/// ([`on_team_store`]); `None` when they run on SQLite.
+pub async fn suite_database() -> Option<String> {
+    if on_team_store() {
+        Some(PgCluster::shared().fresh_database().await)
+    } else {
+        None
+    }
+}

@@ -755,3 +755,12 @@ async fn a_custom_tool_is_replaced_or_renamed_in_one_step_and_a_refused_edit_cha
         assert_eq!(custom_tools_now(&f.rt).await, after, "{old} -> {new}");
     }
 }
+
+#[tokio::test]
+async fn the_suite_runs_on_the_store_it_was_asked_for() {
+    // scripts/test runs these tests a second time with TOOLWARDEN_TEST_STORE=postgres: each
+    // runtime must then be on a team store, or that pass would test SQLite twice.
+    let fx = fixture("", "").await;
+    let asked = std::env::var("TOOLWARDEN_TEST_STORE").as_deref() == Ok("postgres");
+    assert_eq!(fx.rt.is_team_store(), asked);
+}

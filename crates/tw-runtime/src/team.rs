@@ -590,7 +590,7 @@ fn pack(from: &str, events: &[Arc<ExecutionEvent>]) -> Vec<String> {
     let mut current = head.clone();
     for event in events {
         let Some(text) = fit(event, room) else {
-            tracing::debug!(execution_id = %event.execution_id, "an event too long to forward");
+            tracing::warn!(execution_id = %event.execution_id, "an event too long for the team's live channel is shown only on this replica");
             continue;
         };
         if current.len() + text.len() + 2 > MAX_LIVE_MESSAGE {
@@ -641,7 +641,13 @@ fn free_text(kind: &mut EventKind) -> Option<&mut String> {
     match kind {
         EventKind::InProgress { text, .. } => Some(text),
         EventKind::Failed { message, .. } | EventKind::Warning { message } => Some(message),
-        EventKind::Denied { reason, .. } | EventKind::Lost { reason } => Some(reason),
+        EventKind::Denied { reason, .. }
+        | EventKind::Lost { reason }
+        | EventKind::ConfirmationRequested { reason, .. } => Some(reason),
+        EventKind::ChainStep {
+            detail: Some(detail),
+            ..
+        } => Some(detail),
         _ => None,
     }
 }

@@ -78,9 +78,18 @@ fn events_go_in_as_few_messages_as_fit_in_order_and_long_text_is_cut_to_fit() {
             },
         ),
         event(3, EventKind::Started),
+        // A confirmation's reason quotes the call's arguments, which may be long.
+        event(
+            4,
+            EventKind::ConfirmationRequested {
+                confirmation_id: "c-1".to_owned(),
+                reason: "a".repeat(9000),
+                expires_at: 1,
+            },
+        ),
     ];
     let back = unpack(&pack("host:1", &long));
-    assert_eq!(back.len(), 3);
+    assert_eq!(back.len(), 4);
     let EventKind::InProgress { text, .. } = &back[0].kind else {
         panic!("{:?}", back[0]);
     };
@@ -90,6 +99,10 @@ fn events_go_in_as_few_messages_as_fit_in_order_and_long_text_is_cut_to_fit() {
     };
     assert!(reason.len() > 1000 && reason.ends_with('…'));
     assert_eq!(back[2].kind, EventKind::Started);
+    let EventKind::ConfirmationRequested { reason, .. } = &back[3].kind else {
+        panic!("{:?}", back[3]);
+    };
+    assert!(reason.len() > 1000 && reason.ends_with('…'));
 }
 
 /// A runtime on a data directory of its own, on the team store at `url`.

@@ -590,8 +590,8 @@ async fn team_verify(path: &Path) -> Vec<String> {
         ),
         format!(
             "team store: audit archive of the older half, {} records: {:.1} s ({:.0} records/s: \
-             written, read back and verified, removed; the file {:.0} MiB), then audit verify of \
-             the {} left across the cut: {:.2} s",
+             written, read back and verified, removed, the table vacuumed; the file {:.0} MiB), \
+             then audit verify of the {} left across the cut and of the archive's file: {:.2} s",
             cut.removed,
             archived.as_secs_f64(),
             cut.removed as f64 / archived.as_secs_f64(),

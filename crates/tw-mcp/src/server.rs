@@ -361,7 +361,7 @@ mod tests {
         )
         .unwrap();
         // scripts/test runs these tests again on a team store.
-        config.store_url = tw_store::testing::suite_database().await;
+        config.store_url = tw_runtime::testing::suite_database().await;
         let rt = Runtime::open(tw_runtime::RuntimeOptions::new(
             dir.path().join("data"),
             vec![dir.path().to_owned()],

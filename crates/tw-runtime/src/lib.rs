@@ -42,6 +42,12 @@ pub mod switches;
 mod team;
 #[cfg(test)]
 mod test_store;
+/// The team store other crates' tests run on when the suite asks for one
+/// (`TOOLWARDEN_TEST_STORE=postgres`): `suite_database` gives each a fresh database.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use tw_store::testing::{on_team_store, suite_database};
+}
 pub mod tokens;
 pub mod tools;
 pub mod upstream;

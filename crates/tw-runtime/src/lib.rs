@@ -28,6 +28,7 @@ mod ids;
 mod imported;
 pub mod kind;
 pub mod live;
+mod metrics;
 pub mod net;
 mod owner;
 pub mod paths;

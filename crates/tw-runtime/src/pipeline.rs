@@ -518,6 +518,8 @@ impl Pipeline {
                 format!("the audit record could not be written, so the result is withheld: {e}"),
             ));
         }
+        let known = self.shared.registry.get(&result.tool).is_some();
+        self.shared.metrics.record(caller, &result, known);
         self.announce(&result, span);
         result
     }

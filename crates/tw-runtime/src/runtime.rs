@@ -150,6 +150,7 @@ impl Runtime {
             network: Arc::new(config.network.clone()),
             data_dir,
             on_tools_changed: Mutex::default(),
+            metrics: crate::metrics::Metrics::default(),
         });
         let watcher = FileWatcher::default();
         let settings = Arc::new(SettingsService::open(Arc::clone(&shared), &config, policy).await?);
@@ -410,6 +411,16 @@ impl Runtime {
     /// Cancels a running execution of this process. Returns whether it was running.
     pub fn cancel(&self, id: &ExecutionId) -> bool {
         self.inner.pipeline.cancel(id)
+    }
+
+    /// What the calls this process ran add up to, in the OpenMetrics text format (`serve`'s
+    /// /metrics): calls by tool, status and caller, latency, refusals by layer, the sandbox's
+    /// CPU and memory, the mode and the calls in flight.
+    pub fn metrics_text(&self) -> String {
+        self.inner
+            .shared
+            .metrics
+            .render(self.settings().mode(), self.running_calls().len())
     }
 
     /// The calls in flight in this process, oldest first.

@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     /// Run after the registered tools or their quarantine changed (the chain service re-checks
     /// its chains against them).
     pub(crate) on_tools_changed: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    /// What the calls this process ran add up to (`serve`'s /metrics).
+    pub(crate) metrics: crate::metrics::Metrics,
 }
 
 impl Shared {

@@ -198,7 +198,7 @@ pub(crate) async fn not_found(req: Request) -> Response {
         StatusCode::NOT_FOUND,
         "not_found",
         &format!(
-            "nothing at {} {}; MCP is at /mcp and the admin API under /api/v1 \
+            "nothing at {} {}; MCP is at /mcp, metrics at /metrics and the admin API under /api/v1 \
              (GET /api/v1/openapi.json describes it)",
             req.method(),
             req.uri().path()

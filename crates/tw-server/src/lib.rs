@@ -1,7 +1,8 @@
 //! tw-server is Toolwarden's HTTP endpoint, run by `toolwarden serve` and by the desktop app
 //! while it is open: the governed tools over MCP's streamable HTTP transport at `/mcp`, and the
 //! admin API the desktop's operations are also reachable by (`/api/v1`, described by the
-//! OpenAPI document at `/api/v1/openapi.json`).
+//! OpenAPI document at `/api/v1/openapi.json`), and the calls' metrics for Prometheus at
+//! `/metrics` (the administrator's token, like the admin API).
 //!
 //! Architecture invariants:
 //! - **Nothing gets past the guard.** Every route sits behind one middleware ([`guard`]) that
@@ -100,12 +101,32 @@ pub fn app(
     let state = Arc::new(Gateway { rt, shutdown });
     Router::new()
         .merge(mcp)
+        .route(
+            "/metrics",
+            axum::routing::get(metrics).with_state(Arc::clone(&state)),
+        )
         .nest("/api/v1", api::routes(state))
         .fallback(guard::not_found)
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(guard),
             guard::check,
         ))
+}
+
+/// `GET /metrics`: what the calls this process ran add up to, in the OpenMetrics text format
+/// Prometheus scrapes (the runtime keeps and renders them; see `tw_runtime::metrics`).
+async fn metrics(
+    axum::extract::State(gateway): axum::extract::State<Arc<Gateway>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        gateway.rt.metrics_text(),
+    )
+        .into_response()
 }
 
 /// A running endpoint.
@@ -166,5 +187,7 @@ pub async fn start(
     })
 }
 
+#[cfg(test)]
+mod metrics_tests;
 #[cfg(test)]
 mod tests;

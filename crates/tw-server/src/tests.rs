@@ -996,10 +996,3 @@ async fn a_session_nobody_uses_is_closed_after_the_idle_timeout_and_one_listenin
     let (after, _) = wait_until_closed(f.admin.clone()).await;
     assert!(after >= idle / 2, "closed after {after:?}");
 }
-
-#[tokio::test]
-async fn the_suite_runs_on_the_store_it_was_asked_for() {
-    // scripts/test runs these tests a second time with TOOLWARDEN_TEST_STORE=postgres.
-    let fx = fixture().await;
-    assert_eq!(fx.rt.is_team_store(), tw_store::testing::on_team_store());
-}

@@ -62,9 +62,18 @@ impl Pipeline {
                 tracing::info!(name: "tool_call_completed", trace_id = %result.trace_id, status = %result.status, duration_us = result.metadata.duration_us, "tool call completed");
             }
             // A tool that broke or ran out of time is worth a warning; a refusal is governance
-            // doing its job (the caller gets the reason, and the audit log has it).
+            // doing its job (the caller gets the reason, and the audit log has it), logged as
+            // blocked with the layer that refused, apart from calls that ran and failed.
             ToolStatus::Failed | ToolStatus::Timeout | ToolStatus::SandboxError => {
                 tracing::warn!(name: "tool_call_failed", trace_id = %result.trace_id, status = %result.status, error = message, duration_us = result.metadata.duration_us, "tool call did not succeed");
+            }
+            status if crate::metrics::is_refusal(status) => {
+                let layer = result
+                    .decision
+                    .as_ref()
+                    .and_then(|d| d.deciding())
+                    .map_or("", |v| v.layer.as_str());
+                tracing::info!(name: "tool_call_blocked", trace_id = %result.trace_id, status = %result.status, layer, error = message, "tool call refused");
             }
             _ => {
                 tracing::info!(name: "tool_call_failed", trace_id = %result.trace_id, status = %result.status, error = message, duration_us = result.metadata.duration_us, "tool call did not succeed");

@@ -568,7 +568,7 @@ fn recorder() -> &'static Recorder {
 }
 
 #[tokio::test]
-async fn tracing_events_carry_the_trace_id() {
+async fn tracing_events_carry_the_trace_id_and_a_refusal_is_blocked_not_failed() {
     let f = fixture("", "").await;
     let ok =
         f.rt.execute(f.rt.call("echo", json!({}), Caller::agent("t")))
@@ -576,6 +576,14 @@ async fn tracing_events_carry_the_trace_id() {
     let denied =
         f.rt.execute(f.rt.call("nope", json!({}), Caller::agent("t")))
             .await;
+    let failed =
+        f.rt.execute(f.rt.call(
+            "read_file",
+            json!({"path": "missing.txt"}),
+            Caller::agent("t"),
+        ))
+        .await;
+    assert_eq!(failed.status, ToolStatus::Failed, "{failed:?}");
     f.rt.close().await;
     let seen = recorder().0.lock().unwrap().clone();
     let named = |trace: &TraceId| -> Vec<String> {
@@ -588,7 +596,12 @@ async fn tracing_events_carry_the_trace_id() {
         named(&ok.trace_id),
         ["tool_call_started", "tool_call_completed"]
     );
-    assert_eq!(named(&denied.trace_id), ["tool_call_failed"]);
+    // A call the pipeline refused never started; one that ran and failed did.
+    assert_eq!(named(&denied.trace_id), ["tool_call_blocked"]);
+    assert_eq!(
+        named(&failed.trace_id),
+        ["tool_call_started", "tool_call_failed"]
+    );
 }
 
 #[tokio::test]

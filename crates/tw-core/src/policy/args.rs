@@ -223,6 +223,11 @@ pub fn targets(
         || arguments.get("command").is_some_and(Value::is_string)
         || arguments.get("argv").is_some_and(Value::is_array);
     if has_command && let Parsed::Commands(commands) = commands_of(argv, arguments) {
+        // Each command the line would run, as one string: a blocked pattern such as `rm\s+-rf`
+        // spans words that an argv array holds apart.
+        for (i, c) in commands.iter().enumerate() {
+            out.strings.push((format!("command {i}"), c.argv.join(" ")));
+        }
         for c in commands {
             for word in c.argv.iter().skip(1) {
                 if path_like(word) {

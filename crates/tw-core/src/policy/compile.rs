@@ -44,7 +44,10 @@ pub const BUILTIN_FILE: &str = "built-in policy";
 
 /// The policy used when the configuration names none: fail closed, with the built-in file tools,
 /// system tools, the exec tools and the administrator's own custom tools allowed, every command
-/// not on the exec allowlist asked about, and credentials and cloud metadata out of reach.
+/// not on the exec allowlist asked about, credentials and cloud metadata out of reach, and the
+/// command lines seed 000 names as dangerous refused outright whatever the allowlist says
+/// (a recursive `rm` such as `rm -rf`, `sudo`, `chmod 777`, a download piped into a shell, `eval(`, `__import__`): in a
+/// command tool's line, each command it would run, and its other string arguments.
 pub const BUILTIN_POLICY: &str = r#"default = "deny"
 allow = ["group:fs", "group:system", "group:custom", "group:exec"]
 
@@ -58,6 +61,20 @@ forbid_paths = ["~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud", "~/.kube", "
 block_domains = ["link-local"]
 match = [{ tool = "read_file", arguments = { path = "~/.ssh/id_rsa" } }]
 not_match = [{ tool = "read_file", arguments = { path = "README.md" } }]
+
+[[rules]]
+name = "dangerous commands"
+tools = ["category:code_execution"]
+block_patterns = [
+  '\brm\s+(\S+\s+)*(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\b',
+  '\bsudo\b',
+  '\bchmod\s+(-[a-zA-Z]+\s+)*0?777\b',
+  '\b(curl|wget)\b[^|;&]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b',
+  '\beval\s*\(',
+  '__import__',
+]
+match = [{ tool = "exec", arguments = { argv = ["rm", "-rf", "/"] } }]
+not_match = [{ tool = "exec", arguments = { argv = ["rm", "notes.txt"] } }]
 "#;
 
 /// Default time a call waits for a person.

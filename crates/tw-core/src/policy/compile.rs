@@ -43,10 +43,11 @@ pub use super::source::{PolicyError, PolicySource};
 pub const BUILTIN_FILE: &str = "built-in policy";
 
 /// The policy used when the configuration names none: fail closed, with the built-in file tools,
-/// system tools, the exec tools and the administrator's own custom tools allowed, every command
-/// not on the exec allowlist asked about, and credentials and cloud metadata out of reach.
+/// system tools, the content checks, the exec tools and the administrator's own custom tools
+/// allowed, every command not on the exec allowlist asked about, and credentials and cloud
+/// metadata out of reach.
 pub const BUILTIN_POLICY: &str = r#"default = "deny"
-allow = ["group:fs", "group:system", "group:custom", "group:exec"]
+allow = ["group:fs", "group:system", "group:validation", "group:custom", "group:exec"]
 
 [exec]
 security = "allowlist"

@@ -11,7 +11,9 @@
 //!   validator, the classifier's limits are in range, `[serve]` listens on loopback unless told
 //!   otherwise and its hosts are lowercase names, strict tools never run as uid or gid 0, tool
 //!   overrides name valid tools, upstream servers have prefix-safe names and never run with
-//!   isolation "none";
+//!   isolation "none", validation profiles have a rule and lengths in order;
+//! - its validation profiles compile, or a schema file they name is refused at its place in the
+//!   config (the reader the fuzzer passes finds no file);
 //! - its policy compiles, or fails with errors located in the config, and then judges calls.
 //!
 //! `policy_files` are cleared before the policy is loaded: the fuzzer reads no files a config
@@ -24,6 +26,7 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use tw_fuzz::{assert_located, env, judge_samples};
+use tw_runtime::config::SchemaSource;
 use tw_runtime::{Config, UpstreamTransport};
 
 const FILE: &str = "/etc/toolwarden/config.toml";
@@ -48,6 +51,15 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     check(&text, &config);
+    if let Err(e) = config.content_profiles(|_| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "not read while fuzzing",
+        ))
+    }) {
+        assert_eq!(e.file, FILE, "a profile error names another file: {e}");
+        assert_located(&text, e.line, e.column, &e);
+    }
 
     config.policy_files.clear();
     match tw_runtime::policy::load(&config, env()) {
@@ -76,6 +88,11 @@ fn check(text: &str, c: &Config) {
     paths.extend(c.capabilities_file.as_deref());
     paths.extend(c.sandbox.helper.as_deref());
     paths.extend(c.sandbox.read_only.iter().map(|p| p.as_path()));
+    for profile in c.validation.profiles.values() {
+        if let Some(SchemaSource::File { path, .. }) = &profile.schema {
+            paths.push(path);
+        }
+    }
     for server in c.upstream.values() {
         if let UpstreamTransport::Stdio {
             cwd,
@@ -133,6 +150,19 @@ fn check(text: &str, c: &Config) {
             tw_core::ToolName::new(name).is_ok(),
             "an override for the invalid tool name {name:?}"
         );
+    }
+    for (name, p) in &c.validation.profiles {
+        let r = &p.rules;
+        assert!(
+            p.schema.is_some() || !r.is_empty(),
+            "profile {name} has no rule"
+        );
+        if let (Some(min), Some(max)) = (r.min_length, r.max_length) {
+            assert!(
+                min <= max,
+                "profile {name}: min_length {min} > max_length {max}"
+            );
+        }
     }
     for (name, server) in &c.upstream {
         assert_eq!(name, &server.name);

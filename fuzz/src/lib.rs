@@ -81,12 +81,32 @@ const CUSTOM_TOOLS: &str = r#"{"tools": [
    "command": {"argv": ["curl", "-sS", "--max-time", "10", "{url}"], "output": "text"}}
 ]}"#;
 
+/// The validation profiles `validate_content` is built with here, read from a config as the
+/// runtime reads them, so its schema lists profile names as it does for agents.
+fn profiles() -> Arc<tw_runtime::config::ContentProfiles> {
+    static PROFILES: LazyLock<Arc<tw_runtime::config::ContentProfiles>> = LazyLock::new(|| {
+        let config = tw_runtime::Config::parse(
+            "[validation.profiles.ticket]\nschema = { type = \"object\", required = [\"id\"] }\n\
+             max_length = 10000\nforbid = ['(?i)password\\s*=']\n\
+             [validation.profiles.note]\nencoding = \"ascii\"\n",
+            std::path::Path::new("/etc/toolwarden/config.toml"),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("the fuzzers' validation profiles do not parse: {e}"));
+        let profiles = config
+            .content_profiles(|p| panic!("no schema file to read: {}", p.display()))
+            .unwrap_or_else(|e| panic!("the fuzzers' validation profiles do not load: {e}"));
+        Arc::new(profiles)
+    });
+    Arc::clone(&PROFILES)
+}
+
 /// Every built-in tool this build registers, then [`CUSTOM_TOOLS`]: the real definitions, so
 /// the fuzzers judge and validate against the schemas agents are given.
 pub fn tools() -> &'static [Tool] {
     static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
         let mut tools = Vec::new();
-        for t in tw_runtime::builtins::all() {
+        for t in tw_runtime::builtins::all(profiles()) {
             if let Ok(definition) = t.definition() {
                 tools.push(Tool {
                     definition,
@@ -116,7 +136,9 @@ pub fn tools() -> &'static [Tool] {
         // does not build.
         assert_eq!(
             tools.len(),
-            tw_runtime::builtins::all().len() + tw_runtime::builtins::exec::all().len() + 3,
+            tw_runtime::builtins::all(profiles()).len()
+                + tw_runtime::builtins::exec::all().len()
+                + 3,
             "a built-in tool's definition does not build"
         );
         tools

@@ -89,6 +89,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "run_linter",
             "run_tests",
             "show_args",
+            "validate_content",
             "web_search",
             "write_file"
         ]
@@ -223,7 +224,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 27);
+    assert_eq!(all.as_array().unwrap().len(), 28);
 }
 
 #[test]

@@ -20,3 +20,4 @@ mod ssrf;
 mod statuses;
 mod support;
 mod tool_switches;
+mod validation;

@@ -525,7 +525,7 @@ fn override_errors_are_clear() {
             8,
             "error: \"telepathy\" is not a capability in the catalog; known: web_search, web_read, \
              browser_control, filesystem_read, filesystem_write, code_execute, database_read, \
-             database_write, api_call, messaging, knowledge_search, system_info\n"
+             database_write, api_call, messaging, knowledge_search, system_info, content_check\n"
                 .to_owned(),
         ),
     ];
@@ -771,11 +771,11 @@ fn metrics_count_calls_and_refusals() {
     );
     assert_eq!(
         metrics["classification_sources"],
-        json!({"static": 27, "heuristic": 1})
+        json!({"static": 28, "heuristic": 1})
     );
     let text = env.cmd(&["skills", "metrics"]).run().ok().stdout;
     assert!(
-        text.ends_with("tools classified by: static 27, heuristic 1\n"),
+        text.ends_with("tools classified by: static 28, heuristic 1\n"),
         "{text}"
     );
 }

@@ -9,6 +9,7 @@ pub mod call;
 pub mod capability;
 pub mod chain;
 pub mod command;
+pub mod content;
 mod de;
 pub mod definition;
 pub mod error;

@@ -21,6 +21,10 @@ pub const MAX_SCHEMA_BYTES: usize = 256 * 1024;
 /// At most this many violations are listed; the rest are counted.
 pub const MAX_VIOLATIONS: usize = 64;
 
+/// Longest violation message, in characters. jsonschema quotes the offending value, which may be
+/// a megabyte of an argument; the pointer already says which one.
+pub const MAX_MESSAGE_CHARS: usize = 300;
+
 const KNOWN_DRAFTS: &[&str] = &[
     "https://json-schema.org/draft/2020-12/schema",
     "https://json-schema.org/draft/2019-09/schema",
@@ -255,6 +259,23 @@ fn check(value: &Value) -> Result<(), SchemaError> {
     compile(value).map(drop)
 }
 
+/// One of jsonschema's errors as a violation, its message cut to [`MAX_MESSAGE_CHARS`].
+pub(crate) fn violation(e: &jsonschema::ValidationError<'_>) -> Violation {
+    Violation {
+        pointer: e.instance_path().as_str().to_owned(),
+        keyword: e.kind().keyword().to_owned(),
+        message: clip(e.to_string()),
+    }
+}
+
+/// `message` cut to [`MAX_MESSAGE_CHARS`] characters, marked with `…` when cut.
+pub(crate) fn clip(message: String) -> String {
+    match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((end, _)) => format!("{}…", &message[..end]),
+        None => message,
+    }
+}
+
 /// Turns jsonschema's errors into violations, capped at [`MAX_VIOLATIONS`] with a final line that
 /// counts the rest.
 pub(crate) fn collect<'a>(
@@ -264,11 +285,7 @@ pub(crate) fn collect<'a>(
     let mut extra = 0usize;
     for e in errors {
         if out.len() < MAX_VIOLATIONS {
-            out.push(Violation {
-                pointer: e.instance_path().as_str().to_owned(),
-                keyword: e.kind().keyword().to_owned(),
-                message: e.to_string(),
-            });
+            out.push(violation(&e));
         } else {
             extra += 1;
         }
@@ -338,6 +355,25 @@ mod tests {
         }))
         .unwrap_err();
         assert!(matches!(err, SchemaError::Compile(_)), "{err}");
+    }
+
+    #[test]
+    fn a_violation_quoting_a_long_value_is_cut() {
+        let s = ParameterSchema::parameters(json!({
+            "type": "object",
+            "properties": {"a": {"type": "string", "maxLength": 3}}
+        }))
+        .unwrap();
+        let long = "x".repeat(10_000);
+        let v = collect(s.compile().unwrap().iter_errors(&json!({"a": long})));
+        assert_eq!(
+            v,
+            [Violation {
+                pointer: "/a".to_owned(),
+                keyword: "maxLength".to_owned(),
+                message: format!("\"{}…", "x".repeat(MAX_MESSAGE_CHARS - 1)),
+            }]
+        );
     }
 
     #[test]

@@ -18,8 +18,10 @@ use tw_core::{LicenseTier, OperationalMode, ToolName};
 use tw_store::Synchronous;
 
 mod network;
+mod validation;
 
 pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
+pub use validation::{ContentProfiles, ProfileSettings, SchemaSource, ValidationSettings};
 
 /// A configuration file that could not be used, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,6 +105,8 @@ pub struct Config {
     pub upstream: BTreeMap<String, UpstreamServer>,
     /// `[network]`: the egress gatekeeper's limits, names, secrets and search provider.
     pub network: NetworkSettings,
+    /// `[validation]`: the profiles `validate_content` checks content against.
+    pub validation: ValidationSettings,
 }
 
 /// `[upstream.NAME]`: another MCP server whose tools are registered as `NAME__tool` and called
@@ -297,6 +301,7 @@ impl Default for Config {
             serve: ServeSettings::default(),
             upstream: BTreeMap::new(),
             network: NetworkSettings::default(),
+            validation: ValidationSettings::default(),
         }
     }
 }
@@ -327,6 +332,7 @@ struct Doc {
     #[serde(default)]
     upstream: BTreeMap<Spanned<String>, UpstreamDoc>,
     network: Option<network::NetworkDoc>,
+    validation: Option<validation::ValidationDoc>,
 }
 
 /// `network = true | false | ["host", "*.domain"]`.
@@ -611,6 +617,10 @@ impl Config {
         }
         if let Some(d) = doc.network {
             config.network = network::settings(d).map_err(|(at, m)| err(Some(at), m))?;
+        }
+        if let Some(d) = doc.validation {
+            config.validation =
+                validation::settings(d, base, home).map_err(|(at, m)| err(Some(at), m))?;
         }
         for (name, o) in doc.tools {
             ToolName::new(name.get_ref())

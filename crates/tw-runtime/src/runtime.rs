@@ -120,6 +120,7 @@ impl Runtime {
         let chains_dir = crate::chains::chains_dir(&config, &workspace);
         let workspace = Arc::new(Workspace::open(&workspace)?);
         let policy = crate::policy::load(&config, crate::policy::env(&workspace))?;
+        let profiles = Arc::new(config.content_profiles(|p| std::fs::read_to_string(p))?);
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
         store_options.synchronous = config.audit_synchronous;
         store_options.keep_days = config.audit_keep_days;
@@ -137,7 +138,7 @@ impl Runtime {
             store,
             clock,
             events: EventBus::new(),
-            registry: builtin_registry()?,
+            registry: builtin_registry(profiles)?,
             workspace,
             browsers: Arc::new(crate::browser::Browsers::new(
                 crate::browser::DEFAULT_EXECUTABLE.into(),
@@ -537,7 +538,6 @@ impl Runtime {
     }
 }
 
-/// A registry holding the built-in tools.
 /// The team store's URL: `TOOLWARDEN_STORE_URL` if set, else `[store] url`; none for the data
 /// directory's SQLite file.
 fn store_url(config: &Config) -> Result<Option<String>> {
@@ -557,9 +557,12 @@ fn store_url(config: &Config) -> Result<Option<String>> {
     }
 }
 
-fn builtin_registry() -> Result<ToolRegistry<ToolKind>> {
+/// A registry holding the built-in tools.
+fn builtin_registry(
+    profiles: Arc<crate::config::ContentProfiles>,
+) -> Result<ToolRegistry<ToolKind>> {
     let registry = ToolRegistry::new();
-    for tool in builtins::all() {
+    for tool in builtins::all(profiles) {
         let def = tool.definition()?;
         registry.register(def, ToolKind::Builtin(tool))?;
     }
@@ -675,3 +678,5 @@ mod search_tests;
 mod switch_tests;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod validate_tests;

@@ -21,6 +21,7 @@ const BUILTINS: &[&str] = &[
     "read_file",
     "run_linter",
     "run_tests",
+    "validate_content",
     "write_file",
 ];
 
@@ -84,6 +85,7 @@ fn the_shipped_catalog_parses_and_maps_every_builtin() {
             "messaging",
             "knowledge_search",
             "system_info",
+            "content_check",
         ]
     );
     for tool in BUILTINS.iter().chain(PLANNED) {
@@ -95,6 +97,7 @@ fn the_shipped_catalog_parses_and_maps_every_builtin() {
     }
     assert_eq!(catalog.static_for("read_file"), ["filesystem_read"]);
     assert_eq!(catalog.static_for("echo"), ["system_info"]);
+    assert_eq!(catalog.static_for("validate_content"), ["content_check"]);
     assert_eq!(
         catalog.static_for("sql_query"),
         ["database_read", "database_write"]

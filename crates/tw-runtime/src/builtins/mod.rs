@@ -8,6 +8,7 @@ pub mod exec;
 mod fs;
 pub mod net;
 mod system;
+pub mod validate;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -80,13 +81,15 @@ pub trait BuiltinTool: Send + Sync + 'static {
 /// What [`BuiltinTool::preview`] returns.
 pub type PreviewFuture<'a> = Pin<Box<dyn Future<Output = Option<Value>> + Send + 'a>>;
 
-/// Every built-in tool this build ships.
-pub fn all() -> Vec<Arc<dyn BuiltinTool>> {
+/// Every built-in tool this build ships. `validate_content` serves the config's validation
+/// profiles, which its definition lists.
+pub fn all(profiles: Arc<crate::config::ContentProfiles>) -> Vec<Arc<dyn BuiltinTool>> {
     let mut tools: Vec<Arc<dyn BuiltinTool>> = Vec::new();
     tools.extend(fs::tools());
     tools.extend(net::tools());
     tools.extend(browser::tools());
     tools.extend(system::tools());
+    tools.extend(validate::tools(profiles));
     tools
 }
 

@@ -548,3 +548,207 @@ api_key_env = "BRAVE_API_KEY"
         ]
     );
 }
+
+#[test]
+fn validation_profiles_are_read_with_their_rules_and_schemas() {
+    let text = r#"
+[validation.profiles.ticket]
+schema = "schemas/ticket.json"
+min_length = 1
+max_length = 10000
+encoding = "ascii"
+forbid = ["(?i)password\\s*="]
+require = ["^TICKET-[0-9]+"]
+
+[validation.profiles.note]
+schema = { type = "object", required = ["title"], properties = { title = { type = "string" } } }
+
+[validation.profiles.plain]
+encoding = "latin-1"
+"#;
+    let c = Config::parse(text, Path::new("/etc/tw/config.toml"), None).unwrap();
+    let p = &c.validation.profiles;
+    assert_eq!(p.keys().collect::<Vec<_>>(), ["note", "plain", "ticket"]);
+    let ticket = &p["ticket"];
+    assert_eq!(
+        ticket.schema,
+        Some(SchemaSource::File {
+            path: PathBuf::from("/etc/tw/schemas/ticket.json"),
+            at: text.find("\"schemas/").unwrap(),
+        })
+    );
+    let r = &ticket.rules;
+    assert_eq!(
+        (
+            r.min_length,
+            r.max_length,
+            r.encoding,
+            r.forbid.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+            r.require.iter().map(|p| p.as_str()).collect::<Vec<_>>()
+        ),
+        (
+            Some(1),
+            Some(10000),
+            tw_core::content::Encoding::Ascii,
+            vec![r"(?i)password\s*="],
+            vec!["^TICKET-[0-9]+"]
+        )
+    );
+    match &p["note"].schema {
+        Some(SchemaSource::Inline { schema, .. }) => assert_eq!(
+            schema.value(),
+            &serde_json::json!({"type": "object", "required": ["title"],
+                                "properties": {"title": {"type": "string"}}})
+        ),
+        other => panic!("an inline schema, not {other:?}"),
+    }
+    assert_eq!(
+        (
+            p["plain"].schema.is_none(),
+            p["plain"].rules.encoding.as_str()
+        ),
+        (true, "latin-1")
+    );
+}
+
+#[test]
+fn a_malformed_validation_profile_is_refused_at_its_line() {
+    let f = "/etc/tw/config.toml";
+    let p = "[validation.profiles.ticket]\n";
+    let cases = [
+        (
+            format!("{p}forbid = [\"ok\", \"(?i)password(\"]\n"),
+            format!(
+                "{f}:2:17: validation.profiles.ticket.forbid[1]: \"(?i)password(\": not a \
+                 regular expression: unclosed group"
+            ),
+        ),
+        (
+            format!("{p}require = [\"\"]\n"),
+            format!(
+                "{f}:2:12: validation.profiles.ticket.require[0]: \"\": an empty pattern \
+                 matches every text; leave it out"
+            ),
+        ),
+        (
+            format!("{p}min_length = 10\nmax_length = 5\n"),
+            format!(
+                "{f}:3:14: validation.profiles.ticket: max_length 5 is less than min_length \
+                 10: no text could pass"
+            ),
+        ),
+        (
+            format!("{p}encoding = \"ebcdic\"\n"),
+            format!(
+                "{f}:2:12: validation.profiles.ticket.encoding: unknown encoding \"ebcdic\": \
+                 expected one of utf-8, ascii, latin-1"
+            ),
+        ),
+        (
+            format!("{p}encoding = \"ascii\"\nmax_lenght = 5\n"),
+            format!(
+                "{f}:3:1: unknown field `max_lenght`, expected one of `schema`, `min_length`, \
+                 `max_length`, `encoding`, `forbid`, `require`"
+            ),
+        ),
+        (
+            format!("{p}min_length = -1\n"),
+            format!("{f}:2:14: invalid value: integer `-1`, expected u64"),
+        ),
+        (
+            format!(
+                "{p}schema = {{ type = \"object\", properties = {{ a = {{ type = \"strnig\" }} }} }}\n"
+            ),
+            format!(
+                "{f}:2:10: validation.profiles.ticket.schema: invalid JSON Schema: at \
+                 /properties/a/type: \"strnig\" is not valid under any of the schemas listed in \
+                 the 'anyOf' keyword"
+            ),
+        ),
+        (
+            format!("{p}schema = 3\n"),
+            format!(
+                "{f}:2:10: validation.profiles.ticket.schema: give the path of a JSON Schema \
+                 file (\"schemas/ticket.json\") or the schema as a table ({{ type = \"object\", \
+                 ... }})"
+            ),
+        ),
+        (
+            format!("{p}\n"),
+            format!(
+                "{f}:1:22: validation.profiles.ticket has no rule, so every content would \
+                 pass: give schema, min_length, max_length, encoding, forbid or require"
+            ),
+        ),
+        (
+            "[validation.profiles.\"Ticket Form\"]\nmin_length = 1\n".to_owned(),
+            format!(
+                "{f}:1:22: validation.profiles: \"Ticket Form\" is not a profile name (1 to 64 \
+                 lowercase letters, digits, '_' and '-', starting with a letter)"
+            ),
+        ),
+        (
+            "[validation]\nprofile = {}\n".to_owned(),
+            format!("{f}:2:1: unknown field `profile`, expected `profiles`"),
+        ),
+    ];
+    for (text, want) in cases {
+        check(&text, Err(&want));
+    }
+}
+
+/// Schema files are read when the runtime opens, through the reader it passes; what cannot be
+/// used is refused at the line that names it, with the profile and, for a file that is not
+/// JSON, the place in that file.
+#[test]
+fn schema_files_are_read_and_compiled_with_errors_at_the_line_naming_them() {
+    let text = "[validation.profiles.ticket]\nmax_length = 100\nschema = \"schemas/ticket.json\"\n";
+    let c = Config::parse(text, Path::new("/etc/tw/config.toml"), None).unwrap();
+    let with = |file: Option<&str>| {
+        c.content_profiles(|path| {
+            assert_eq!(path, Path::new("/etc/tw/schemas/ticket.json"));
+            file.map(str::to_owned).ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory")
+            })
+        })
+    };
+    let profiles = with(Some(r#"{"type": "object", "required": ["id"]}"#)).unwrap();
+    assert_eq!(
+        profiles["ticket"].schema().map(|s| s.value().clone()),
+        Some(serde_json::json!({"type": "object", "required": ["id"]}))
+    );
+    assert_eq!(profiles["ticket"].rules().max_length, Some(100));
+    let errors = [
+        with(None),
+        with(Some(
+            "{\n  \"type\": \"object\",\n  \"required\": [\"id\",]\n}",
+        )),
+        with(Some(r#"{"type": "objekt"}"#)),
+        with(Some(r#"{"$ref": "other.json"}"#)),
+    ]
+    .map(|r| r.map(|_| ()).map_err(|e| e.to_string()));
+    let at = "/etc/tw/config.toml:3:10: validation.profiles.ticket.schema: ";
+    let file = "/etc/tw/schemas/ticket.json";
+    assert_eq!(
+        errors[..3],
+        [
+            Err(format!("{at}cannot read {file}: No such file or directory")),
+            Err(format!("{at}{file}:3:21: not JSON: trailing comma")),
+            Err(format!(
+                "{at}{file}: invalid JSON Schema: at /type: \"objekt\" is not valid under any of \
+                 the schemas listed in the 'anyOf' keyword"
+            )),
+        ]
+    );
+    // A reference to another file is not followed (schemas are compiled offline).
+    let unresolved = errors[3].clone().unwrap_err();
+    assert!(
+        unresolved.starts_with(&format!("{at}{file}: JSON Schema cannot be compiled: ")),
+        "{unresolved}"
+    );
+    // Without profiles nothing is read.
+    let none = Config::default()
+        .content_profiles(|_| panic!("nothing to read"))
+        .unwrap();
+    assert!(none.is_empty());
+}

@@ -139,12 +139,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Counts a finished call. `known` says whether the registry has its tool.
-    pub(crate) fn record(&self, caller: &Caller, result: &ToolResult, known: bool) {
-        let tool = if known {
-            result.tool.as_str()
-        } else {
+    /// Counts a finished call. A call the lookup refused (`NotFound`) names a tool no registry
+    /// has: it is counted as `(unknown)`.
+    pub(crate) fn record(&self, caller: &Caller, result: &ToolResult) {
+        let tool = if result.status == ToolStatus::NotFound {
             "(unknown)"
+        } else {
+            result.tool.as_str()
         };
         self.calls
             .get_or_create(&CallLabels {
@@ -271,14 +272,12 @@ mod tests {
             m.record(
                 &Caller::agent(&format!("agent-{n}")),
                 &result("echo", ToolStatus::Success),
-                true,
             );
         }
         // A caller seen before the cap keeps its own label.
         m.record(
             &Caller::agent("agent-0"),
             &result("echo", ToolStatus::Success),
-            true,
         );
         let text = m.render(OperationalMode::Normal, 0);
         let calls: Vec<&str> = text
@@ -304,7 +303,7 @@ mod tests {
         r.metadata
             .execution
             .insert("peak_memory_bytes".into(), serde_json::json!(3_000_000));
-        m.record(&Caller::agent("a"), &r, true);
+        m.record(&Caller::agent("a"), &r);
         let text = m.render(OperationalMode::Normal, 1);
         assert!(
             text.contains(r#"toolwarden_sandbox_cpu_seconds_total{tool="exec"} 1.5"#),

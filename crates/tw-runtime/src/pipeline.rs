@@ -518,8 +518,7 @@ impl Pipeline {
                 format!("the audit record could not be written, so the result is withheld: {e}"),
             ));
         }
-        let known = self.shared.registry.get(&result.tool).is_some();
-        self.shared.metrics.record(caller, &result, known);
+        self.shared.metrics.record(caller, &result);
         self.announce(&result, span);
         result
     }

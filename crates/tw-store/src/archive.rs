@@ -257,7 +257,6 @@ pub(crate) fn write(
     before: i64,
     out: &Path,
 ) -> Result<Option<ArchiveHeader>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
     let sql_err = |e: rusqlite::Error| StoreError::Database(format!("archiving: {e}"));
     let conn = rusqlite::Connection::open_with_flags(
         db,
@@ -304,22 +303,7 @@ pub(crate) fn write(
         public_key: String::new(),
         signature: String::new(),
     };
-    header.sign(key).map_err(|message| StoreError::Corrupt {
-        what: "audit archive".to_owned(),
-        message,
-    })?;
-    let io = |source| StoreError::Io {
-        path: out.to_owned(),
-        source,
-    };
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(out)
-        .map_err(io)?;
-    let mut w = BufWriter::new(file);
-    json_line(&mut w, &header).map_err(io)?;
+    let mut file = ArchiveFile::create(out, &mut header, key)?;
     let names = columns(false);
     let mut stmt = conn
         .prepare(&format!(
@@ -340,18 +324,91 @@ pub(crate) fn write(
             };
             object.insert((*name).to_owned(), v);
         }
-        json_line(&mut w, &Value::Object(object)).map_err(io)?;
+        file.record(object)?;
     }
-    let file = w.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
+    file.finish()?;
     conn.execute_batch("COMMIT").map_err(sql_err)?;
     Ok(Some(header))
 }
 
-/// `v` as one JSON line.
-pub(crate) fn json_line(w: &mut impl std::io::Write, v: &impl Serialize) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *w, v)?;
-    w.write_all(b"\n")
+/// An archive being written: its file, created owner-only (it must not exist), with the signed
+/// header on its first line and a record on each line after.
+pub(crate) struct ArchiveFile {
+    w: BufWriter<std::fs::File>,
+    path: PathBuf,
+}
+
+impl ArchiveFile {
+    /// Signs `header` with `key` and starts the file with it.
+    pub(crate) fn create(out: &Path, header: &mut ArchiveHeader, key: &SigningKey) -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        header.sign(key).map_err(|message| StoreError::Corrupt {
+            what: "audit archive".to_owned(),
+            message,
+        })?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(out)
+            .map_err(|source| StoreError::Io {
+                path: out.to_owned(),
+                source,
+            })?;
+        let mut this = Self {
+            w: BufWriter::new(file),
+            path: out.to_owned(),
+        };
+        this.line(&*header)?;
+        Ok(this)
+    }
+
+    /// One record, its columns under their names.
+    pub(crate) fn record(&mut self, columns: Map<String, Value>) -> Result<()> {
+        self.line(&Value::Object(columns))
+    }
+
+    fn line(&mut self, v: &impl Serialize) -> Result<()> {
+        serde_json::to_writer(&mut self.w, v)
+            .map_err(std::io::Error::from)
+            .and_then(|()| std::io::Write::write_all(&mut self.w, b"\n"))
+            .map_err(|source| self.io(source))
+    }
+
+    /// Flushes the file and makes it durable.
+    pub(crate) fn finish(self) -> Result<()> {
+        let path = self.path;
+        let io = |source| StoreError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = self.w.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)
+    }
+
+    fn io(&self, source: std::io::Error) -> StoreError {
+        StoreError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// What is wrong with a recorded archive's file, if it is still at `file` (on this host) and
+/// does not verify or is not the archive `recorded` says; `None` if it agrees or is not there.
+pub(crate) fn file_disagrees(file: &Path, recorded: &ArchiveHeader) -> Option<String> {
+    let report = verify_file(file).ok()?;
+    (!report.ok || report.header != *recorded).then(|| {
+        format!(
+            "the file does not verify or is not the archive recorded: {}",
+            report.problems.join("; ")
+        )
+    })
+}
+
+/// ` of chain NAME`, or nothing for SQLite's one chain: how a message names a run's chain.
+fn of_chain(chain: Option<&str>) -> String {
+    chain.map(|c| format!(" of chain {c}")).unwrap_or_default()
 }
 
 /// Reads an archive back and checks it on its own: the header's signature, every record's link
@@ -476,7 +533,6 @@ impl<'a> Walk<'a> {
         (prev, hash, linked): ([u8; 32], [u8; 32], bool),
         problems: &mut Vec<String>,
     ) {
-        let of = |c: Option<&str>| c.map(|c| format!(" of chain {c}")).unwrap_or_default();
         let same = self
             .at
             .is_some_and(|(i, _, _)| self.segments[i].chain.as_deref() == chain);
@@ -489,7 +545,10 @@ impl<'a> Walk<'a> {
                 Some(k) => {
                     let i = self.next + k;
                     for s in &self.segments[self.next..i] {
-                        problems.push(format!("records{} are missing", of(s.chain.as_deref())));
+                        problems.push(format!(
+                            "records{} are missing",
+                            of_chain(s.chain.as_deref())
+                        ));
                     }
                     self.at = Some((i, self.segments[i].first, self.segments[i].prev));
                     self.next = i + 1;
@@ -498,7 +557,7 @@ impl<'a> Walk<'a> {
                     problems.push(format!(
                         "line {line_no}: record {id}{} is not in a run the header names, or out \
                          of order",
-                        of(chain)
+                        of_chain(chain)
                     ));
                     return;
                 }
@@ -507,7 +566,10 @@ impl<'a> Walk<'a> {
         let Some((i, expected_place, expected)) = self.at.as_mut() else {
             return;
         };
-        let what = format!("record {id}{}", of(self.segments[*i].chain.as_deref()));
+        let what = format!(
+            "record {id}{}",
+            of_chain(self.segments[*i].chain.as_deref())
+        );
         if place != *expected_place {
             problems.push(format!(
                 "line {line_no}: {what} is at {place} where {expected_place} should be"
@@ -524,15 +586,11 @@ impl<'a> Walk<'a> {
         *expected = hash;
     }
 
-    /// Closes the run being walked (and, at the end, says which runs had no records).
+    /// Closes the run being walked: its last record must be the one the header signed.
     fn finish(&mut self, problems: &mut Vec<String>) {
         if let Some((i, next_place, hash)) = self.at.take() {
             let s = &self.segments[i];
-            let of = s
-                .chain
-                .as_deref()
-                .map(|c| format!(" of chain {c}"))
-                .unwrap_or_default();
+            let of = of_chain(s.chain.as_deref());
             if next_place != s.last + 1 || hash != s.last_hash {
                 problems.push(format!(
                     "the last record{of} is not the one the header signed ({})",
@@ -542,13 +600,10 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// At the end: the runs the header names that had no records.
     fn missing(&self, problems: &mut Vec<String>) {
         for s in &self.segments[self.next..] {
-            let of = s
-                .chain
-                .as_deref()
-                .map(|c| format!(" of chain {c}"))
-                .unwrap_or_default();
+            let of = of_chain(s.chain.as_deref());
             problems.push(format!("records{of} are missing"));
         }
     }

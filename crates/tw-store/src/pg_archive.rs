@@ -7,7 +7,6 @@
 //! advisory lock); a removal a crash cut short is finished by the next archive or open.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::BufWriter;
 use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -86,7 +85,6 @@ async fn write(
     before: i64,
     out: &Path,
 ) -> Result<Option<ArchiveHeader>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
     let mut tx = conn
         .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .await?;
@@ -164,22 +162,7 @@ async fn write(
         public_key: String::new(),
         signature: String::new(),
     };
-    header.sign(key).map_err(|message| StoreError::Corrupt {
-        what: "audit archive".to_owned(),
-        message,
-    })?;
-    let io = |source| StoreError::Io {
-        path: out.to_owned(),
-        source,
-    };
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(out)
-        .map_err(io)?;
-    let mut w = BufWriter::new(file);
-    archive::json_line(&mut w, &header).map_err(io)?;
+    let mut file = archive::ArchiveFile::create(out, &mut header, key)?;
     let names = archive::columns(true);
     let ints = crate::pg_verify::integer_columns();
     let sql = format!(
@@ -209,11 +192,10 @@ async fn write(
             }
             let output: Option<String> = r.try_get(5 + ints.len())?;
             object.insert("output".into(), output.into());
-            archive::json_line(&mut w, &Value::Object(object)).map_err(io)?;
+            file.record(object)?;
         }
     }
-    let file = w.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
+    file.finish()?;
     tx.commit().await?;
     Ok(Some(header))
 }
@@ -279,8 +261,8 @@ pub(crate) async fn recorded(conn: &mut PgConnection) -> Result<Vec<Recorded>> {
     let mut out: Vec<(i64, Recorded)> = Vec::new();
     for r in &rows {
         let id: i64 = r.try_get(0)?;
+        let blob = |i| -> Result<String> { Ok(hex(&r.try_get::<Vec<u8>, _>(i)?)) };
         if out.last().is_none_or(|(last, _)| *last != id) {
-            let blob = |i| -> Result<String> { Ok(hex(&r.try_get::<Vec<u8>, _>(i)?)) };
             out.push((
                 id,
                 Recorded {
@@ -303,7 +285,6 @@ pub(crate) async fn recorded(conn: &mut PgConnection) -> Result<Vec<Recorded>> {
                 },
             ));
         }
-        let blob = |i| -> Result<String> { Ok(hex(&r.try_get::<Vec<u8>, _>(i)?)) };
         let Some((_, a)) = out.last_mut() else {
             continue;
         };

@@ -633,18 +633,12 @@ fn check_archives<'a>(
         if a.host != host {
             continue;
         }
-        if let Ok(report) = crate::archive::verify_file(Path::new(&a.file))
-            && (!report.ok || report.header != a.header)
-        {
+        if let Some(why) = crate::archive::file_disagrees(Path::new(&a.file), &a.header) {
             p.add(
                 "archive",
                 Some(a.header.first_id),
                 ProblemKind::Edited,
-                format!(
-                    "{}: the file does not verify or is not the archive recorded: {}",
-                    what(a),
-                    report.problems.join("; ")
-                ),
+                format!("{}: {why}", what(a)),
             );
         }
     }

@@ -426,19 +426,8 @@ impl Verifier {
                 Ok(segments) => {
                     // SQLite's archives are format 1: one run, by id.
                     let last_hash = segments.first().map_or(GENESIS, |s| s.last_hash);
-                    if let Ok(report) = crate::archive::verify_file(Path::new(file))
-                        && (!report.ok || report.header != *h)
-                    {
-                        self.problem(
-                            "archive",
-                            at,
-                            ProblemKind::Edited,
-                            format!(
-                                "{what}: the file does not verify or is not the archive \
-                                 recorded: {}",
-                                report.problems.join("; ")
-                            ),
-                        );
+                    if let Some(why) = crate::archive::file_disagrees(Path::new(file), h) {
+                        self.problem("archive", at, ProblemKind::Edited, format!("{what}: {why}"));
                     }
                     good.push(Archived {
                         first_id: h.first_id,

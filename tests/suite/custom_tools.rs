@@ -78,6 +78,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "browser_tabs",
             "browser_type",
             "browser_wait_for",
+            "check_process_health",
             "delete_file",
             "echo",
             "exec",
@@ -86,9 +87,11 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "list_directory",
             "python_exec",
             "read_file",
+            "read_system_logs",
             "run_linter",
             "run_tests",
             "show_args",
+            "system_metrics_snapshot",
             "validate_content",
             "web_search",
             "write_file"
@@ -224,7 +227,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 28);
+    assert_eq!(all.as_array().unwrap().len(), 31);
 }
 
 #[test]

@@ -525,6 +525,7 @@ fn the_client_is_told_when_a_mode_switch_changes_its_listing() {
 }
 
 mod http;
+mod seed;
 mod team;
 mod upstream;
 

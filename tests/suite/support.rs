@@ -278,9 +278,50 @@ pub struct Server {
 }
 
 pub fn serve(routes: impl FnOnce(u16) -> Vec<(String, String)>) -> Server {
+    serve_with(move |port| {
+        let redirects = routes(port);
+        move |path: &str| match path {
+            "/ok" => Answer::page(200, "text/html", b"<h1>fine</h1>".to_vec()),
+            "/big" => Answer::page(200, "text/html", vec![b'x'; 6 << 20]),
+            _ => match redirects.iter().find(|(p, _)| *p == path) {
+                Some((_, to)) => Answer {
+                    location: Some(to.clone()),
+                    ..Answer::page(302, "text/html", Vec::new())
+                },
+                None => Answer::page(404, "text/html", b"no".to_vec()),
+            },
+        }
+    })
+}
+
+/// What a test server answers one request with.
+pub struct Answer {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub location: Option<String>,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn page(status: u16, content_type: &'static str, body: Vec<u8>) -> Self {
+        Self {
+            status,
+            content_type,
+            location: None,
+            body,
+        }
+    }
+}
+
+/// A server on 127.0.0.1 answering each request by its path (query included) with what
+/// `answers` (given the server's port) makes of it; one request per connection.
+pub fn serve_with<F>(answers: impl FnOnce(u16) -> F) -> Server
+where
+    F: Fn(&str) -> Answer + Send + 'static,
+{
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let redirects = routes(port);
+    let answer = answers(port);
     let hits = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&hits);
     std::thread::spawn(move || {
@@ -296,25 +337,20 @@ pub fn serve(routes: impl FnOnce(u16) -> Vec<(String, String)>) -> Server {
                 }
             }
             let text = String::from_utf8_lossy(&head).into_owned();
-            let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
-            let (status, location, body) = match path.as_str() {
-                "/ok" => (200, None, b"<h1>fine</h1>".to_vec()),
-                "/big" => (200, None, vec![b'x'; 6 << 20]),
-                _ => match redirects.iter().find(|(p, _)| *p == path) {
-                    Some((_, to)) => (302, Some(to.clone()), Vec::new()),
-                    None => (404, None, b"no".to_vec()),
-                },
-            };
+            let path = text.split(' ').nth(1).unwrap_or("/");
+            let a = answer(path);
             let mut out = format!(
-                "HTTP/1.1 {status} X\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n",
-                body.len()
+                "HTTP/1.1 {} X\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n",
+                a.status,
+                a.content_type,
+                a.body.len()
             );
-            if let Some(to) = location {
+            if let Some(to) = a.location {
                 out.push_str(&format!("location: {to}\r\n"));
             }
             out.push_str("\r\n");
             let _ = stream.write_all(out.as_bytes());
-            let _ = stream.write_all(&body);
+            let _ = stream.write_all(&a.body);
         }
     });
     Server { port, hits }

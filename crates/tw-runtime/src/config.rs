@@ -18,9 +18,11 @@ use tw_core::{LicenseTier, OperationalMode, ToolName};
 use tw_store::Synchronous;
 
 mod network;
+mod system;
 mod validation;
 
 pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
+pub use system::{JOURNAL, LogRoot, LogRoots, SystemSettings};
 pub use validation::{ContentProfiles, ProfileSettings, SchemaSource, ValidationSettings};
 
 /// A configuration file that could not be used, and where.
@@ -107,6 +109,8 @@ pub struct Config {
     pub network: NetworkSettings,
     /// `[validation]`: the profiles `validate_content` checks content against.
     pub validation: ValidationSettings,
+    /// `[system]`: what the host-inspection tools may look at.
+    pub system: SystemSettings,
 }
 
 /// `[upstream.NAME]`: another MCP server whose tools are registered as `NAME__tool` and called
@@ -302,6 +306,7 @@ impl Default for Config {
             upstream: BTreeMap::new(),
             network: NetworkSettings::default(),
             validation: ValidationSettings::default(),
+            system: SystemSettings::default(),
         }
     }
 }
@@ -333,6 +338,7 @@ struct Doc {
     upstream: BTreeMap<Spanned<String>, UpstreamDoc>,
     network: Option<network::NetworkDoc>,
     validation: Option<validation::ValidationDoc>,
+    system: Option<system::SystemDoc>,
 }
 
 /// `network = true | false | ["host", "*.domain"]`.
@@ -436,6 +442,19 @@ pub fn check_store_url(url: &str) -> std::result::Result<(), String> {
 enum SyncDoc {
     Normal,
     Full,
+}
+
+/// The longest name a config section gives something agents pick by name (a validation
+/// profile, a log root): it is an enum value in a tool's schema and a word in messages.
+const MAX_SHORT_NAME: usize = 64;
+
+/// Whether `n` is such a name: 1 to [`MAX_SHORT_NAME`] lowercase letters, digits, `_` and `-`,
+/// starting with a letter.
+fn short_name(n: &str) -> bool {
+    n.len() <= MAX_SHORT_NAME
+        && n.starts_with(|c: char| c.is_ascii_lowercase())
+        && n.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
 fn expand(path: &str, base: &Path, home: Option<&Path>) -> PathBuf {
@@ -621,6 +640,9 @@ impl Config {
         if let Some(d) = doc.validation {
             config.validation =
                 validation::settings(d, base, home).map_err(|(at, m)| err(Some(at), m))?;
+        }
+        if let Some(d) = doc.system {
+            config.system = system::settings(d, base, home).map_err(|(at, m)| err(Some(at), m))?;
         }
         for (name, o) in doc.tools {
             ToolName::new(name.get_ref())

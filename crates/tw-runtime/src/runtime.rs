@@ -121,6 +121,7 @@ impl Runtime {
         let workspace = Arc::new(Workspace::open(&workspace)?);
         let policy = crate::policy::load(&config, crate::policy::env(&workspace))?;
         let profiles = Arc::new(config.content_profiles(|p| std::fs::read_to_string(p))?);
+        let log_roots = Arc::new(config.log_roots()?);
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
         store_options.synchronous = config.audit_synchronous;
         store_options.keep_days = config.audit_keep_days;
@@ -138,7 +139,7 @@ impl Runtime {
             store,
             clock,
             events: EventBus::new(),
-            registry: builtin_registry(profiles)?,
+            registry: builtin_registry(profiles, &config.system, log_roots)?,
             workspace,
             browsers: Arc::new(crate::browser::Browsers::new(
                 crate::browser::DEFAULT_EXECUTABLE.into(),
@@ -560,9 +561,11 @@ fn store_url(config: &Config) -> Result<Option<String>> {
 /// A registry holding the built-in tools.
 fn builtin_registry(
     profiles: Arc<crate::config::ContentProfiles>,
+    system: &crate::config::SystemSettings,
+    log_roots: Arc<crate::config::LogRoots>,
 ) -> Result<ToolRegistry<ToolKind>> {
     let registry = ToolRegistry::new();
-    for tool in builtins::all(profiles) {
+    for tool in builtins::all(profiles, system, log_roots)? {
         let def = tool.definition()?;
         registry.register(def, ToolKind::Builtin(tool))?;
     }
@@ -668,6 +671,10 @@ mod capability_tests;
 mod chain_tests;
 #[cfg(test)]
 mod exec_tests;
+#[cfg(test)]
+mod host_tests;
+#[cfg(test)]
+mod logs_tests;
 #[cfg(test)]
 mod net_tests;
 #[cfg(test)]

@@ -16,7 +16,7 @@ use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition
 use tw_sandbox::PathError;
 use tw_sandbox::fs::{self as sfs, ListOptions, ReadOptions, SearchOptions, WriteMode};
 
-use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit, output};
+use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, blocking, lit, output};
 
 /// Room left in the output budget for the JSON around a file's content.
 const ENVELOPE_BYTES: u64 = 1024;
@@ -50,18 +50,6 @@ fn fs_definition(
     d.constraints.isolation = IsolationLevel::None;
     d.constraints.max_execution_time_ms = 10_000;
     Ok(d)
-}
-
-/// Runs blocking work off the async workers and turns a lost task into a failure.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, ToolFailure> + Send + 'static,
-) -> Result<T, ToolFailure> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| {
-        ToolFailure::failed(
-            ErrorCode::EXECUTION_FAILED,
-            format!("file task failed: {e}"),
-        )
-    })?
 }
 
 struct ReadFile;
@@ -128,7 +116,10 @@ impl BuiltinTool for ReadFile {
                 sfs::read_file(&ctx.workspace, &a.path, opts).map_err(failure)?
             } else {
                 let ws = Arc::clone(&ctx.workspace);
-                blocking(move || sfs::read_file(&ws, &a.path, opts).map_err(failure)).await?
+                blocking("file task", move || {
+                    sfs::read_file(&ws, &a.path, opts).map_err(failure)
+                })
+                .await?
             };
             Ok(out.into_json())
         })
@@ -269,7 +260,7 @@ impl BuiltinTool for ListDirectory {
         Box::pin(async move {
             let a: ListArgs = args(raw)?;
             let ws = Arc::clone(&ctx.workspace);
-            let out = blocking(move || {
+            let out = blocking("file task", move || {
                 let opts = ListOptions {
                     depth: a.depth,
                     include_hidden: a.include_hidden,
@@ -348,7 +339,7 @@ impl BuiltinTool for FileSearch {
             let a: SearchArgs = args(raw)?;
             let ws = Arc::clone(&ctx.workspace);
             let cancel = ctx.cancel.clone();
-            let out = blocking(move || {
+            let out = blocking("file task", move || {
                 let opts = SearchOptions {
                     glob: a.glob,
                     content: a.content,

@@ -6,6 +6,8 @@
 mod browser;
 pub mod exec;
 mod fs;
+mod host;
+mod logs;
 pub mod net;
 mod system;
 pub mod validate;
@@ -31,6 +33,9 @@ pub struct ToolContext {
     pub max_output_bytes: u64,
     /// For network tools: the gatekeeper and the rules this call is held to.
     pub net: Option<Arc<net::NetContext>>,
+    /// The runtime's process runner, for a built-in that reads through a system program
+    /// (`read_system_logs`' `journalctl`): every process a tool starts goes through it.
+    pub sandbox: tw_sandbox::Sandbox,
 }
 
 /// Why a built-in did not produce a result.
@@ -82,15 +87,22 @@ pub trait BuiltinTool: Send + Sync + 'static {
 pub type PreviewFuture<'a> = Pin<Box<dyn Future<Output = Option<Value>> + Send + 'a>>;
 
 /// Every built-in tool this build ships. `validate_content` serves the config's validation
-/// profiles, which its definition lists.
-pub fn all(profiles: Arc<crate::config::ContentProfiles>) -> Vec<Arc<dyn BuiltinTool>> {
+/// profiles, which its definition lists; the host and log tools are held to the config's
+/// `[system]` (the log roots opened).
+pub fn all(
+    profiles: Arc<crate::config::ContentProfiles>,
+    system: &crate::config::SystemSettings,
+    log_roots: Arc<crate::config::LogRoots>,
+) -> Result<Vec<Arc<dyn BuiltinTool>>, tw_core::CoreError> {
     let mut tools: Vec<Arc<dyn BuiltinTool>> = Vec::new();
     tools.extend(fs::tools());
     tools.extend(net::tools());
     tools.extend(browser::tools());
     tools.extend(system::tools());
+    tools.extend(host::tools(system)?);
+    tools.extend(logs::tools(system, log_roots));
     tools.extend(validate::tools(profiles));
-    tools
+    Ok(tools)
 }
 
 /// Deserializes validated arguments into a tool's argument struct. The schema has already passed,
@@ -153,6 +165,20 @@ fn whole_numbers(v: &Value) -> Value {
         ),
         other => other.clone(),
     }
+}
+
+/// Runs blocking work (file reads, `/proc`) off the async workers and turns a lost task into a
+/// failure naming `what` it was.
+pub(crate) async fn blocking<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, ToolFailure> + Send + 'static,
+) -> Result<T, ToolFailure> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        ToolFailure::failed(
+            tw_core::ErrorCode::EXECUTION_FAILED,
+            format!("{what} failed: {e}"),
+        )
+    })?
 }
 
 /// Turns a tool's typed output into the JSON result.

@@ -19,7 +19,7 @@ use toml::Spanned;
 use tw_core::ParameterSchema;
 use tw_core::content::{ContentProfile, Encoding, Pattern, TextRules};
 
-use super::{Config, ConfigError};
+use super::{Config, ConfigError, MAX_SHORT_NAME};
 
 /// What `[validation]` says, checked.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -81,9 +81,6 @@ struct ProfileDoc {
 
 type Failure = (usize, String);
 
-/// The longest profile name: it is an enum value in the tool's schema and a word in messages.
-const MAX_NAME: usize = 64;
-
 /// Checks `[validation]`.
 pub(super) fn settings(
     d: ValidationDoc,
@@ -93,15 +90,11 @@ pub(super) fn settings(
     let mut s = ValidationSettings::default();
     for (name, doc) in d.profiles {
         let n = name.get_ref();
-        let ok = n.len() <= MAX_NAME
-            && n.starts_with(|c: char| c.is_ascii_lowercase())
-            && n.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-        if !ok {
+        if !super::short_name(n) {
             return Err((
                 name.span().start,
                 format!(
-                    "validation.profiles: {n:?} is not a profile name (1 to {MAX_NAME} lowercase \
+                    "validation.profiles: {n:?} is not a profile name (1 to {MAX_SHORT_NAME} lowercase \
                      letters, digits, '_' and '-', starting with a letter)"
                 ),
             ));

@@ -259,6 +259,7 @@ impl Pipeline {
             cancel: cancel.child_token(),
             max_output_bytes: def.constraints.max_output_bytes,
             net,
+            sandbox: self.shared.sandbox.clone(),
         }
     }
 

@@ -70,6 +70,22 @@ pub(super) async fn audited(
     (result, row)
 }
 
+/// The output of a call that must succeed, its audit record agreeing.
+pub(super) async fn succeeded(
+    rt: &Runtime,
+    tool: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
+    let (result, row) = audited(rt, tool, args, Caller::agent("agent-7")).await;
+    assert_eq!(
+        (result.status, row.status),
+        (ToolStatus::Success, ToolStatus::Success),
+        "{tool}: {:?}",
+        result.error
+    );
+    result.output.unwrap_or_default()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_page_comes_back_as_markdown_with_its_network_facts_audited() {
     let page = b"<html><body><h1>Hello</h1><p>A <a href=\"/x\">link</a>.</p></body></html>";

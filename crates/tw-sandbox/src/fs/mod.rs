@@ -18,7 +18,7 @@ mod write;
 use rustix::fs::FileType;
 use serde::Serialize;
 
-pub use read::read_file;
+pub use read::{open_regular, read_file};
 pub use walk::{HiddenPaths, file_search, list_directory, paths_to_hide};
 pub use write::{delete_file, save_new_file, write_file};
 

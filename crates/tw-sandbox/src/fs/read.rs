@@ -12,12 +12,38 @@ use std::io::{self, Read};
 use rustix::fs::{FileType, Mode, OFlags};
 
 use super::{BINARY_SNIFF, ReadOptions, ReadOutput, has_nul};
-use crate::workspace::{PathError, Workspace};
+use crate::workspace::{PathError, Workspace, WsPath};
 
 /// Upper bound of the read buffer.
 const MAX_CHUNK: usize = 64 * 1024;
 /// Lower bound of the read buffer.
 const MIN_CHUNK: usize = 512;
+
+/// Opens a regular file of the workspace for reading, beneath its root (no symlink leads out),
+/// non-blocking and checked on the opened descriptor: a FIFO, device or directory is refused
+/// before a byte is read. Returns the file and its size.
+pub fn open_regular(ws: &Workspace, path: &str) -> Result<(File, u64), PathError> {
+    open(ws, path).map(|(_, file, size)| (file, size))
+}
+
+fn open(ws: &Workspace, path: &str) -> Result<(WsPath, File, u64), PathError> {
+    let p = ws.resolve(path)?;
+    let fd = ws
+        .open_at(
+            &p,
+            OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK,
+            Mode::empty(),
+        )
+        .map_err(|e| PathError::from_errno(e, path))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| PathError::io(path, e))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(PathError::NotAFile {
+            path: path.to_owned(),
+        });
+    }
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    Ok((p, File::from(fd), size))
+}
 
 /// Reads a UTF-8 text file from the workspace, whole or by lines, capped at `opts.max_bytes`.
 pub fn read_file(ws: &Workspace, path: &str, opts: ReadOptions) -> Result<ReadOutput, PathError> {
@@ -36,22 +62,7 @@ pub fn read_file(ws: &Workspace, path: &str, opts: ReadOptions) -> Result<ReadOu
         ));
     }
 
-    let p = ws.resolve(path)?;
-    let fd = ws
-        .open_at(
-            &p,
-            OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK,
-            Mode::empty(),
-        )
-        .map_err(|e| PathError::from_errno(e, path))?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| PathError::io(path, e))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(PathError::NotAFile {
-            path: path.to_owned(),
-        });
-    }
-    let size = u64::try_from(st.st_size).unwrap_or(0);
-    let mut file = File::from(fd);
+    let (p, mut file, size) = open(ws, path)?;
 
     let max_bytes = usize::try_from(opts.max_bytes).unwrap_or(usize::MAX);
     let size_hint = usize::try_from(size).unwrap_or(usize::MAX);

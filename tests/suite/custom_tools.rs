@@ -83,6 +83,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "echo",
             "exec",
             "file_search",
+            "git_status",
             "http_fetch",
             "list_directory",
             "python_exec",
@@ -227,7 +228,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 31);
+    assert_eq!(all.as_array().unwrap().len(), 32);
 }
 
 #[test]

@@ -762,7 +762,7 @@ fn metrics_count_calls_and_refusals() {
                 "skill": "sysinfo",
                 "loaded": true,
                 "activations": 0,
-                "resolved": {"capability": 4},
+                "resolved": {"capability": 5},
                 "overrides": 0,
                 "calls": 0,
                 "skill_denied": 0
@@ -771,11 +771,11 @@ fn metrics_count_calls_and_refusals() {
     );
     assert_eq!(
         metrics["classification_sources"],
-        json!({"static": 31, "heuristic": 1})
+        json!({"static": 32, "heuristic": 1})
     );
     let text = env.cmd(&["skills", "metrics"]).run().ok().stdout;
     assert!(
-        text.ends_with("tools classified by: static 31, heuristic 1\n"),
+        text.ends_with("tools classified by: static 32, heuristic 1\n"),
         "{text}"
     );
 }

@@ -672,6 +672,8 @@ mod chain_tests;
 #[cfg(test)]
 mod exec_tests;
 #[cfg(test)]
+mod git_tests;
+#[cfg(test)]
 mod host_tests;
 #[cfg(test)]
 mod logs_tests;

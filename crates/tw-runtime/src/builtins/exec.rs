@@ -64,6 +64,7 @@ pub fn all() -> Vec<Arc<dyn ProcessTool>> {
         Arc::new(PythonExec),
         Arc::new(RunTests),
         Arc::new(RunLinter),
+        Arc::new(super::git::GitStatus),
     ]
 }
 
@@ -104,7 +105,11 @@ fn invalid(message: impl Into<String>) -> ToolFailure {
 }
 
 /// A directory of the workspace named by the agent, checked to stay inside after symlinks.
-fn workspace_dir(ws: &Workspace, path: &str, pointer: &str) -> Result<PathBuf, ToolFailure> {
+pub(super) fn workspace_dir(
+    ws: &Workspace,
+    path: &str,
+    pointer: &str,
+) -> Result<PathBuf, ToolFailure> {
     let p = ws.resolve(path).map_err(|e| ToolFailure {
         status: ToolStatus::PermissionDenied,
         code: ErrorCode::PATH_OUTSIDE_WORKSPACE.to_owned(),

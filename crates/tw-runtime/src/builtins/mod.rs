@@ -6,6 +6,7 @@
 mod browser;
 pub mod exec;
 mod fs;
+mod git;
 mod host;
 mod logs;
 pub mod net;

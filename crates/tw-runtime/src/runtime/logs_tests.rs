@@ -334,6 +334,10 @@ fn a_log_root_cannot_take_the_journals_name_or_a_bad_one() {
     ] {
         let err = Config::parse(text, path, None).unwrap_err();
         assert_eq!((err.line, err.column), (Some(2), Some(column)), "{err}");
-        assert!(err.message.starts_with("system.log_roots"), "{}", err.message);
+        assert!(
+            err.message.starts_with("system.log_roots"),
+            "{}",
+            err.message
+        );
     }
 }

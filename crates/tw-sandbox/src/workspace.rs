@@ -87,6 +87,18 @@ pub enum PathError {
         /// The path as given.
         path: String,
     },
+    /// The file is not valid text in the encoding it was read as.
+    #[error("{path:?} is not {encoding} text: {reason} at byte {offset}")]
+    Encoding {
+        /// The path as given.
+        path: String,
+        /// The encoding's name.
+        encoding: &'static str,
+        /// Where the first offending byte is.
+        offset: u64,
+        /// What is there.
+        reason: &'static str,
+    },
     /// The file is larger than allowed.
     #[error("{path:?} is {size} bytes, more than the limit of {limit}")]
     TooLarge {
@@ -118,6 +130,7 @@ impl PathError {
             PathError::AlreadyExists { .. } => "already_exists",
             PathError::Invalid { .. } => "invalid_path",
             PathError::Binary { .. } => "binary_file",
+            PathError::Encoding { .. } => "encoding_error",
             PathError::TooLarge { .. } => "too_large",
             PathError::Io { .. } => "io_error",
         }

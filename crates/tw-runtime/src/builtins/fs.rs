@@ -60,20 +60,34 @@ struct ReadArgs {
     start_line: Option<u64>,
     end_line: Option<u64>,
     max_bytes: Option<u64>,
+    encoding: Option<String>,
+}
+
+/// `read_file`'s `encoding`: `None` for UTF-8, the streamed default.
+fn encoding(name: Option<&str>) -> Option<sfs::Encoding> {
+    match name? {
+        "utf-16" => Some(sfs::Encoding::Utf16),
+        "utf-16le" => Some(sfs::Encoding::Utf16Le),
+        "utf-16be" => Some(sfs::Encoding::Utf16Be),
+        "latin-1" => Some(sfs::Encoding::Latin1),
+        "ascii" => Some(sfs::Encoding::Ascii),
+        _ => None,
+    }
 }
 
 impl BuiltinTool for ReadFile {
     fn definition(&self) -> Result<ToolDefinition, tw_core::CoreError> {
         fs_definition(
             "read_file",
-            "Read a UTF-8 text file from the workspace, optionally a range of lines. Binary files are refused.",
+            "Read a text file from the workspace, optionally a range of lines: UTF-8 unless encoding says UTF-16, Latin-1 or ASCII (the content comes back as text either way). Binary files are refused.",
             json!({
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "minLength": 1, "description": "Path relative to the workspace root, or absolute inside a root."},
                     "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)."},
                     "end_line": {"type": "integer", "minimum": 1, "description": "Last line to return (inclusive)."},
-                    "max_bytes": {"type": "integer", "minimum": 1, "description": "Return at most this many bytes of content."}
+                    "max_bytes": {"type": "integer", "minimum": 1, "description": "Return at most this many bytes of content."},
+                    "encoding": {"enum": ["utf-8", "utf-16", "utf-16le", "utf-16be", "latin-1", "ascii"], "description": "The file's encoding (default utf-8). utf-16 follows the byte order mark, little-endian without one. Files in another encoding than utf-8 are read whole: at most 32 MiB."}
                 },
                 "required": ["path"],
                 "additionalProperties": false
@@ -111,6 +125,14 @@ impl BuiltinTool for ReadFile {
                 end_line: a.end_line,
                 max_bytes: a.max_bytes.map_or(budget, |m| m.min(budget)),
             };
+            if let Some(enc) = encoding(a.encoding.as_deref()) {
+                let ws = Arc::clone(&ctx.workspace);
+                let out = blocking("file task", move || {
+                    sfs::read_decoded(&ws, &a.path, opts, enc).map_err(failure)
+                })
+                .await?;
+                return Ok(out.into_json());
+            }
             let out = if a.start_line.is_none() && a.end_line.is_none() {
                 // Bounded by max_bytes: a few syscalls, cheaper inline than on a thread.
                 sfs::read_file(&ctx.workspace, &a.path, opts).map_err(failure)?

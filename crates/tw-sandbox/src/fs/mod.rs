@@ -11,6 +11,7 @@
 //!
 //! Outputs are `Serialize` with snake_case fields, so the runtime can return them as JSON as-is.
 
+mod decode;
 mod read;
 mod walk;
 mod write;
@@ -18,6 +19,7 @@ mod write;
 use rustix::fs::FileType;
 use serde::Serialize;
 
+pub use decode::{Encoding, MAX_DECODED_FILE, read_decoded};
 pub use read::{open_regular, read_file};
 pub use walk::{HiddenPaths, file_search, list_directory, paths_to_hide};
 pub use write::{delete_file, save_new_file, write_file};

@@ -26,6 +26,11 @@ pub fn open_regular(ws: &Workspace, path: &str) -> Result<(File, u64), PathError
     open(ws, path).map(|(_, file, size)| (file, size))
 }
 
+/// [`open_regular`], with the path as the workspace shows it.
+pub(super) fn open_shown(ws: &Workspace, path: &str) -> Result<(String, File, u64), PathError> {
+    open(ws, path).map(|(p, file, size)| (p.into_display(), file, size))
+}
+
 fn open(ws: &Workspace, path: &str) -> Result<(WsPath, File, u64), PathError> {
     let p = ws.resolve(path)?;
     let fd = ws

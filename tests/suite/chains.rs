@@ -141,7 +141,7 @@ fn a_broken_chain_file_is_reported_line_by_line_and_the_others_still_load() {
         vec![
             format!("{file}:4: error: [0].steps[0].tool: no tool \"no_such_tool\" is registered"),
             format!(
-                "{file}:7: error: [0].steps[1].arguments.nope: tool \"read_file\" has no parameter \"nope\", it has: path, start_line, end_line, max_bytes"
+                "{file}:7: error: [0].steps[1].arguments.nope: tool \"read_file\" has no parameter \"nope\", it has: path, start_line, end_line, max_bytes, encoding"
             ),
             format!(
                 "{file}:13: error: [1].steps[0].when: not a valid expression: at byte 18: a value or reference is missing"

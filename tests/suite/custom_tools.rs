@@ -274,3 +274,51 @@ fn adding_updating_and_removing_a_custom_tool_are_recorded_with_who_did_it() {
         assert!(c["actor"].as_str().unwrap().contains("ann"), "{c}");
     }
 }
+
+#[test]
+fn a_tool_that_needs_a_permission_runs_only_for_callers_granted_it() {
+    let env = Env::new().with_config(
+        "[policy]\nallow = [\"group:custom\"]\n[policy.permissions]\ncallers = { analyst = [\"reports.read\"] }\n",
+    );
+    add(
+        &env,
+        "report.yaml",
+        r#"
+name: read_report
+description: Print the report.
+category: system
+permissions: [reports.read]
+command:
+  argv: ["printf", "report"]
+"#,
+    )
+    .ok();
+    let as_agent = |agent: &str| {
+        env.cmd(&["--agent", agent, "call", "read_report", "--args", "{}"])
+            .run()
+    };
+    let granted = as_agent("analyst");
+    super::support::check_status(&granted, 0, "success", None);
+    let refused = as_agent("intern");
+    super::support::check_status(&refused, 7, "permission_denied", Some("missing_permission"));
+    assert_eq!(
+        refused.json()["error"]["message"],
+        "tool read_report needs permission reports.read; caller intern does not hold \
+         reports.read (grant it in [permissions] callers or skills)"
+    );
+    let rows = env.audit_rows();
+    let last = rows.last().unwrap();
+    assert_eq!(
+        (last.agent_id.as_str(), last.decision.as_deref()),
+        ("intern", Some("deny"))
+    );
+    assert!(
+        last.explanation
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("\"permissions\""),
+        "the deciding layer is recorded: {:?}",
+        last.explanation
+    );
+}

@@ -82,8 +82,24 @@ fn plan(env: &Env, extra: &[&str], steps: Value) -> Value {
 }
 
 /// A running client. Killed if the test fails before it ends, so no test leaves a process behind
-/// (the SDK stops the server when its client goes).
-pub(super) struct Client(Option<Child>);
+/// (the SDK stops the server when its client goes). Its output is read as it comes: a report
+/// larger than a pipe's buffer would otherwise stop the client mid-write.
+pub(super) struct Client {
+    child: Option<Child>,
+    stdout: Option<std::thread::JoinHandle<Vec<u8>>>,
+    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+/// Reads a child's stream to its end on a thread of its own.
+fn drain(stream: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(mut s) = stream {
+            let _ = s.read_to_end(&mut out);
+        }
+        out
+    })
+}
 
 impl Client {
     pub(super) fn start(env: &Env, extra: &[&str], steps: Value) -> Self {
@@ -104,42 +120,56 @@ impl Client {
         if let Some(url) = &env.store_url {
             cmd.env("TOOLWARDEN_STORE_URL", url);
         }
-        let child = cmd
+        let mut child = cmd
             .current_dir(env.root.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the MCP client");
-        Self(Some(child))
+        let stdout = Some(drain(child.stdout.take()));
+        let stderr = Some(drain(child.stderr.take()));
+        Self {
+            child: Some(child),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// What the client wrote to a stream, once it has ended.
+    fn collected(handle: Option<std::thread::JoinHandle<Vec<u8>>>) -> Vec<u8> {
+        handle
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default()
     }
 
     /// Waits for the client to end and returns its report; fails on a non-zero exit.
     pub(super) fn finish(mut self) -> Value {
-        let mut child = self.0.take().expect("finished once");
+        let mut child = self.child.take().expect("finished once");
         let deadline = Instant::now() + LIMIT;
         while child.try_wait().expect("wait for the client").is_none() {
             if Instant::now() > deadline {
                 child.kill().expect("kill the client");
-                let out = child.wait_with_output().expect("reap the client");
+                child.wait().expect("reap the client");
                 panic!(
                     "the MCP client did not end within {LIMIT:?}; stderr:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
+                    String::from_utf8_lossy(&Self::collected(self.stderr.take()))
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let out = child.wait_with_output().expect("reap the client");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let status = child.wait().expect("reap the client");
+        let stdout = Self::collected(self.stdout.take());
+        let stderr = Self::collected(self.stderr.take());
+        let stderr = String::from_utf8_lossy(&stderr);
         assert!(
-            out.status.success(),
-            "the MCP client failed ({}); stderr:\n{stderr}",
-            out.status
+            status.success(),
+            "the MCP client failed ({status}); stderr:\n{stderr}"
         );
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        serde_json::from_slice(&stdout).unwrap_or_else(|e| {
             panic!(
                 "the client's report is not JSON ({e}):\n{}\nstderr:\n{stderr}",
-                String::from_utf8_lossy(&out.stdout)
+                String::from_utf8_lossy(&stdout)
             )
         })
     }
@@ -147,7 +177,7 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
+        if let Some(child) = &mut self.child {
             let _ = child.kill();
             let _ = child.wait();
         }

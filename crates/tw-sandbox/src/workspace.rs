@@ -87,6 +87,14 @@ pub enum PathError {
         /// The path as given.
         path: String,
     },
+    /// A search pattern that is not a valid regular expression.
+    #[error("{pattern:?} is not a valid regular expression: {reason}")]
+    Pattern {
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The file is not valid text in the encoding it was read as.
     #[error("{path:?} is not {encoding} text: {reason} at byte {offset}")]
     Encoding {
@@ -131,6 +139,7 @@ impl PathError {
             PathError::Invalid { .. } => "invalid_path",
             PathError::Binary { .. } => "binary_file",
             PathError::Encoding { .. } => "encoding_error",
+            PathError::Pattern { .. } => "invalid_pattern",
             PathError::TooLarge { .. } => "too_large",
             PathError::Io { .. } => "io_error",
         }

@@ -29,6 +29,7 @@ use super::access::{self, AccessPolicy};
 use super::args::{self, ArgLayer, ArgRule};
 use super::doc::{ConfirmationDoc, PolicyDoc};
 use super::exec::{self, ExecPolicy};
+use super::permissions::{self, PermissionPolicy};
 use super::rate::{self, RateLayer, RateRule};
 use super::source::Reading;
 use super::{ToolPolicy, mode, tools};
@@ -94,6 +95,8 @@ pub struct Policy {
     pub rules: ArgLayer,
     /// Access levels.
     pub access: AccessPolicy,
+    /// Permissions.
+    pub permissions: PermissionPolicy,
     /// Rate limits.
     pub rates: RateLayer,
     /// How long a call waits for a person, and where that was set.
@@ -116,6 +119,7 @@ struct Gather {
     exec: exec::Gathered,
     rules: Vec<ArgRule>,
     access: access::Gathered,
+    permissions: permissions::Gathered,
     rates: Vec<RateRule>,
     /// Each document's confirmation timeout.
     timeouts: Vec<(u64, String)>,
@@ -131,6 +135,7 @@ impl Gather {
         exec::gather(r, doc.exec.as_ref(), env, &mut self.exec);
         args::gather(r, &doc.rules, env, &mut self.rules);
         access::gather(r, doc.access.as_ref(), &mut self.access);
+        permissions::gather(r, doc.permissions.as_ref(), &mut self.permissions);
         rate::gather(r, &doc.rate_limits, &mut self.rates);
         gather_confirmation(r, doc.confirmation.as_ref(), &mut self.timeouts);
     }
@@ -150,7 +155,8 @@ impl Gather {
         let exec = self.exec.build(errors);
         let tools = self.tools.build(BUILTIN_FILE, &mut self.summary, errors);
         let access = self.access.build(&mut self.summary, errors);
-        let (Some(tools), Some(access)) = (tools, access) else {
+        let permissions = self.permissions.build(errors);
+        let (Some(tools), Some(access), Some(permissions)) = (tools, access, permissions) else {
             return Err(self.errors);
         };
         if !self.errors.is_empty() {
@@ -162,6 +168,7 @@ impl Gather {
             exec,
             rules: ArgLayer::new(self.rules, &env.base, env.home.as_deref()),
             access,
+            permissions,
             rates: RateLayer::new(self.rates),
             confirmation_timeout: timeout,
             env,

@@ -87,6 +87,8 @@ pub struct PolicyDoc {
     pub rules: Vec<Spanned<RuleDoc>>,
     /// Access levels.
     pub access: Option<AccessDoc>,
+    /// Permissions tools need and callers and skills hold.
+    pub permissions: Option<PermissionsDoc>,
     /// Rate limits.
     #[serde(default)]
     pub rate_limits: Vec<Spanned<RateDoc>>,
@@ -252,4 +254,19 @@ pub struct RateDoc {
 pub struct ConfirmationDoc {
     /// How long a call waits for a person before it is denied (default 120 s).
     pub timeout_secs: Option<Spanned<u64>>,
+}
+
+/// `[permissions]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionsDoc {
+    /// Tool selector -> permissions its tools need besides their definition's.
+    #[serde(default)]
+    pub tools: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
+    /// Agent id (or `*`) -> permissions it holds.
+    #[serde(default)]
+    pub callers: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
+    /// Skill name -> permissions it holds.
+    #[serde(default)]
+    pub skills: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
 }

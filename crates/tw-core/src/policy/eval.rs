@@ -143,6 +143,7 @@ pub fn evaluate(policy: &Policy, req: &Request<'_>) -> Evaluation {
         env.resolver.as_ref(),
     ));
     trace.push(policy.access.evaluate(def, req.caller));
+    trace.push(policy.permissions.evaluate(def, req.caller));
     trace.push(confirmation_layer(def, req.requires_confirmation));
     let decision = PolicyDecision::from_verdicts(trace);
     let rate_checks = policy.rates.checks(def, req.caller);

@@ -22,6 +22,7 @@ pub mod exec;
 pub mod grant;
 pub mod lint;
 mod mode;
+pub mod permissions;
 pub mod rate;
 pub mod sandbox;
 pub mod selector;
@@ -88,6 +89,8 @@ pub enum Layer {
     Arguments,
     /// Access levels.
     Access,
+    /// Permissions a tool needs and its caller holds.
+    Permissions,
     /// Rate limits.
     RateLimit,
     /// The tool's own confirmation requirement.
@@ -108,6 +111,7 @@ impl Layer {
             Layer::Exec => "exec",
             Layer::Arguments => "arguments",
             Layer::Access => "access",
+            Layer::Permissions => "permissions",
             Layer::RateLimit => "rate_limit",
             Layer::Confirmation => "confirmation",
             Layer::Grant => "grant",

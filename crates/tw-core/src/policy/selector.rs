@@ -166,6 +166,15 @@ impl SelectorSet {
         }
     }
 
+    /// The positions (in the order the rules were given) of every selector matching the tool.
+    pub fn matching(&self, def: &ToolDefinition) -> Vec<usize> {
+        let mut hits = Vec::new();
+        self.each_match(def, |i| hits.push(i));
+        hits.sort_unstable();
+        hits.dedup();
+        hits
+    }
+
     /// The earliest-written selector matching the tool.
     pub fn first_match(&self, def: &ToolDefinition) -> Option<&PolicyRule> {
         let mut best: Option<usize> = None;

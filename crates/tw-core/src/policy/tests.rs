@@ -162,7 +162,11 @@ fn call(tool: &str, args: Value) -> Call<'_> {
 
 fn judge_call(p: &Policy, c: &Call<'_>) -> PolicyDecision {
     let defs = tools();
-    let def = &defs[c.tool];
+    judge_def(p, &defs[c.tool], c)
+}
+
+/// The decision on a call of `def` (which need not be one of [`tools`]) as `c` describes it.
+fn judge_def(p: &Policy, def: &ToolDefinition, c: &Call<'_>) -> PolicyDecision {
     evaluate(
         p,
         &Request {
@@ -1016,6 +1020,7 @@ command = "no-such-program-anywhere status"
 mod bypass;
 mod combine;
 mod egress;
+mod permissions;
 
 fn compile_docs(texts: &[&str]) -> Policy {
     let named: Vec<(String, &str)> = texts

@@ -24,6 +24,8 @@ const ENVELOPE_BYTES: u64 = 1024;
 fn failure(e: PathError) -> ToolFailure {
     let status = match e {
         PathError::OutsideWorkspace { .. } => ToolStatus::PermissionDenied,
+        // The agent's pattern, not the file system: invalid arguments.
+        PathError::Pattern { .. } => ToolStatus::ValidationError,
         _ => ToolStatus::Failed,
     };
     ToolFailure {
@@ -305,6 +307,10 @@ struct SearchArgs {
     glob: Option<String>,
     content: Option<String>,
     #[serde(default)]
+    regex: bool,
+    #[serde(default)]
+    case_insensitive: bool,
+    #[serde(default)]
     include_hidden: bool,
     #[serde(default = "two_hundred")]
     max_results: usize,
@@ -318,13 +324,15 @@ impl BuiltinTool for FileSearch {
     fn definition(&self) -> Result<ToolDefinition, tw_core::CoreError> {
         let mut d = fs_definition(
             "file_search",
-            "Find files in the workspace by glob (e.g. \"**/*.rs\") and/or by a literal text they contain. Returns matching paths, and matching lines for content searches.",
+            "Find files in the workspace by glob (e.g. \"**/*.rs\") and/or by text they contain (literal, or a regular expression searched with ripgrep's engine). Returns matching paths, and matching lines for content searches.",
             json!({
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "default": ".", "description": "Directory to search."},
                     "glob": {"type": "string", "minLength": 1, "description": "Glob matched against paths relative to `path`."},
-                    "content": {"type": "string", "minLength": 1, "description": "Literal text to look for (case-sensitive)."},
+                    "content": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "Text to look for: literal and case-sensitive unless regex or case_insensitive say otherwise."},
+                    "regex": {"type": "boolean", "default": false, "description": "content is a regular expression (ripgrep's syntax; a match never spans lines)."},
+                    "case_insensitive": {"type": "boolean", "default": false, "description": "Match content regardless of case."},
                     "include_hidden": {"type": "boolean", "default": false},
                     "max_results": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 200}
                 },
@@ -365,6 +373,8 @@ impl BuiltinTool for FileSearch {
                 let opts = SearchOptions {
                     glob: a.glob,
                     content: a.content,
+                    regex: a.regex,
+                    case_insensitive: a.case_insensitive,
                     include_hidden: a.include_hidden,
                     max_results: a.max_results,
                     max_file_bytes: 16 * 1024 * 1024,

@@ -88,7 +88,7 @@ fn errors_have_file_line_column() {
     check(
         "[policy]\nalow = []\n",
         Err(
-            "/etc/tw/config.toml:2:1: unknown field `alow`, expected one of `default`, `allow`, `deny`, `modes`, `exec`, `rules`, `access`, `rate_limits`, `confirmation`",
+            "/etc/tw/config.toml:2:1: unknown field `alow`, expected one of `default`, `allow`, `deny`, `modes`, `exec`, `rules`, `access`, `permissions`, `rate_limits`, `confirmation`",
         ),
     );
     check(

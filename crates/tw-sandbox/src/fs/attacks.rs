@@ -387,6 +387,8 @@ fn listings_and_searches_do_not_follow_symlinks_out() {
             SearchOptions {
                 glob: glob.map(str::to_owned),
                 content: content.map(str::to_owned),
+                regex: false,
+                case_insensitive: false,
                 include_hidden: true,
                 max_results: 1000,
                 max_file_bytes: 1 << 20,

@@ -187,8 +187,14 @@ pub struct SearchOptions {
     /// (`*.rs`); one with `/` matches the path relative to the searched directory, where `*`
     /// stays within one name and `**` crosses directories (`src/**/*.rs`).
     pub glob: Option<String>,
-    /// Literal text the file must contain (case-sensitive); each matching line is reported.
+    /// Text the file must contain, literal and case-sensitive unless `regex` or
+    /// `case_insensitive` say otherwise; each matching line is reported.
     pub content: Option<String>,
+    /// Whether `content` is a regular expression (Rust's syntax, as ripgrep takes it; a match
+    /// never spans lines).
+    pub regex: bool,
+    /// Whether `content` matches regardless of case.
+    pub case_insensitive: bool,
     /// Whether to search names starting with `.`.
     pub include_hidden: bool,
     /// Most matches to return.
@@ -202,6 +208,8 @@ impl Default for SearchOptions {
         Self {
             glob: None,
             content: None,
+            regex: false,
+            case_insensitive: false,
             include_hidden: false,
             max_results: 200,
             max_file_bytes: 16 * 1024 * 1024,
@@ -253,5 +261,7 @@ pub(crate) fn has_nul(bytes: &[u8]) -> bool {
 
 #[cfg(test)]
 mod attacks;
+#[cfg(test)]
+mod regex_tests;
 #[cfg(test)]
 mod tests;

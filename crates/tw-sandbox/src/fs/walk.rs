@@ -16,6 +16,9 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 use globset::{GlobBuilder, GlobMatcher};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::SearcherBuilder;
+use grep_searcher::sinks::UTF8;
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 use super::{
@@ -26,6 +29,8 @@ use crate::workspace::{NO_SYMLINKS, PathError, Workspace, WsPath, openat2_beneat
 
 /// How deep a search descends; deeper directories are not searched.
 const SEARCH_MAX_DEPTH: u32 = 128;
+/// The most memory a content pattern may compile to.
+const MAX_PATTERN_SIZE: usize = 8 << 20;
 /// Longest matching line returned by a content search.
 const MAX_LINE_TEXT: usize = 500;
 
@@ -83,6 +88,13 @@ pub fn file_search(
             "the content to search for is empty",
         ));
     }
+    let matcher = match &opts.content {
+        Some(c) if opts.regex || opts.case_insensitive => {
+            Some(content_matcher(c, opts.regex, opts.case_insensitive)?)
+        }
+        _ => None,
+    };
+    let mut searcher = SearcherBuilder::new().line_number(true).build();
     let (p, fd) = open_start(ws, path)?;
     let base = p.display();
     let mut out = SearchOutput {
@@ -118,6 +130,26 @@ pub fn file_search(
         let Some(text) = read_text(e.dir, e.name, opts.max_file_bytes, &mut buf) else {
             return Flow::Continue;
         };
+        if let Some(m) = &matcher {
+            let mut flow = Flow::Continue;
+            // The sink never fails and the text is UTF-8, so the search cannot fail either.
+            let _ = searcher.search_slice(
+                m,
+                text.as_bytes(),
+                UTF8(|line, found| {
+                    let found = cap(found.trim_end_matches(['\n', '\r']), MAX_LINE_TEXT);
+                    flow = push(
+                        &mut out,
+                        &opts,
+                        shown.clone(),
+                        Some(line),
+                        Some(found.to_owned()),
+                    );
+                    Ok(flow == Flow::Continue)
+                }),
+            );
+            return flow;
+        }
         let mut line = 1u64;
         let mut counted = 0usize;
         let mut from = 0usize;
@@ -166,6 +198,26 @@ fn push(
     }
     out.matches.push(SearchMatch { path, line, text });
     Flow::Continue
+}
+
+/// The matcher for a regular expression or a case-insensitive literal: ripgrep's own, lines
+/// never spanned, its compiled size bounded (a pattern is the agent's, so is its cost).
+fn content_matcher(content: &str, regex: bool, ci: bool) -> Result<RegexMatcher, PathError> {
+    let pattern = if regex {
+        content.to_owned()
+    } else {
+        regex_syntax::escape(content)
+    };
+    RegexMatcherBuilder::new()
+        .case_insensitive(ci)
+        .line_terminator(Some(b'\n'))
+        .size_limit(MAX_PATTERN_SIZE)
+        .dfa_size_limit(MAX_PATTERN_SIZE)
+        .build(&pattern)
+        .map_err(|e| PathError::Pattern {
+            pattern: content.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 fn compile_glob(glob: &str) -> Result<GlobMatcher, PathError> {

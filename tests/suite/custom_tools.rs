@@ -91,6 +91,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "read_system_logs",
             "run_linter",
             "run_tests",
+            "send_message",
             "show_args",
             "system_metrics_snapshot",
             "validate_content",
@@ -228,7 +229,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 32);
+    assert_eq!(all.as_array().unwrap().len(), 33);
 }
 
 #[test]

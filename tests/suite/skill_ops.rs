@@ -771,11 +771,11 @@ fn metrics_count_calls_and_refusals() {
     );
     assert_eq!(
         metrics["classification_sources"],
-        json!({"static": 32, "heuristic": 1})
+        json!({"static": 33, "heuristic": 1})
     );
     let text = env.cmd(&["skills", "metrics"]).run().ok().stdout;
     assert!(
-        text.ends_with("tools classified by: static 32, heuristic 1\n"),
+        text.ends_with("tools classified by: static 33, heuristic 1\n"),
         "{text}"
     );
 }

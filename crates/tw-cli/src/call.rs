@@ -23,21 +23,28 @@ use crate::cli::{BatchArgs, CallArgs};
 use crate::out::{errln, outln};
 use crate::setup::Context;
 
-/// A token that fires on SIGINT or SIGTERM.
+/// A token that fires on SIGINT or SIGTERM. The handlers are installed here, before the caller
+/// starts anything, not in the task that waits for them: a signal that came before that task
+/// first ran would be lost (or, where whoever started us left SIGINT ignored, as a shell does for
+/// a background job, silently ignored, and the call would run to its time limit).
 pub(crate) fn cancel_on_signal() -> CancellationToken {
+    use tokio::signal::unix::{SignalKind, signal};
     let token = CancellationToken::new();
+    let streams = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    );
     let t = token.clone();
     tokio::spawn(async move {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot watch SIGTERM");
-                    return;
-                }
-            };
+        let (mut int, mut term) = match streams {
+            (Ok(int), Ok(term)) => (int, term),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(error = %e, "cannot watch SIGINT and SIGTERM");
+                return;
+            }
+        };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
             _ = term.recv() => {}
         }
         errln!("toolwarden: cancelling (the cancelled calls are still recorded)");

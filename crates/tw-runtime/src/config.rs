@@ -17,10 +17,12 @@ use tw_core::policy::PolicyDoc;
 use tw_core::{LicenseTier, OperationalMode, ToolName};
 use tw_store::Synchronous;
 
+mod messaging;
 mod network;
 mod system;
 mod validation;
 
+pub use messaging::{Channel, MessagingSettings};
 pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
 pub use system::{JOURNAL, LogRoot, LogRoots, SystemSettings};
 pub use validation::{ContentProfiles, ProfileSettings, SchemaSource, ValidationSettings};
@@ -111,6 +113,8 @@ pub struct Config {
     pub validation: ValidationSettings,
     /// `[system]`: what the host-inspection tools may look at.
     pub system: SystemSettings,
+    /// `[messaging]`: the channels `send_message` may post to.
+    pub messaging: MessagingSettings,
 }
 
 /// `[upstream.NAME]`: another MCP server whose tools are registered as `NAME__tool` and called
@@ -307,6 +311,7 @@ impl Default for Config {
             network: NetworkSettings::default(),
             validation: ValidationSettings::default(),
             system: SystemSettings::default(),
+            messaging: MessagingSettings::default(),
         }
     }
 }
@@ -339,6 +344,7 @@ struct Doc {
     network: Option<network::NetworkDoc>,
     validation: Option<validation::ValidationDoc>,
     system: Option<system::SystemDoc>,
+    messaging: Option<messaging::MessagingDoc>,
 }
 
 /// `network = true | false | ["host", "*.domain"]`.
@@ -640,6 +646,9 @@ impl Config {
         if let Some(d) = doc.validation {
             config.validation =
                 validation::settings(d, base, home).map_err(|(at, m)| err(Some(at), m))?;
+        }
+        if let Some(d) = doc.messaging {
+            config.messaging = messaging::settings(d).map_err(|(at, m)| err(Some(at), m))?;
         }
         if let Some(d) = doc.system {
             config.system = system::settings(d, base, home).map_err(|(at, m)| err(Some(at), m))?;

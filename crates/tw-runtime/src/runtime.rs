@@ -139,7 +139,12 @@ impl Runtime {
             store,
             clock,
             events: EventBus::new(),
-            registry: builtin_registry(profiles, &config.system, log_roots)?,
+            registry: builtin_registry(
+                profiles,
+                &config.system,
+                log_roots,
+                Arc::new(config.messaging.clone()),
+            )?,
             workspace,
             browsers: Arc::new(crate::browser::Browsers::new(
                 crate::browser::DEFAULT_EXECUTABLE.into(),
@@ -563,9 +568,10 @@ fn builtin_registry(
     profiles: Arc<crate::config::ContentProfiles>,
     system: &crate::config::SystemSettings,
     log_roots: Arc<crate::config::LogRoots>,
+    messaging: Arc<crate::config::MessagingSettings>,
 ) -> Result<ToolRegistry<ToolKind>> {
     let registry = ToolRegistry::new();
-    for tool in builtins::all(profiles, system, log_roots)? {
+    for tool in builtins::all(profiles, system, log_roots, messaging)? {
         let def = tool.definition()?;
         registry.register(def, ToolKind::Builtin(tool))?;
     }
@@ -677,6 +683,8 @@ mod git_tests;
 mod host_tests;
 #[cfg(test)]
 mod logs_tests;
+#[cfg(test)]
+mod messaging_tests;
 #[cfg(test)]
 mod net_tests;
 #[cfg(test)]

@@ -94,10 +94,11 @@ pub fn all(
     profiles: Arc<crate::config::ContentProfiles>,
     system: &crate::config::SystemSettings,
     log_roots: Arc<crate::config::LogRoots>,
+    messaging: Arc<crate::config::MessagingSettings>,
 ) -> Result<Vec<Arc<dyn BuiltinTool>>, tw_core::CoreError> {
     let mut tools: Vec<Arc<dyn BuiltinTool>> = Vec::new();
     tools.extend(fs::tools());
-    tools.extend(net::tools());
+    tools.extend(net::tools(messaging));
     tools.extend(browser::tools());
     tools.extend(system::tools());
     tools.extend(host::tools(system)?);

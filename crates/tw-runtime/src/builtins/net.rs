@@ -16,6 +16,7 @@ use crate::config::NetworkSettings;
 use crate::net::{Gatekeeper, Limits, NetError, NetFacts, Request};
 
 pub(super) mod html;
+mod message;
 mod search;
 mod secrets;
 
@@ -299,6 +300,10 @@ pub(super) fn failure(e: NetError) -> ToolFailure {
     }
 }
 
-pub(super) fn tools() -> Vec<Arc<dyn BuiltinTool>> {
-    vec![Arc::new(HttpFetch), Arc::new(search::WebSearch)]
+pub(super) fn tools(messaging: Arc<crate::config::MessagingSettings>) -> Vec<Arc<dyn BuiltinTool>> {
+    vec![
+        Arc::new(HttpFetch),
+        Arc::new(search::WebSearch),
+        Arc::new(message::SendMessage::new(messaging)),
+    ]
 }

@@ -384,7 +384,7 @@ fn search(d: SearchDoc) -> Result<SearchSettings, Failure> {
     })
 }
 
-fn env_name(v: &Spanned<String>, key: &str) -> Result<(), Failure> {
+pub(super) fn env_name(v: &Spanned<String>, key: &str) -> Result<(), Failure> {
     let n = v.get_ref();
     let ok = n.chars().next().is_some_and(|c| !c.is_ascii_digit())
         && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');

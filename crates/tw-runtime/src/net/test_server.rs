@@ -21,6 +21,8 @@ pub(crate) enum Reply {
     Echo,
     /// Waits this long, then 200.
     Slow(Duration),
+    /// Reads the request's body (by its content-length), keeps it, then answers this status.
+    Record(u16, Arc<std::sync::Mutex<Vec<Vec<u8>>>>),
 }
 
 pub(crate) struct Server {
@@ -66,6 +68,25 @@ pub(crate) async fn serve(routes: Vec<(&'static str, Reply)>) -> Server {
                     Reply::Slow(d) => {
                         tokio::time::sleep(d).await;
                         (200, None, b"slow".to_vec())
+                    }
+                    Reply::Record(status, bodies) => {
+                        let length = text
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        let mut body = vec![0u8; length];
+                        if socket.read_exact(&mut body).await.is_err() {
+                            return;
+                        }
+                        bodies
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(body);
+                        (status, None, b"ok".to_vec())
                     }
                 };
                 let mut out = format!(

@@ -219,15 +219,20 @@ impl Pipeline {
         }
     }
 
-    /// What a built-in runs with. Network tools reach out only through the gatekeeper, under
-    /// the policy's domain rules for this tool and those of the skill it is called under.
+    /// What a built-in runs with. Network and communication tools reach out only through the
+    /// gatekeeper, under the policy's domain rules for this tool and those of the skill it is
+    /// called under.
     fn tool_context(
         &self,
         def: &ToolDefinition,
         call: &ToolCall,
         cancel: &CancellationToken,
     ) -> ToolContext {
-        let net = (def.category == ToolCategory::Network).then(|| {
+        let net = matches!(
+            def.category,
+            ToolCategory::Network | ToolCategory::Communication
+        )
+        .then(|| {
             let policy = self.settings.policy();
             Arc::new(NetContext {
                 gate: Arc::clone(&self.shared.gatekeeper),

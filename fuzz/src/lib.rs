@@ -101,12 +101,23 @@ fn profiles() -> Arc<tw_runtime::config::ContentProfiles> {
     Arc::clone(&PROFILES)
 }
 
+/// The built-in tools a runtime with the fuzzers' validation profiles registers (and nothing
+/// else configured).
+fn builtins() -> Vec<Arc<dyn tw_runtime::builtins::BuiltinTool>> {
+    let settings = tw_runtime::builtins::Settings {
+        profiles: profiles(),
+        ..Default::default()
+    };
+    tw_runtime::builtins::all(&settings)
+        .unwrap_or_else(|e| panic!("the built-in tools do not build: {e}"))
+}
+
 /// Every built-in tool this build registers, then [`CUSTOM_TOOLS`]: the real definitions, so
 /// the fuzzers judge and validate against the schemas agents are given.
 pub fn tools() -> &'static [Tool] {
     static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
         let mut tools = Vec::new();
-        for t in tw_runtime::builtins::all(profiles()) {
+        for t in builtins() {
             if let Ok(definition) = t.definition() {
                 tools.push(Tool {
                     definition,
@@ -136,7 +147,7 @@ pub fn tools() -> &'static [Tool] {
         // does not build.
         assert_eq!(
             tools.len(),
-            tw_runtime::builtins::all(profiles()).len()
+            builtins().len()
                 + tw_runtime::builtins::exec::all().len()
                 + 3,
             "a built-in tool's definition does not build"

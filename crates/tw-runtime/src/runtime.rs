@@ -120,8 +120,12 @@ impl Runtime {
         let chains_dir = crate::chains::chains_dir(&config, &workspace);
         let workspace = Arc::new(Workspace::open(&workspace)?);
         let policy = crate::policy::load(&config, crate::policy::env(&workspace))?;
-        let profiles = Arc::new(config.content_profiles(|p| std::fs::read_to_string(p))?);
-        let log_roots = Arc::new(config.log_roots()?);
+        let builtin_settings = builtins::Settings {
+            profiles: Arc::new(config.content_profiles(|p| std::fs::read_to_string(p))?),
+            system: config.system.clone(),
+            log_roots: Arc::new(config.log_roots()?),
+            messaging: Arc::new(config.messaging.clone()),
+        };
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
         store_options.synchronous = config.audit_synchronous;
         store_options.keep_days = config.audit_keep_days;
@@ -139,12 +143,7 @@ impl Runtime {
             store,
             clock,
             events: EventBus::new(),
-            registry: builtin_registry(
-                profiles,
-                &config.system,
-                log_roots,
-                Arc::new(config.messaging.clone()),
-            )?,
+            registry: builtin_registry(&builtin_settings)?,
             workspace,
             browsers: Arc::new(crate::browser::Browsers::new(
                 crate::browser::DEFAULT_EXECUTABLE.into(),
@@ -564,14 +563,9 @@ fn store_url(config: &Config) -> Result<Option<String>> {
 }
 
 /// A registry holding the built-in tools.
-fn builtin_registry(
-    profiles: Arc<crate::config::ContentProfiles>,
-    system: &crate::config::SystemSettings,
-    log_roots: Arc<crate::config::LogRoots>,
-    messaging: Arc<crate::config::MessagingSettings>,
-) -> Result<ToolRegistry<ToolKind>> {
+fn builtin_registry(settings: &builtins::Settings) -> Result<ToolRegistry<ToolKind>> {
     let registry = ToolRegistry::new();
-    for tool in builtins::all(profiles, system, log_roots, messaging)? {
+    for tool in builtins::all(settings)? {
         let def = tool.definition()?;
         registry.register(def, ToolKind::Builtin(tool))?;
     }

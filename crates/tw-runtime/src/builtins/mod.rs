@@ -87,23 +87,30 @@ pub trait BuiltinTool: Send + Sync + 'static {
 /// What [`BuiltinTool::preview`] returns.
 pub type PreviewFuture<'a> = Pin<Box<dyn Future<Output = Option<Value>> + Send + 'a>>;
 
-/// Every built-in tool this build ships. `validate_content` serves the config's validation
-/// profiles, which its definition lists; the host and log tools are held to the config's
-/// `[system]` (the log roots opened).
-pub fn all(
-    profiles: Arc<crate::config::ContentProfiles>,
-    system: &crate::config::SystemSettings,
-    log_roots: Arc<crate::config::LogRoots>,
-    messaging: Arc<crate::config::MessagingSettings>,
-) -> Result<Vec<Arc<dyn BuiltinTool>>, tw_core::CoreError> {
+/// What the built-ins that depend on the config are made from (the default: a config that
+/// sets none of it).
+#[derive(Clone, Default)]
+pub struct Settings {
+    /// `validate_content`'s profiles, compiled; its definition lists them.
+    pub profiles: Arc<crate::config::ContentProfiles>,
+    /// `[system]`: what the host and log tools may look at.
+    pub system: crate::config::SystemSettings,
+    /// `[system.log_roots]`, opened.
+    pub log_roots: Arc<crate::config::LogRoots>,
+    /// `[messaging]`: `send_message`'s channels; its definition lists them.
+    pub messaging: Arc<crate::config::MessagingSettings>,
+}
+
+/// Every built-in tool this build ships, made from the config's settings.
+pub fn all(s: &Settings) -> Result<Vec<Arc<dyn BuiltinTool>>, tw_core::CoreError> {
     let mut tools: Vec<Arc<dyn BuiltinTool>> = Vec::new();
     tools.extend(fs::tools());
-    tools.extend(net::tools(messaging));
+    tools.extend(net::tools(Arc::clone(&s.messaging)));
     tools.extend(browser::tools());
     tools.extend(system::tools());
-    tools.extend(host::tools(system)?);
-    tools.extend(logs::tools(system, log_roots));
-    tools.extend(validate::tools(profiles));
+    tools.extend(host::tools(&s.system)?);
+    tools.extend(logs::tools(&s.system, Arc::clone(&s.log_roots)));
+    tools.extend(validate::tools(Arc::clone(&s.profiles)));
     Ok(tools)
 }
 

@@ -33,20 +33,26 @@ webhook_url_env = "TW_TEST_ALERTS_WEBHOOK_UNSET"
     )
 }
 
-async fn send(rt: &Runtime, args: Value) -> (ToolResult, tw_store::AuditRow) {
-    audited(rt, "send_message", args, Caller::agent("agent-7")).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_reaches_the_channel_as_slack_json_and_is_audited() {
+/// A webhook on the loopback keeping every body posted to the channel's path; its port.
+async fn webhook() -> (Arc<Mutex<Vec<Vec<u8>>>>, u16) {
     let bodies = Arc::new(Mutex::new(Vec::new()));
     let s = serve(vec![(
         "/services/T000/B000/XXXX",
         Reply::Record(200, Arc::clone(&bodies)),
     )])
     .await;
+    (bodies, s.port)
+}
+
+async fn send(rt: &Runtime, args: Value) -> (ToolResult, tw_store::AuditRow) {
+    audited(rt, "send_message", args, Caller::agent("agent-7")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_reaches_the_channel_as_slack_json_and_is_audited() {
+    let (bodies, port) = webhook().await;
     let install = Install::new("");
-    let rt = open_with(&install, &config(s.port, ""), &["hooks.test"]).await;
+    let rt = open_with(&install, &config(port, ""), &["hooks.test"]).await;
 
     let (result, row) = send(&rt, json!({"channel": "ops", "text": "deploy *done*"})).await;
     assert_eq!(result.status, ToolStatus::Success, "{:?}", result.error);
@@ -92,14 +98,9 @@ async fn a_message_reaches_the_channel_as_slack_json_and_is_audited() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_is_asked_first_and_the_built_in_policy_does_not_allow_it() {
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let s = serve(vec![(
-        "/services/T000/B000/XXXX",
-        Reply::Record(200, Arc::clone(&bodies)),
-    )])
-    .await;
+    let (bodies, port) = webhook().await;
     let install = Install::new("");
-    let asked = config(s.port, "").replace("requires_confirmation = false", "");
+    let asked = config(port, "").replace("requires_confirmation = false", "");
     let rt = open_with(&install, &asked, &["hooks.test"]).await;
     let mut call = rt.call(
         "send_message",
@@ -115,7 +116,7 @@ async fn a_person_is_asked_first_and_the_built_in_policy_does_not_allow_it() {
     let builtin = Install::new("");
     let text = format!(
         "[messaging.channels.ops]\nwebhook_url = \"http://hooks.test:{}/services/T000/B000/XXXX\"\n",
-        s.port
+        port
     );
     let rt = open_with(&builtin, &text, &["hooks.test"]).await;
     let (result, row) = send(&rt, json!({"channel": "ops", "text": "hi"})).await;
@@ -153,14 +154,9 @@ async fn a_webhook_url_stays_out_of_answers_and_records() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tools_own_rate_limit_holds() {
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let s = serve(vec![(
-        "/services/T000/B000/XXXX",
-        Reply::Record(200, Arc::clone(&bodies)),
-    )])
-    .await;
+    let (bodies, port) = webhook().await;
     let install = Install::new("");
-    let rt = open_with(&install, &config(s.port, ""), &["hooks.test"]).await;
+    let rt = open_with(&install, &config(port, ""), &["hooks.test"]).await;
     let mut statuses = Vec::new();
     for i in 0..11 {
         let (result, _) = send(&rt, json!({"channel": "ops", "text": format!("m{i}")})).await;

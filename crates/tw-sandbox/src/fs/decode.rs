@@ -49,20 +49,7 @@ pub fn read_decoded(
     opts: ReadOptions,
     encoding: Encoding,
 ) -> Result<ReadOutput, PathError> {
-    let start = opts.start_line.unwrap_or(1);
-    if start == 0 {
-        return Err(PathError::invalid(
-            path,
-            "start_line is 1-based, so it must be at least 1",
-        ));
-    }
-    let end = opts.end_line.unwrap_or(u64::MAX);
-    if end < start {
-        return Err(PathError::invalid(
-            path,
-            format!("end_line {end} is before start_line {start}"),
-        ));
-    }
+    let (start, end) = super::read::line_range(path, opts)?;
     let (shown, file, size) = super::read::open_shown(ws, path)?;
     let too_large = |size| PathError::TooLarge {
         path: path.to_owned(),

@@ -26,6 +26,26 @@ pub fn open_regular(ws: &Workspace, path: &str) -> Result<(File, u64), PathError
     open(ws, path).map(|(_, file, size)| (file, size))
 }
 
+/// The first and last line `opts` asks for (1-based, inclusive; the last `u64::MAX` for "to the
+/// end"), refusing a line 0 and a range that ends before it starts.
+pub(super) fn line_range(path: &str, opts: ReadOptions) -> Result<(u64, u64), PathError> {
+    let start = opts.start_line.unwrap_or(1);
+    if start == 0 {
+        return Err(PathError::invalid(
+            path,
+            "start_line is 1-based, so it must be at least 1",
+        ));
+    }
+    let end = opts.end_line.unwrap_or(u64::MAX);
+    if end < start {
+        return Err(PathError::invalid(
+            path,
+            format!("end_line {end} is before start_line {start}"),
+        ));
+    }
+    Ok((start, end))
+}
+
 /// [`open_regular`], with the path as the workspace shows it.
 pub(super) fn open_shown(ws: &Workspace, path: &str) -> Result<(String, File, u64), PathError> {
     open(ws, path).map(|(p, file, size)| (p.into_display(), file, size))
@@ -52,20 +72,7 @@ fn open(ws: &Workspace, path: &str) -> Result<(WsPath, File, u64), PathError> {
 
 /// Reads a UTF-8 text file from the workspace, whole or by lines, capped at `opts.max_bytes`.
 pub fn read_file(ws: &Workspace, path: &str, opts: ReadOptions) -> Result<ReadOutput, PathError> {
-    let start = opts.start_line.unwrap_or(1);
-    if start == 0 {
-        return Err(PathError::invalid(
-            path,
-            "start_line is 1-based, so it must be at least 1",
-        ));
-    }
-    let end = opts.end_line.unwrap_or(u64::MAX);
-    if end < start {
-        return Err(PathError::invalid(
-            path,
-            format!("end_line {end} is before start_line {start}"),
-        ));
-    }
+    let (start, end) = line_range(path, opts)?;
 
     let (p, mut file, size) = open(ws, path)?;
 

@@ -86,6 +86,10 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "git_status",
             "http_fetch",
             "list_directory",
+            "memory_delete",
+            "memory_get",
+            "memory_put",
+            "memory_search",
             "python_exec",
             "read_file",
             "read_system_logs",
@@ -93,6 +97,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "run_tests",
             "send_message",
             "show_args",
+            "sql_query",
             "system_metrics_snapshot",
             "validate_content",
             "web_search",
@@ -229,7 +234,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 33);
+    assert_eq!(all.as_array().unwrap().len(), 38);
 }
 
 #[test]

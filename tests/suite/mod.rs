@@ -9,6 +9,7 @@ mod custom_tools;
 mod egress;
 mod escapes;
 mod holes;
+mod knowledge;
 mod live;
 mod mcp;
 mod pipes;

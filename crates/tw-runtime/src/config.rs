@@ -17,11 +17,15 @@ use tw_core::policy::PolicyDoc;
 use tw_core::{LicenseTier, OperationalMode, ToolName};
 use tw_store::Synchronous;
 
+mod databases;
+mod memory;
 mod messaging;
 mod network;
 mod system;
 mod validation;
 
+pub use databases::{Database, DatabaseSettings, DatabaseSource};
+pub use memory::MemorySettings;
 pub use messaging::{Channel, MessagingSettings};
 pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
 pub use system::{JOURNAL, LogRoot, LogRoots, SystemSettings};
@@ -115,6 +119,10 @@ pub struct Config {
     pub system: SystemSettings,
     /// `[messaging]`: the channels `send_message` may post to.
     pub messaging: MessagingSettings,
+    /// `[memory]`: how much an agent may keep in its memory.
+    pub memory: MemorySettings,
+    /// `[databases]`: the databases `sql_query` may read.
+    pub databases: DatabaseSettings,
 }
 
 /// `[upstream.NAME]`: another MCP server whose tools are registered as `NAME__tool` and called
@@ -312,6 +320,8 @@ impl Default for Config {
             validation: ValidationSettings::default(),
             system: SystemSettings::default(),
             messaging: MessagingSettings::default(),
+            memory: MemorySettings::default(),
+            databases: DatabaseSettings::default(),
         }
     }
 }
@@ -345,6 +355,9 @@ struct Doc {
     validation: Option<validation::ValidationDoc>,
     system: Option<system::SystemDoc>,
     messaging: Option<messaging::MessagingDoc>,
+    memory: Option<memory::MemoryDoc>,
+    #[serde(default)]
+    databases: BTreeMap<Spanned<String>, databases::DatabaseDoc>,
 }
 
 /// `network = true | false | ["host", "*.domain"]`.
@@ -649,6 +662,11 @@ impl Config {
         }
         if let Some(d) = doc.messaging {
             config.messaging = messaging::settings(d).map_err(|(at, m)| err(Some(at), m))?;
+        }
+        config.databases =
+            databases::settings(doc.databases, base, home).map_err(|(at, m)| err(Some(at), m))?;
+        if let Some(d) = doc.memory {
+            config.memory = memory::settings(d).map_err(|(at, m)| err(Some(at), m))?;
         }
         if let Some(d) = doc.system {
             config.system = system::settings(d, base, home).map_err(|(at, m)| err(Some(at), m))?;

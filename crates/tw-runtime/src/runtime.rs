@@ -120,11 +120,14 @@ impl Runtime {
         let chains_dir = crate::chains::chains_dir(&config, &workspace);
         let workspace = Arc::new(Workspace::open(&workspace)?);
         let policy = crate::policy::load(&config, crate::policy::env(&workspace))?;
-        let builtin_settings = builtins::Settings {
+        let mut builtin_settings = builtins::Settings {
             profiles: Arc::new(config.content_profiles(|p| std::fs::read_to_string(p))?),
             system: config.system.clone(),
             log_roots: Arc::new(config.log_roots()?),
             messaging: Arc::new(config.messaging.clone()),
+            memory: config.memory,
+            databases: Arc::new(config.databases.clone()),
+            store: None,
         };
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
         store_options.synchronous = config.audit_synchronous;
@@ -139,6 +142,10 @@ impl Runtime {
         let seen = store.change_counters().await?;
         let gatekeeper = Arc::new(gatekeeper(&config, resolver, &store, &clock));
         let sandbox = sandbox_for(&config, &data_dir);
+        builtin_settings.store = Some(builtins::MemoryBackend {
+            store: store.clone(),
+            clock: Arc::clone(&clock),
+        });
         let shared = Arc::new(Shared {
             store,
             clock,
@@ -678,6 +685,8 @@ mod host_tests;
 #[cfg(test)]
 mod logs_tests;
 #[cfg(test)]
+mod memory_tests;
+#[cfg(test)]
 mod messaging_tests;
 #[cfg(test)]
 mod net_tests;
@@ -685,6 +694,8 @@ mod net_tests;
 mod policy_tests;
 #[cfg(test)]
 mod search_tests;
+#[cfg(test)]
+mod sql_tests;
 #[cfg(test)]
 mod switch_tests;
 #[cfg(test)]

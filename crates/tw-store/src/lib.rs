@@ -22,6 +22,8 @@ mod doctor;
 mod error;
 mod filter;
 mod grants;
+mod knowledge;
+mod memory;
 mod migrate;
 mod options;
 mod pg;
@@ -69,6 +71,14 @@ pub use doctor::StoreReport;
 pub use error::{Result, StoreError};
 pub use filter::{AuditFilter, DEFAULT_PAGE};
 pub use grants::{GrantQuery, GrantRow, GrantScope, NewGrant};
+pub use knowledge::{
+    EntityOutcome, EntityRef, EntityRow, KnowledgeSearch, MAX_RELATIONS_SHOWN, NewEntity,
+    RelationRow, valid_word as valid_knowledge_word,
+};
+pub use memory::{
+    MAX_QUERY_TERMS as MAX_MEMORY_QUERY_TERMS, MemoryEntry, MemoryQuota, MemoryScope, MemorySearch,
+    NewMemory, PutOutcome, QuotaKind, valid_tag as valid_memory_tag,
+};
 pub use migrate::{MigrateReport, to_team_store as migrate_to_team_store};
 pub use options::{StoreOptions, Synchronous};
 pub use pg::StoreNotice;
@@ -632,6 +642,67 @@ impl Store {
         on_backend!(self, tx rate::acquire(checks, now_us))
     }
 
+    /// Writes an agent's memory entry if its namespace still fits `quota` with it; expired
+    /// entries (of every namespace) are removed first and count for nothing.
+    pub async fn memory_put(
+        &self,
+        scope: &MemoryScope,
+        entry: &NewMemory,
+        quota: MemoryQuota,
+        now_us: i64,
+    ) -> Result<PutOutcome> {
+        memory::check(scope, &entry.key, &entry.tags)?;
+        on_backend!(self, tx memory::put(scope, entry, quota, now_us))
+    }
+
+    /// An agent's memory entry, unless missing or expired at `now_us`.
+    pub async fn memory_get(
+        &self,
+        scope: &MemoryScope,
+        key: &str,
+        now_us: i64,
+    ) -> Result<Option<MemoryEntry>> {
+        on_backend!(self, read memory::get(scope, key, now_us))
+    }
+
+    /// Deletes an agent's memory entry; whether there was one.
+    pub async fn memory_delete(&self, scope: &MemoryScope, key: &str, now_us: i64) -> Result<bool> {
+        on_backend!(self, tx memory::delete(scope, key, now_us))
+    }
+
+    /// Searches an agent's memory (see [`MemorySearch`]).
+    pub async fn memory_search(
+        &self,
+        scope: &MemoryScope,
+        q: &MemorySearch,
+        now_us: i64,
+    ) -> Result<Vec<MemoryEntry>> {
+        memory::check(scope, "-", &q.tags)?;
+        on_backend!(self, read memory::search(scope, q, now_us))
+    }
+
+    /// How many entries and bytes an agent's memory namespace holds at `now_us`.
+    pub async fn memory_usage(&self, scope: &MemoryScope, now_us: i64) -> Result<(u64, u64)> {
+        on_backend!(self, read memory::usage(scope, now_us))
+    }
+
+    /// Writes an entity of the knowledge store and its relations as `agent`, merging into one
+    /// that exists; nothing when a relation names an entity that does not exist.
+    pub async fn knowledge_put(
+        &self,
+        entity: &NewEntity,
+        agent: &str,
+        now_us: i64,
+    ) -> Result<EntityOutcome> {
+        knowledge::check(entity)?;
+        on_backend!(self, tx knowledge::put(entity, agent, now_us))
+    }
+
+    /// Searches the knowledge store (see [`KnowledgeSearch`]).
+    pub async fn knowledge_search(&self, q: &KnowledgeSearch) -> Result<Vec<EntityRow>> {
+        on_backend!(self, read knowledge::search(q))
+    }
+
     /// Records a chain run as started.
     pub async fn start_chain_run(&self, run: NewChainRun) -> Result<()> {
         match &self.db {
@@ -710,6 +781,10 @@ mod backends_tests;
 mod capabilities_tests;
 #[cfg(test)]
 mod changes_tests;
+#[cfg(test)]
+mod knowledge_tests;
+#[cfg(test)]
+mod memory_tests;
 #[cfg(test)]
 mod migrate_tests;
 #[cfg(test)]

@@ -138,6 +138,46 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
         ],
     ),
     (
+        "memory",
+        &[
+            ("agent", Text),
+            ("skill", Text),
+            ("key", Text),
+            ("value", Text),
+            ("body", Text),
+            ("tags", Text),
+            ("bytes", Int),
+            ("created_at", Int),
+            ("updated_at", Int),
+            ("expires_at", Int),
+        ],
+    ),
+    (
+        "knowledge_entities",
+        &[
+            ("id", Int),
+            ("kind", Text),
+            ("name", Text),
+            ("description", Text),
+            ("properties", Text),
+            ("body", Text),
+            ("created_at", Int),
+            ("created_by", Text),
+            ("updated_at", Int),
+            ("updated_by", Text),
+        ],
+    ),
+    (
+        "knowledge_relations",
+        &[
+            ("source", Int),
+            ("relation", Text),
+            ("target", Int),
+            ("created_at", Int),
+            ("created_by", Text),
+        ],
+    ),
+    (
         "grants",
         &[
             ("id", Text),
@@ -359,6 +399,7 @@ async fn copy(
     for (table, past) in [
         ("audit_log", "(SELECT MAX(last_id) FROM audit_archives)"),
         ("api_tokens", "1"),
+        ("knowledge_entities", "1"),
     ] {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT setval(pg_get_serial_sequence('{table}', 'id'), \

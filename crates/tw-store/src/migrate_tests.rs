@@ -35,6 +35,11 @@ async fn a_single_user_store_moves_into_a_team_store_whole_and_verified() {
     )
     .await
     .unwrap();
+    let scope = crate::memory_tests::scope("agent-a", "");
+    let note = crate::memory_tests::entry("note", serde_json::json!("the build uses sccache"));
+    s.memory_put(&scope, &note, crate::memory_tests::ROOMY, T0)
+        .await
+        .unwrap();
     s.checkpoint().await.unwrap();
     s.close().await;
 
@@ -46,8 +51,13 @@ async fn a_single_user_store_moves_into_a_team_store_whole_and_verified() {
         .unwrap();
     let rows = |t: &str| report.tables.iter().find(|(n, _)| n == t).unwrap().1;
     assert_eq!(
-        (rows("audit_log"), rows("settings"), rows("grants")),
-        (30, 1, 1)
+        (
+            rows("audit_log"),
+            rows("settings"),
+            rows("grants"),
+            rows("memory")
+        ),
+        (30, 1, 1, 1)
     );
     assert!(report.verified.ok(), "{:?}", report.verified.problems);
 
@@ -60,6 +70,17 @@ async fn a_single_user_store_moves_into_a_team_store_whole_and_verified() {
     assert_eq!(t.custom_tools().await.unwrap().len(), 1);
     let c = t.confirmation("c-1").await.unwrap().unwrap();
     assert_eq!(c.grant_id.as_deref(), Some("g-1"));
+    // The memory's full-text index is the team store's own, built from the copied rows.
+    let q = MemorySearch {
+        query: Some("sccache".into()),
+        limit: 5,
+        ..MemorySearch::default()
+    };
+    let found = t.memory_search(&scope, &q, T0).await.unwrap();
+    assert_eq!(
+        found.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(),
+        ["note"]
+    );
     assert_eq!(t.get("exec-00007").await.unwrap().unwrap().id, 8);
     let next = t
         .append(record(30, "echo", ToolStatus::Success))

@@ -17,15 +17,20 @@ const BUILTINS: &[&str] = &[
     "exec",
     "file_search",
     "list_directory",
+    "memory_delete",
+    "memory_get",
+    "memory_put",
+    "memory_search",
     "python_exec",
     "read_file",
     "run_linter",
     "run_tests",
+    "sql_query",
     "validate_content",
     "write_file",
 ];
 
-const PLANNED: &[&str] = &["http_fetch", "web_search", "browser", "sql_query"];
+const PLANNED: &[&str] = &["http_fetch", "web_search", "browser"];
 
 fn shipped() -> Catalog {
     parse_catalog(SHIPPED).unwrap()
@@ -84,6 +89,7 @@ fn the_shipped_catalog_parses_and_maps_every_builtin() {
             "api_call",
             "messaging",
             "knowledge_search",
+            "memory",
             "system_info",
             "content_check",
         ]
@@ -98,10 +104,7 @@ fn the_shipped_catalog_parses_and_maps_every_builtin() {
     assert_eq!(catalog.static_for("read_file"), ["filesystem_read"]);
     assert_eq!(catalog.static_for("echo"), ["system_info"]);
     assert_eq!(catalog.static_for("validate_content"), ["content_check"]);
-    assert_eq!(
-        catalog.static_for("sql_query"),
-        ["database_read", "database_write"]
-    );
+    assert_eq!(catalog.static_for("sql_query"), ["database_read"]);
     assert_eq!(catalog.static_for("http_fetch"), ["web_read", "api_call"]);
     assert_eq!(
         catalog.static_for("browser"),
@@ -124,16 +127,16 @@ fn the_shipped_catalog_parses_and_maps_every_builtin() {
 fn static_classification_is_certain_and_in_catalog_order() {
     let catalog = shipped();
     assert_eq!(
-        classify_static("sql_query", &catalog),
+        classify_static("http_fetch", &catalog),
         Some(Classification {
             source: Source::Static,
             capabilities: vec![
                 Assigned {
-                    capability: "database_read".into(),
+                    capability: "web_read".into(),
                     confidence: 1.0
                 },
                 Assigned {
-                    capability: "database_write".into(),
+                    capability: "api_call".into(),
                     confidence: 1.0
                 },
             ],

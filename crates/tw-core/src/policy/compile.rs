@@ -51,7 +51,7 @@ pub const BUILTIN_FILE: &str = "built-in policy";
 /// a shell, `eval(`, `__import__`): in a command tool's line, each command it would run, and its
 /// other string arguments.
 pub const BUILTIN_POLICY: &str = r#"default = "deny"
-allow = ["group:fs", "group:system", "group:validation", "group:custom", "group:exec"]
+allow = ["group:fs", "group:system", "group:validation", "group:memory", "group:custom", "group:exec"]
 
 [exec]
 security = "allowlist"

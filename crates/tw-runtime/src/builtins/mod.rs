@@ -9,7 +9,9 @@ mod fs;
 mod git;
 mod host;
 mod logs;
+mod memory;
 pub mod net;
+mod sql;
 mod system;
 pub mod validate;
 
@@ -22,6 +24,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tw_core::{ToolDefinition, ToolStatus};
 use tw_sandbox::Workspace;
+
+pub use memory::MemoryBackend;
 
 /// What a built-in gets besides its arguments.
 #[derive(Clone)]
@@ -37,6 +41,9 @@ pub struct ToolContext {
     /// The runtime's process runner, for a built-in that reads through a system program
     /// (`read_system_logs`' `journalctl`): every process a tool starts goes through it.
     pub sandbox: tw_sandbox::Sandbox,
+    /// Who made the call, as the pipeline checked it: the memory tools keep each agent's (and
+    /// skill's) entries apart by it.
+    pub caller: tw_core::Caller,
 }
 
 /// Why a built-in did not produce a result.
@@ -99,6 +106,12 @@ pub struct Settings {
     pub log_roots: Arc<crate::config::LogRoots>,
     /// `[messaging]`: `send_message`'s channels; its definition lists them.
     pub messaging: Arc<crate::config::MessagingSettings>,
+    /// `[memory]`: what an agent's memory may hold.
+    pub memory: crate::config::MemorySettings,
+    /// `[databases]`: what `sql_query` may read; its definition lists them.
+    pub databases: Arc<crate::config::DatabaseSettings>,
+    /// Where the memory tools keep entries: the runtime's store (none: they say so when called).
+    pub store: Option<MemoryBackend>,
 }
 
 /// Every built-in tool this build ships, made from the config's settings.
@@ -111,6 +124,8 @@ pub fn all(s: &Settings) -> Result<Vec<Arc<dyn BuiltinTool>>, tw_core::CoreError
     tools.extend(host::tools(&s.system)?);
     tools.extend(logs::tools(&s.system, Arc::clone(&s.log_roots)));
     tools.extend(validate::tools(Arc::clone(&s.profiles)));
+    tools.extend(memory::tools(s.store.clone(), s.memory));
+    tools.push(Arc::new(sql::SqlQuery::new(Arc::clone(&s.databases))));
     Ok(tools)
 }
 

@@ -265,6 +265,7 @@ impl Pipeline {
             max_output_bytes: def.constraints.max_output_bytes,
             net,
             sandbox: self.shared.sandbox.clone(),
+            caller: call.caller.clone(),
         }
     }
 

@@ -79,6 +79,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "browser_type",
             "browser_wait_for",
             "check_process_health",
+            "create_entity",
             "delete_file",
             "echo",
             "exec",
@@ -95,6 +96,7 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "read_system_logs",
             "run_linter",
             "run_tests",
+            "search_knowledge",
             "send_message",
             "show_args",
             "sql_query",
@@ -234,7 +236,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 38);
+    assert_eq!(all.as_array().unwrap().len(), 40);
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! an argument), refuse a bad tag with its place and a write over the config's quota saying
 //! which. `sql_query` reads a SQLite file the config names, refuses a write hidden in a CTE with
 //! the database's own refusal and leaves the file as it was, and is not allowed until the
-//! policy says so. Every call audited.
+//! policy says so. The team's knowledge store (teams tier): an entity one agent writes another
+//! finds with its relations; a relation to nothing is refused with its place. Every call
+//! audited.
 
 use serde_json::json;
 
@@ -128,5 +130,46 @@ fn sql_query_reads_a_configured_sqlite_file_and_the_database_refuses_writes() {
     );
     check_status(&run, 8, "validation_error", Some("invalid_arguments"));
     assert_eq!(std::fs::read(&db).unwrap(), before, "the file is unchanged");
+    assert_eq!(env.audit_rows().len(), 4);
+}
+
+#[test]
+fn the_teams_knowledge_store_links_entities_and_finds_them_for_any_agent() {
+    let env = Env::new();
+    let service = json!({"kind": "service", "name": "ledger", "description": "Double-entry bookkeeping for billing"});
+    check_status(
+        &call_as(&env, "agent-a", "create_entity", service),
+        0,
+        "success",
+        None,
+    );
+    let team = json!({"kind": "team", "name": "finance", "relations": [{"relation": "owns", "to": {"kind": "service", "name": "ledger"}}]});
+    check_status(
+        &call_as(&env, "agent-b", "create_entity", team),
+        0,
+        "success",
+        None,
+    );
+    let dangling = json!({"kind": "team", "name": "ops", "relations": [{"relation": "owns", "to": {"kind": "service", "name": "pager"}}]});
+    let run = call_as(&env, "agent-b", "create_entity", dangling);
+    check_status(&run, 1, "failed", Some("unknown_entity"));
+    assert!(run.stdout.contains("/relations/0/to"), "{}", run.stdout);
+
+    let run = call_as(
+        &env,
+        "agent-c",
+        "search_knowledge",
+        json!({"query": "bookkeeping"}),
+    );
+    check_status(&run, 0, "success", None);
+    let found = &run.json()["output"]["results"][0];
+    assert_eq!(
+        (
+            &found["name"],
+            &found["created_by"],
+            &found["relations"][0]["name"]
+        ),
+        (&json!("ledger"), &json!("agent-a"), &json!("finance"))
+    );
     assert_eq!(env.audit_rows().len(), 4);
 }

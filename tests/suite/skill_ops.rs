@@ -525,8 +525,8 @@ fn override_errors_are_clear() {
             8,
             "error: \"telepathy\" is not a capability in the catalog; known: web_search, web_read, \
              browser_control, filesystem_read, filesystem_write, code_execute, database_read, \
-             database_write, api_call, messaging, knowledge_search, memory, system_info, \
-             content_check\n"
+             database_write, api_call, messaging, knowledge_search, knowledge_write, memory, \
+             system_info, content_check\n"
                 .to_owned(),
         ),
     ];
@@ -772,11 +772,11 @@ fn metrics_count_calls_and_refusals() {
     );
     assert_eq!(
         metrics["classification_sources"],
-        json!({"static": 38, "heuristic": 1})
+        json!({"static": 40, "heuristic": 1})
     );
     let text = env.cmd(&["skills", "metrics"]).run().ok().stdout;
     assert!(
-        text.ends_with("tools classified by: static 38, heuristic 1\n"),
+        text.ends_with("tools classified by: static 40, heuristic 1\n"),
         "{text}"
     );
 }

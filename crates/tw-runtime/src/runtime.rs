@@ -142,7 +142,7 @@ impl Runtime {
         let seen = store.change_counters().await?;
         let gatekeeper = Arc::new(gatekeeper(&config, resolver, &store, &clock));
         let sandbox = sandbox_for(&config, &data_dir);
-        builtin_settings.store = Some(builtins::MemoryBackend {
+        builtin_settings.store = Some(builtins::StoreAccess {
             store: store.clone(),
             clock: Arc::clone(&clock),
         });
@@ -682,6 +682,8 @@ mod exec_tests;
 mod git_tests;
 #[cfg(test)]
 mod host_tests;
+#[cfg(test)]
+mod knowledge_tests;
 #[cfg(test)]
 mod logs_tests;
 #[cfg(test)]

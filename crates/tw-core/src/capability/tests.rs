@@ -12,6 +12,7 @@ use crate::schema::ParameterSchema;
 const SHIPPED: &str = include_str!("../../../../config/tool_capabilities.yaml");
 
 const BUILTINS: &[&str] = &[
+    "create_entity",
     "delete_file",
     "echo",
     "exec",
@@ -25,6 +26,7 @@ const BUILTINS: &[&str] = &[
     "read_file",
     "run_linter",
     "run_tests",
+    "search_knowledge",
     "sql_query",
     "validate_content",
     "write_file",
@@ -89,6 +91,7 @@ fn the_shipped_catalog_parses_and_maps_every_builtin() {
             "api_call",
             "messaging",
             "knowledge_search",
+            "knowledge_write",
             "memory",
             "system_info",
             "content_check",

@@ -44,14 +44,15 @@ pub use super::source::{PolicyError, PolicySource};
 pub const BUILTIN_FILE: &str = "built-in policy";
 
 /// The policy used when the configuration names none: fail closed, with the built-in file tools,
-/// system tools, the content checks, the exec tools and the administrator's own custom tools
-/// allowed, every command not on the exec allowlist asked about, credentials and cloud metadata
-/// out of reach, and the command lines seed 000 names as dangerous refused outright whatever the
-/// allowlist says (a recursive `rm` such as `rm -rf`, `sudo`, `chmod 777`, a download piped into
-/// a shell, `eval(`, `__import__`): in a command tool's line, each command it would run, and its
-/// other string arguments.
+/// system tools, the content checks, the agent's memory, the team's knowledge store (teams
+/// tier), the exec tools and the administrator's own custom tools allowed, every command not on
+/// the exec allowlist asked about, credentials and cloud metadata out of reach, and the command
+/// lines seed 000 names as dangerous refused outright whatever the allowlist says (a recursive
+/// `rm` such as `rm -rf`, `sudo`, `chmod 777`, a download piped into a shell, `eval(`,
+/// `__import__`): in a command tool's line, each command it would run, and its other string
+/// arguments.
 pub const BUILTIN_POLICY: &str = r#"default = "deny"
-allow = ["group:fs", "group:system", "group:validation", "group:memory", "group:custom", "group:exec"]
+allow = ["group:fs", "group:system", "group:validation", "group:memory", "group:knowledge", "group:custom", "group:exec"]
 
 [exec]
 security = "allowlist"

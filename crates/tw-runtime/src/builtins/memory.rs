@@ -19,8 +19,7 @@ use tw_store::{
     StoreError,
 };
 
-use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit, output};
-use crate::clock::Clock;
+use super::{BuiltinTool, StoreAccess, ToolContext, ToolFailure, ToolFuture, args, lit, output};
 use crate::config::MemorySettings;
 
 /// The longest time-to-live: ten years.
@@ -34,30 +33,15 @@ const QUOTA_EXCEEDED: &str = "quota_exceeded";
 /// The tool's code for a value over `[memory] max_value_bytes`.
 const VALUE_TOO_LARGE: &str = "value_too_large";
 
-/// Where the memory tools keep their entries, and what they may hold.
-#[derive(Clone)]
-pub struct MemoryBackend {
-    /// The runtime's store.
-    pub store: Store,
-    /// The runtime's clock: expiry is judged by it.
-    pub clock: Arc<dyn Clock>,
-}
-
 /// What every memory tool shares.
 struct Memory {
-    backend: Option<MemoryBackend>,
+    backend: Option<StoreAccess>,
     limits: MemorySettings,
 }
 
 impl Memory {
     fn backend(&self) -> Result<(&Store, i64), ToolFailure> {
-        let b = self.backend.as_ref().ok_or_else(|| {
-            ToolFailure::failed(
-                ErrorCode::EXECUTION_FAILED,
-                "agent memory needs the runtime's store, and this one has none",
-            )
-        })?;
-        Ok((&b.store, b.clock.now_us()))
+        StoreAccess::of(self.backend.as_ref(), "agent memory")
     }
 }
 
@@ -69,7 +53,7 @@ fn scope(ctx: &ToolContext) -> MemoryScope {
     }
 }
 
-fn store_failure(e: StoreError) -> ToolFailure {
+pub(super) fn store_failure(e: StoreError) -> ToolFailure {
     match e {
         StoreError::Invalid { what, message } => ToolFailure {
             status: ToolStatus::ValidationError,
@@ -84,7 +68,7 @@ fn store_failure(e: StoreError) -> ToolFailure {
 }
 
 /// A time in µs since the epoch, as RFC 3339 in UTC (milliseconds).
-fn time(us: i64) -> String {
+pub(super) fn time(us: i64) -> String {
     let at = UNIX_EPOCH + Duration::from_micros(u64::try_from(us).unwrap_or(0));
     humantime::format_rfc3339_millis(at).to_string()
 }
@@ -161,7 +145,7 @@ fn definition(
 
 /// The memory tools, over `backend` (none: each call says so) within `limits`.
 pub(super) fn tools(
-    backend: Option<MemoryBackend>,
+    backend: Option<StoreAccess>,
     limits: MemorySettings,
 ) -> Vec<Arc<dyn BuiltinTool>> {
     let m = Arc::new(Memory { backend, limits });

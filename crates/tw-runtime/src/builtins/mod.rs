@@ -8,6 +8,7 @@ pub mod exec;
 mod fs;
 mod git;
 mod host;
+mod knowledge;
 mod logs;
 mod memory;
 pub mod net;
@@ -24,8 +25,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tw_core::{ToolDefinition, ToolStatus};
 use tw_sandbox::Workspace;
-
-pub use memory::MemoryBackend;
 
 /// What a built-in gets besides its arguments.
 #[derive(Clone)]
@@ -91,6 +90,31 @@ pub trait BuiltinTool: Send + Sync + 'static {
     }
 }
 
+/// The runtime's store and clock, for the built-ins that keep state there (memory, knowledge).
+#[derive(Clone)]
+pub struct StoreAccess {
+    /// The runtime's store.
+    pub store: tw_store::Store,
+    /// The runtime's clock: expiry and timestamps are judged by it.
+    pub clock: Arc<dyn crate::clock::Clock>,
+}
+
+impl StoreAccess {
+    /// The store and the time now, or a failure saying `what` needs a store this runtime lacks.
+    pub(crate) fn of<'a>(
+        access: Option<&'a Self>,
+        what: &str,
+    ) -> Result<(&'a tw_store::Store, i64), ToolFailure> {
+        let a = access.ok_or_else(|| {
+            ToolFailure::failed(
+                tw_core::ErrorCode::EXECUTION_FAILED,
+                format!("{what} needs the runtime's store, and this one has none"),
+            )
+        })?;
+        Ok((&a.store, a.clock.now_us()))
+    }
+}
+
 /// What [`BuiltinTool::preview`] returns.
 pub type PreviewFuture<'a> = Pin<Box<dyn Future<Output = Option<Value>> + Send + 'a>>;
 
@@ -111,7 +135,7 @@ pub struct Settings {
     /// `[databases]`: what `sql_query` may read; its definition lists them.
     pub databases: Arc<crate::config::DatabaseSettings>,
     /// Where the memory tools keep entries: the runtime's store (none: they say so when called).
-    pub store: Option<MemoryBackend>,
+    pub store: Option<StoreAccess>,
 }
 
 /// Every built-in tool this build ships, made from the config's settings.
@@ -125,6 +149,7 @@ pub fn all(s: &Settings) -> Result<Vec<Arc<dyn BuiltinTool>>, tw_core::CoreError
     tools.extend(logs::tools(&s.system, Arc::clone(&s.log_roots)));
     tools.extend(validate::tools(Arc::clone(&s.profiles)));
     tools.extend(memory::tools(s.store.clone(), s.memory));
+    tools.extend(knowledge::tools(s.store.clone()));
     tools.push(Arc::new(sql::SqlQuery::new(Arc::clone(&s.databases))));
     Ok(tools)
 }

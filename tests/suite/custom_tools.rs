@@ -83,6 +83,9 @@ fn custom_tools_persist_and_can_be_removed_but_builtins_cannot() {
             "delete_file",
             "echo",
             "exec",
+            "exec_kill",
+            "exec_output",
+            "exec_wait",
             "file_search",
             "git_status",
             "http_fetch",
@@ -236,7 +239,7 @@ fn exported_schemas_are_pinned() {
         .run()
         .ok()
         .json();
-    assert_eq!(all.as_array().unwrap().len(), 40);
+    assert_eq!(all.as_array().unwrap().len(), 43);
 }
 
 #[test]

@@ -772,11 +772,11 @@ fn metrics_count_calls_and_refusals() {
     );
     assert_eq!(
         metrics["classification_sources"],
-        json!({"static": 40, "heuristic": 1})
+        json!({"static": 43, "heuristic": 1})
     );
     let text = env.cmd(&["skills", "metrics"]).run().ok().stdout;
     assert!(
-        text.ends_with("tools classified by: static 40, heuristic 1\n"),
+        text.ends_with("tools classified by: static 43, heuristic 1\n"),
         "{text}"
     );
 }

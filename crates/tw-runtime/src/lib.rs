@@ -26,6 +26,7 @@ pub mod error;
 pub mod events;
 mod ids;
 mod imported;
+pub mod jobs;
 pub mod kind;
 pub mod live;
 mod metrics;

@@ -127,6 +127,7 @@ impl Runtime {
             messaging: Arc::new(config.messaging.clone()),
             memory: config.memory,
             databases: Arc::new(config.databases.clone()),
+            jobs: None,
             store: None,
         };
         let mut store_options = StoreOptions::new(data_dir.join(DATABASE_FILE));
@@ -142,6 +143,8 @@ impl Runtime {
         let seen = store.change_counters().await?;
         let gatekeeper = Arc::new(gatekeeper(&config, resolver, &store, &clock));
         let sandbox = sandbox_for(&config, &data_dir);
+        let jobs = Arc::new(crate::jobs::Jobs::default());
+        builtin_settings.jobs = Some(Arc::clone(&jobs));
         builtin_settings.store = Some(builtins::StoreAccess {
             store: store.clone(),
             clock: Arc::clone(&clock),
@@ -164,6 +167,7 @@ impl Runtime {
             data_dir,
             on_tools_changed: Mutex::default(),
             metrics: crate::metrics::Metrics::default(),
+            jobs,
         });
         let watcher = FileWatcher::default();
         let settings = Arc::new(SettingsService::open(Arc::clone(&shared), &config, policy).await?);
@@ -682,6 +686,8 @@ mod exec_tests;
 mod git_tests;
 #[cfg(test)]
 mod host_tests;
+#[cfg(test)]
+mod jobs_tests;
 #[cfg(test)]
 mod knowledge_tests;
 #[cfg(test)]

@@ -40,7 +40,15 @@ pub struct Planned {
     pub env: BTreeMap<String, String>,
     /// A time limit tighter than the call's.
     pub timeout: Option<Duration>,
+    /// Run in the background for up to this long: the call returns a job id at once (`exec`'s
+    /// `background`; see `crate::jobs`).
+    pub background: Option<Duration>,
 }
+
+/// How long a background job runs unless its call says otherwise.
+pub const BACKGROUND_DEFAULT: Duration = Duration::from_secs(30 * 60);
+/// The longest a background job may run.
+pub const BACKGROUND_MAX_MS: u64 = 24 * 3600 * 1000;
 
 /// A built-in tool that runs one sandboxed process.
 pub trait ProcessTool: Send + Sync + 'static {
@@ -204,6 +212,8 @@ struct ExecArgs {
     #[serde(default)]
     env: BTreeMap<String, String>,
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    background: bool,
 }
 
 impl ProcessTool for Exec {
@@ -212,7 +222,10 @@ impl ProcessTool for Exec {
             "exec",
             "Run a command in the workspace, sandboxed (no network, system read-only, workspace \
              writable). Give `argv` (a list, no shell) or `command` (a shell line); each command \
-             is checked against the exec allowlist and may need approval.",
+             is checked against the exec allowlist and may need approval. With `background`, \
+             the call returns a job id at once and the command runs on (up to `timeout_ms`, 30 \
+             minutes by default): read its output with exec_output, wait for it with exec_wait, \
+             stop it with exec_kill; it dies with the runtime.",
             json!({
                 "type": "object",
                 "properties": {
@@ -224,12 +237,25 @@ impl ProcessTool for Exec {
                     "stdin": {"type": "string", "maxLength": 1048576},
                     "env": {"type": "object", "additionalProperties": {"type": "string"},
                             "description": "Extra variables (only allowlisted names)."},
-                    "timeout_ms": {"type": "integer", "minimum": 1}
+                    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": BACKGROUND_MAX_MS},
+                    "background": {"type": "boolean",
+                                   "description": "Start it and return a job id at once (default false)."}
                 },
                 "oneOf": [{"required": ["argv"]}, {"required": ["command"]}],
                 "additionalProperties": false
             }),
-            process_output_schema(),
+            json!({"anyOf": [
+                process_output_schema(),
+                {
+                    "type": "object",
+                    "required": ["job_id", "background"],
+                    "properties": {
+                        "job_id": {"type": "string"},
+                        "background": {"const": true},
+                        "time_limit_ms": {"type": "integer"}
+                    }
+                }
+            ]}),
             RiskLevel::High,
         )
     }
@@ -261,7 +287,15 @@ impl ProcessTool for Exec {
                 .transpose()?,
             stdin: a.stdin.map(String::into_bytes),
             env: a.env,
-            timeout: timeout(a.timeout_ms),
+            timeout: if a.background {
+                None
+            } else {
+                timeout(a.timeout_ms)
+            },
+            background: a.background.then(|| {
+                a.timeout_ms
+                    .map_or(BACKGROUND_DEFAULT, Duration::from_millis)
+            }),
         })
     }
 
@@ -317,6 +351,7 @@ impl ProcessTool for PythonExec {
             stdin: a.stdin.map(String::into_bytes),
             env: BTreeMap::from([("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned())]),
             timeout: timeout(a.timeout_ms),
+            background: None,
         })
     }
 
@@ -419,6 +454,7 @@ fn suite_plan(
         stdin: None,
         env: BTreeMap::new(),
         timeout: timeout(a.timeout_ms),
+        background: None,
     })
 }
 

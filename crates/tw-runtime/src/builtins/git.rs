@@ -141,6 +141,7 @@ impl ProcessTool for GitStatus {
             stdin: None,
             env,
             timeout: None,
+            background: None,
         })
     }
 

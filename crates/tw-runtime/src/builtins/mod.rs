@@ -8,6 +8,7 @@ pub mod exec;
 mod fs;
 mod git;
 mod host;
+mod jobs;
 mod knowledge;
 mod logs;
 mod memory;
@@ -134,6 +135,9 @@ pub struct Settings {
     pub memory: crate::config::MemorySettings,
     /// `[databases]`: what `sql_query` may read; its definition lists them.
     pub databases: Arc<crate::config::DatabaseSettings>,
+    /// The runtime's background jobs, which `exec_output`, `exec_wait` and `exec_kill` reach
+    /// (none: they say so when called).
+    pub jobs: Option<Arc<crate::jobs::Jobs>>,
     /// Where the memory tools keep entries: the runtime's store (none: they say so when called).
     pub store: Option<StoreAccess>,
 }
@@ -150,6 +154,7 @@ pub fn all(s: &Settings) -> Result<Vec<Arc<dyn BuiltinTool>>, tw_core::CoreError
     tools.extend(validate::tools(Arc::clone(&s.profiles)));
     tools.extend(memory::tools(s.store.clone(), s.memory));
     tools.extend(knowledge::tools(s.store.clone()));
+    tools.extend(jobs::tools(s.jobs.clone()));
     tools.push(Arc::new(sql::SqlQuery::new(Arc::clone(&s.databases))));
     Ok(tools)
 }

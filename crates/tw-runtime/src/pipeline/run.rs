@@ -193,6 +193,7 @@ impl Pipeline {
             |f: builtins::ToolFailure| sandboxed::failure(f.status, &f.code, f.message, Map::new());
         let (tool, planned) = planned;
         let planned = planned.map_err(to_failure)?;
+        let background = planned.background;
         let mut argv = planned.argv.into_iter();
         let program = argv.next().unwrap_or_default();
         let policy = self.settings.policy();
@@ -203,6 +204,44 @@ impl Pipeline {
         spec.stdin = planned.stdin;
         if let Some(t) = planned.timeout {
             spec.timeout = spec.timeout.min(t);
+        }
+        if let Some(time_limit) = background {
+            // Started and looked after by the runtime's jobs; this call only starts it. The
+            // egress proxy lives as long as a call, so a job the policy grants hosts through it
+            // would silently have none: refused instead.
+            if spec.isolation >= tw_core::IsolationLevel::Strict
+                && self.settings.policy().rules.network_grant(def).is_some()
+            {
+                return Err(to_failure(builtins::ToolFailure {
+                    status: ToolStatus::ValidationError,
+                    code: ErrorCode::INVALID_ARGUMENTS.to_owned(),
+                    message: "/background: a rule grants this tool hosts through the egress \
+                              proxy, which a background job cannot keep; run it in the \
+                              foreground"
+                        .to_owned(),
+                }));
+            }
+            let now = self.shared.clock.now_us();
+            let job = self
+                .shared
+                .jobs
+                .start(&self.shared.sandbox, spec, &call.caller, time_limit, now)
+                .await
+                .map_err(to_failure)?;
+            let mut execution = Map::new();
+            if let Some(rule) = raised_by {
+                execution.insert("isolation_raised_by".into(), json!(rule));
+            }
+            execution.insert("background_job".into(), json!(job.id));
+            return Ok(Produced {
+                output: json!({
+                    "job_id": job.id,
+                    "background": true,
+                    "time_limit_ms": u64::try_from(time_limit.as_millis()).unwrap_or(u64::MAX),
+                }),
+                execution,
+                truncated: false,
+            });
         }
         let launch = sandboxed::Launch {
             raised_by: raised_by.clone(),

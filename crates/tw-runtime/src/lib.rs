@@ -26,7 +26,6 @@ pub mod error;
 pub mod events;
 mod ids;
 mod imported;
-pub mod jobs;
 pub mod kind;
 pub mod live;
 mod metrics;

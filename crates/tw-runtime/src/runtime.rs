@@ -143,7 +143,7 @@ impl Runtime {
         let seen = store.change_counters().await?;
         let gatekeeper = Arc::new(gatekeeper(&config, resolver, &store, &clock));
         let sandbox = sandbox_for(&config, &data_dir);
-        let jobs = Arc::new(crate::jobs::Jobs::default());
+        let jobs = Arc::new(crate::builtins::jobs::Jobs::default());
         builtin_settings.jobs = Some(Arc::clone(&jobs));
         builtin_settings.store = Some(builtins::StoreAccess {
             store: store.clone(),

@@ -38,7 +38,7 @@ pub(crate) struct Shared {
     /// What the calls this process ran add up to (`serve`'s /metrics).
     pub(crate) metrics: crate::metrics::Metrics,
     /// Background processes (`exec`'s `background`), which die with the runtime.
-    pub(crate) jobs: Arc<crate::jobs::Jobs>,
+    pub(crate) jobs: Arc<crate::builtins::jobs::Jobs>,
 }
 
 impl Shared {

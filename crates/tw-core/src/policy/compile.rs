@@ -50,7 +50,8 @@ pub const BUILTIN_FILE: &str = "built-in policy";
 /// lines seed 000 names as dangerous refused outright whatever the allowlist says (a recursive
 /// `rm` such as `rm -rf`, `sudo`, `chmod 777`, a download piped into a shell, `eval(`,
 /// `__import__`): in a command tool's line, each command it would run, and its other string
-/// arguments.
+/// arguments. `python_exec` needs the elevated access level (seed 000), which no caller holds
+/// until a policy of the administrator's grants it.
 pub const BUILTIN_POLICY: &str = r#"default = "deny"
 allow = ["group:fs", "group:system", "group:validation", "group:memory", "group:knowledge", "group:custom", "group:exec"]
 
@@ -78,6 +79,9 @@ block_patterns = [
 ]
 match = [{ tool = "exec", arguments = { argv = ["rm", "-rf", "/"] } }]
 not_match = [{ tool = "exec", arguments = { argv = ["rm", "notes.txt"] } }]
+
+[access]
+tools = { python_exec = "elevated" }
 "#;
 
 /// Default time a call waits for a person.

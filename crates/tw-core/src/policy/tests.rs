@@ -123,6 +123,10 @@ fn tools() -> HashMap<&'static str, ToolDefinition> {
         ("echo", tool("echo", "system", System, Low, false)),
         ("run", tool("run", "runtime", CodeExecution, High, true)),
         (
+            "python_exec",
+            tool("python_exec", "exec", CodeExecution, High, true),
+        ),
+        (
             "http_fetch",
             tool("http_fetch", "net", Network, Medium, false),
         ),
@@ -1259,6 +1263,22 @@ fn a_downloads_folder_must_stay_in_the_workspace() {
             "{folder:?}: {errors:?}"
         );
     }
+}
+
+#[test]
+fn the_builtin_policy_holds_python_exec_to_the_elevated_level_seed_000_gives_it() {
+    let p = Policy::builtin(env()).unwrap();
+    let d = judge_call(&p, &call("python_exec", json!({"code": "print(1)"})));
+    let access = d.trace.iter().find(|v| v.layer == Layer::Access).unwrap();
+    assert_eq!(access.decision, Decision::Deny);
+    assert!(access.reason.contains("elevated"), "{}", access.reason);
+    // An administrator's policy says otherwise: it grants the level or lowers the need.
+    let granted = policy(
+        "default = \"deny\"\nallow = [\"group:exec\"]\n[access]\ntools = { python_exec = \"elevated\" }\ncallers = { agent = \"elevated\" }\n",
+    );
+    let d = judge_call(&granted, &call("python_exec", json!({"code": "print(1)"})));
+    let access = d.trace.iter().find(|v| v.layer == Layer::Access).unwrap();
+    assert_eq!(access.decision, Decision::Allow, "{}", access.reason);
 }
 
 #[test]

@@ -41,7 +41,7 @@ pub struct Planned {
     /// A time limit tighter than the call's.
     pub timeout: Option<Duration>,
     /// Run in the background for up to this long: the call returns a job id at once (`exec`'s
-    /// `background`; see `crate::jobs`).
+    /// `background`; see `builtins::jobs`).
     pub background: Option<Duration>,
 }
 

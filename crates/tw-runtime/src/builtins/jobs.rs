@@ -2,7 +2,7 @@
 //! `exec` allows them): `exec_output` reads a job's standard output from an offset, `exec_wait`
 //! waits for it to end (at most a while), `exec_kill` stops its whole process tree. Each is a
 //! governed, audited call of its own; a job is only its starter's (agent and skill), see
-//! `crate::jobs`.
+//! [`registry`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,11 @@ use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition
 
 use super::memory::time;
 use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit, output};
-use crate::jobs::{Job, JobEnd, Jobs};
+mod registry;
+
+pub use registry::{Jobs, KEPT_BYTES, MAX_PER_CALLER, MAX_RUNNING};
+
+use registry::{Job, JobEnd};
 
 /// The most of a job's output one read returns.
 const MAX_READ: u64 = 256 << 10;

@@ -8,7 +8,7 @@ pub mod exec;
 mod fs;
 mod git;
 mod host;
-mod jobs;
+pub mod jobs;
 mod knowledge;
 mod logs;
 mod memory;
@@ -137,7 +137,7 @@ pub struct Settings {
     pub databases: Arc<crate::config::DatabaseSettings>,
     /// The runtime's background jobs, which `exec_output`, `exec_wait` and `exec_kill` reach
     /// (none: they say so when called).
-    pub jobs: Option<Arc<crate::jobs::Jobs>>,
+    pub jobs: Option<Arc<jobs::Jobs>>,
     /// Where the memory tools keep entries: the runtime's store (none: they say so when called).
     pub store: Option<StoreAccess>,
 }

@@ -178,7 +178,7 @@ async fn a_killed_or_timed_out_job_stops_whole_and_the_caller_has_a_cap() {
     );
 
     let mut ids = Vec::new();
-    for _ in 0..crate::jobs::MAX_PER_CALLER {
+    for _ in 0..crate::builtins::jobs::MAX_PER_CALLER {
         ids.push(start(&rt, "agent-a", "sleep 30").await);
     }
     let (status, out) = call(

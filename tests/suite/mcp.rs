@@ -40,7 +40,7 @@ fn target_dir() -> PathBuf {
 }
 
 /// The Python of the venv scripts/setup-mcp makes (`mcp-venv` in the target directory).
-fn python() -> PathBuf {
+pub(super) fn python() -> PathBuf {
     let python = target_dir().join("mcp-venv/bin/python");
     assert!(
         python.is_file(),

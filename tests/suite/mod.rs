@@ -7,6 +7,7 @@ mod browser;
 mod chains;
 mod custom_tools;
 mod egress;
+mod email;
 mod escapes;
 mod holes;
 mod knowledge;

@@ -26,7 +26,7 @@ mod validation;
 
 pub use databases::{Database, DatabaseSettings, DatabaseSource};
 pub use memory::MemorySettings;
-pub use messaging::{Channel, MessagingSettings};
+pub use messaging::{Channel, EmailChannel, MessagingSettings, SmtpServer, smtp_url_problem};
 pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
 pub use system::{JOURNAL, LogRoot, LogRoots, SystemSettings};
 pub use validation::{ContentProfiles, ProfileSettings, SchemaSource, ValidationSettings};

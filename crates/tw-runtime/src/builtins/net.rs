@@ -15,6 +15,7 @@ use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit};
 use crate::config::NetworkSettings;
 use crate::net::{Gatekeeper, Limits, NetError, NetFacts, Request};
 
+mod email;
 pub(super) mod html;
 mod message;
 mod search;

@@ -168,13 +168,34 @@ async fn the_tools_own_rate_limit_holds() {
 }
 
 #[test]
-fn a_channel_is_a_webhook_written_or_named_and_nothing_else() {
+fn a_channel_is_a_webhook_or_a_mail_server_written_or_named_and_nothing_else() {
     let path = std::path::Path::new("/etc/toolwarden/config.toml");
     for (text, at, says) in [
         (
             "[messaging.channels.ops]\n",
             (1, 21),
-            "set exactly one of webhook_url and webhook_url_env",
+            "set exactly one of webhook_url, webhook_url_env, smtp_url and smtp_url_env",
+        ),
+        (
+            "[messaging.channels.ops]\nsmtp_url = \"smtps://mail.example.com\"\n",
+            (1, 21),
+            "an e-mail channel needs from",
+        ),
+        (
+            "[messaging.channels.ops]\nsmtp_url = \"smtps://mail.example.com\"\nfrom = \"tw@example.com\"\n",
+            (1, 21),
+            "an e-mail channel needs recipients",
+        ),
+        (
+            "[messaging.channels.ops]\nsmtp_url = \"smtps://m.example.com\"\nfrom = \"tw@example.com\"\n\
+             recipients = [\"*@example.com\"]\nto = [\"boss@elsewhere.org\"]\n",
+            (5, 7),
+            "\"boss@elsewhere.org\" is not among the channel's recipients",
+        ),
+        (
+            "[messaging.channels.ops]\nwebhook_url_env = \"X\"\nfrom = \"tw@example.com\"\n",
+            (3, 8),
+            "from, to and recipients are for e-mail channels",
         ),
         (
             "[messaging.channels.ops]\nwebhook_url = \"ftp://x\"\n",

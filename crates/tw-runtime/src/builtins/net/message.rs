@@ -1,6 +1,6 @@
-//! `send_message`: posts a message to one of the channels the config names (`[messaging]`), as
-//! Slack-compatible JSON (`{"text": ...}`), through the egress gatekeeper under a rule of its
-//! own: the administrator named the channel, so its host is reachable (like a search provider's).
+//! `send_message`: posts a message to one of the channels the config names (`[messaging]`): a
+//! webhook gets Slack-compatible JSON (`{"text": ...}`), an e-mail channel a plain-text mail
+//! (`net::email`), each through the egress gatekeeper under a rule of its own: the administrator named the channel, so its host is reachable (like a search provider's).
 //! The channel's URL is read from its environment variable when the message is sent and appears
 //! nowhere else: not in the answer, not in a failure, not in the audit record (the gatekeeper
 //! records the host only, and a webhook may not redirect).
@@ -26,7 +26,7 @@ const MAX_TEXT: u64 = 4_000;
 /// The most of a webhook's answer read.
 const MAX_ANSWER_BYTES: usize = 64 << 10;
 /// The code of the failure when no channel is configured.
-const NOT_CONFIGURED: &str = "not_configured";
+pub(super) const NOT_CONFIGURED: &str = "not_configured";
 
 pub(in crate::builtins) struct SendMessage {
     settings: std::sync::Arc<MessagingSettings>,
@@ -42,6 +42,9 @@ impl SendMessage {
 struct MessageArgs {
     channel: String,
     text: String,
+    subject: Option<String>,
+    #[serde(default)]
+    to: Vec<String>,
 }
 
 impl BuiltinTool for SendMessage {
@@ -56,9 +59,10 @@ impl BuiltinTool for SendMessage {
         };
         let mut d = ToolDefinition::new(
             lit::name("send_message")?,
-            "Post a message to a chat channel the administrator configured (a Slack-compatible \
-             webhook). A person approves each message unless the administrator decided \
-             otherwise.",
+            "Send a message to a channel the administrator configured: a chat channel (a \
+             Slack-compatible webhook) or e-mail (to the addresses `to` names, among those the \
+             channel allows, or its default ones). A person approves each message unless the \
+             administrator decided otherwise.",
             ToolCategory::Communication,
             lit::group("messaging")?,
             lit::params(json!({
@@ -66,7 +70,11 @@ impl BuiltinTool for SendMessage {
                 "properties": {
                     "channel": channel,
                     "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT,
-                             "description": "The message (Slack's mrkdwn where the channel supports it)."}
+                             "description": "The message (Slack's mrkdwn where the channel supports it)."},
+                    "subject": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\r\\n]+$",
+                                "description": "E-mail channels: the subject."},
+                    "to": {"type": "array", "items": {"type": "string", "maxLength": 320}, "maxItems": 20, "uniqueItems": true,
+                           "description": "E-mail channels: the recipients (default: the channel's own)."}
                 },
                 "required": ["channel", "text"],
                 "additionalProperties": false
@@ -77,7 +85,8 @@ impl BuiltinTool for SendMessage {
             "properties": {
                 "channel": {"type": "string"},
                 "delivered": {"type": "boolean"},
-                "status": {"type": "integer"}
+                "status": {"type": "integer"},
+                "recipients": {"type": "array", "items": {"type": "string"}}
             },
             "required": ["channel", "delivered", "status"]
         }))?;
@@ -105,6 +114,29 @@ impl BuiltinTool for SendMessage {
                 ));
             };
             let url = match channel {
+                Channel::Email(email) => {
+                    return super::email::send(
+                        net,
+                        &a.channel,
+                        email,
+                        &a.text,
+                        a.subject.as_deref(),
+                        &a.to,
+                    )
+                    .await;
+                }
+                _ if a.subject.is_some() || !a.to.is_empty() => {
+                    return Err(ToolFailure {
+                        status: tw_core::ToolStatus::ValidationError,
+                        code: ErrorCode::INVALID_ARGUMENTS.to_owned(),
+                        message: format!(
+                            "/{}: channel {:?} is a chat webhook, which takes no subject or \
+                             recipients",
+                            if a.subject.is_some() { "subject" } else { "to" },
+                            a.channel
+                        ),
+                    });
+                }
                 Channel::Webhook { url } => url.clone(),
                 Channel::WebhookFromEnv { env } => std::env::var(env)
                     .ok()

@@ -2,7 +2,8 @@
 //! calls `read_file`, `system_metrics_snapshot` and `web_search` (a SearXNG provider served on
 //! the loopback, reached through the egress gatekeeper by a name the config maps), and each call
 //! is in the audit log with its decision and the policy's reasons; the host tools a policy leaves
-//! out are neither listed nor callable.
+//! out are neither listed nor callable. Seed 001's agent, in one session: memory and a
+//! background build.
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -134,4 +135,67 @@ url = "http://search.test:{port}"
         "{}",
         search.metadata
     );
+}
+
+/// Seed 001's agent over MCP, in one session: it remembers how the project builds, starts the
+/// build in the background, reads its output while it runs, waits for it, and finds the note
+/// again by its words; a job id of another runtime is unknown. Every call audited.
+#[test]
+fn an_agent_remembers_runs_a_background_build_and_recalls_over_one_session() {
+    let env = Env::new().with_config(
+        "[policy]\nallow = [\"group:memory\", \"group:exec\"]\n\n[policy.exec]\nsecurity = \"full\"\n",
+    );
+    let report = run(
+        &env,
+        &[],
+        json!([
+            {"op": "call", "tool": "memory_put", "arguments": {"key": "build/command", "value": "the build runs ./build.sh", "tags": ["build"]}},
+            {"op": "call", "tool": "exec", "arguments": {"command": "echo compiling; sleep 1; echo linked", "background": true}},
+            {"op": "call", "tool": "exec_output", "arguments": {"job_id": "job-1"}},
+            {"op": "call", "tool": "exec_wait", "arguments": {"job_id": "job-1", "timeout_ms": 20000}},
+            {"op": "call", "tool": "exec_output", "arguments": {"job_id": "job-1"}},
+            {"op": "call", "tool": "memory_search", "arguments": {"query": "how does the build run?", "tags": ["build"]}},
+        ]),
+    );
+    let steps = report["steps"].as_array().unwrap();
+    let out = |i: usize| -> &Value { &steps[i]["result"]["structuredContent"] };
+    for (i, step) in steps.iter().enumerate() {
+        assert_eq!(step["result"]["isError"], json!(false), "step {i}: {step}");
+    }
+    assert_eq!(out(1)["job_id"], json!("job-1"));
+    assert_eq!(
+        out(2)["running"],
+        json!(true),
+        "read while it runs: {}",
+        out(2)
+    );
+    assert_eq!(
+        (&out(3)["running"], &out(3)["exit_code"]),
+        (&json!(false), &json!(0))
+    );
+    assert_eq!(out(4)["stdout"], json!("compiling\nlinked\n"));
+    assert_eq!(out(5)["results"][0]["key"], json!("build/command"));
+
+    let seen: Vec<(String, String)> = env
+        .audit_rows()
+        .iter()
+        .map(|r| (r.tool.clone(), r.status.as_str().to_owned()))
+        .collect();
+    let tools = [
+        "memory_put",
+        "exec",
+        "exec_output",
+        "exec_wait",
+        "exec_output",
+        "memory_search",
+    ];
+    assert_eq!(seen, tools.map(|t| (t.to_owned(), "success".to_owned())));
+
+    // Jobs end with their runtime: a new session does not know job-1.
+    let report = run(
+        &env,
+        &[],
+        json!([{"op": "call", "tool": "exec_output", "arguments": {"job_id": "job-1"}}]),
+    );
+    assert_eq!(report["steps"][0]["result"]["isError"], json!(true));
 }

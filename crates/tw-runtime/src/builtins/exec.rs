@@ -244,7 +244,8 @@ impl ProcessTool for Exec {
                 "oneOf": [{"required": ["argv"]}, {"required": ["command"]}],
                 "additionalProperties": false
             }),
-            json!({"anyOf": [
+            // An object either way (MCP carries object output schemas only).
+            json!({"type": "object", "anyOf": [
                 process_output_schema(),
                 {
                     "type": "object",

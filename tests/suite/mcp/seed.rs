@@ -199,3 +199,61 @@ fn an_agent_remembers_runs_a_background_build_and_recalls_over_one_session() {
     );
     assert_eq!(report["steps"][0]["result"]["isError"], json!(true));
 }
+
+/// A background job dies with its runtime even when the runtime is killed outright: the
+/// sandbox's helper takes the runtime's end of the control socket closing as a stop request.
+/// Spoken to in raw JSON-RPC over stdio, so the server can be SIGKILLed between two lines.
+#[test]
+fn a_background_job_dies_with_a_runtime_killed_outright() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    let env = Env::new()
+        .with_config("[policy]\nallow = [\"group:exec\"]\n\n[policy.exec]\nsecurity = \"full\"\n");
+    let mut server = env.cmd(&["mcp"]);
+    server
+        .cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = server.cmd.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut answer = |id: u64| -> Value {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(output.read_line(&mut line).unwrap() > 0, "the server ended");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    };
+    let tick = env.write("tick", "");
+    for line in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ] {
+        writeln!(input, "{line}").unwrap();
+    }
+    answer(1);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec", "arguments": {
+        "command": "while true; do echo x >> tick; sleep 0.02; done", "background": true}}});
+    writeln!(input, "{call}").unwrap();
+    let started = answer(2);
+    assert_eq!(started["result"]["isError"], json!(false), "{started}");
+
+    let size = || std::fs::metadata(&tick).unwrap().len();
+    let grows = || {
+        let before = size();
+        std::thread::sleep(Duration::from_millis(500));
+        size() > before
+    };
+    assert!(grows(), "the job runs");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!grows(), "the job died with the runtime");
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition};
+use tw_core::{ErrorCode, RiskLevel, ToolCategory, ToolDefinition};
 
 use super::memory::time;
 use super::{BuiltinTool, ToolContext, ToolFailure, ToolFuture, args, lit, output};
@@ -73,16 +73,15 @@ fn definition(
     output: Value,
     writes: bool,
 ) -> Result<ToolDefinition, tw_core::CoreError> {
-    let mut d = ToolDefinition::new(
-        lit::name(name)?,
+    let mut d = lit::in_runtime(
+        name,
         description,
         ToolCategory::System,
-        lit::group("exec")?,
-        lit::params(params)?,
-    );
-    d.output_schema = lit::output(output)?;
-    d.constraints.isolation = IsolationLevel::None;
-    d.constraints.side_effects = writes;
+        "exec",
+        params,
+        output,
+        writes,
+    )?;
     d.constraints.max_execution_time_ms = MAX_WAIT_MS + 10_000;
     d.constraints.max_output_bytes = MAX_READ + (80 << 10);
     d.risk_level = if writes {

@@ -9,9 +9,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tw_core::{
-    ErrorCode, IsolationLevel, LicenseTier, RiskLevel, ToolCategory, ToolDefinition, ToolStatus,
-};
+use tw_core::{ErrorCode, LicenseTier, RiskLevel, ToolCategory, ToolDefinition, ToolStatus};
 use tw_store::{EntityOutcome, EntityRef, KnowledgeSearch, NewEntity};
 
 use super::memory::{store_failure, time};
@@ -41,16 +39,15 @@ fn definition(
     output: Value,
     writes: bool,
 ) -> Result<ToolDefinition, tw_core::CoreError> {
-    let mut d = ToolDefinition::new(
-        lit::name(name)?,
+    let mut d = lit::in_runtime(
+        name,
         description,
         ToolCategory::Knowledge,
-        lit::group("knowledge")?,
-        lit::params(params)?,
-    );
-    d.output_schema = lit::output(output)?;
-    d.constraints.isolation = IsolationLevel::None;
-    d.constraints.side_effects = writes;
+        "knowledge",
+        params,
+        output,
+        writes,
+    )?;
     d.constraints.max_execution_time_ms = 10_000;
     d.risk_level = RiskLevel::Low;
     d.license_tier = LicenseTier::Teams;

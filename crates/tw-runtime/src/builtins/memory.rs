@@ -13,7 +13,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tw_core::{ErrorCode, IsolationLevel, RiskLevel, ToolCategory, ToolDefinition, ToolStatus};
+use tw_core::{ErrorCode, RiskLevel, ToolCategory, ToolDefinition, ToolStatus};
 use tw_store::{
     MemoryEntry, MemoryQuota, MemoryScope, MemorySearch, NewMemory, PutOutcome, QuotaKind, Store,
     StoreError,
@@ -99,6 +99,16 @@ fn key_schema() -> Value {
     })
 }
 
+/// The arguments of a tool that takes a key only.
+fn key_params() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"key": key_schema()},
+        "required": ["key"],
+        "additionalProperties": false
+    })
+}
+
 fn tag_schema() -> Value {
     json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9_.:-]{0,63}$"})
 }
@@ -128,16 +138,15 @@ fn definition(
     output: Value,
     writes: bool,
 ) -> Result<ToolDefinition, tw_core::CoreError> {
-    let mut d = ToolDefinition::new(
-        lit::name(name)?,
+    let mut d = lit::in_runtime(
+        name,
         description,
         ToolCategory::Knowledge,
-        lit::group("memory")?,
-        lit::params(params)?,
-    );
-    d.output_schema = lit::output(output)?;
-    d.constraints.isolation = IsolationLevel::None;
-    d.constraints.side_effects = writes;
+        "memory",
+        params,
+        output,
+        writes,
+    )?;
     d.constraints.max_execution_time_ms = 10_000;
     d.risk_level = RiskLevel::Low;
     Ok(d)
@@ -302,12 +311,7 @@ impl BuiltinTool for MemoryGet {
             "memory_get",
             "Recall the value stored under a key in your own memory. An unknown or expired key \
              is `found: false`.",
-            json!({
-                "type": "object",
-                "properties": {"key": key_schema()},
-                "required": ["key"],
-                "additionalProperties": false
-            }),
+            key_params(),
             json!({
                 "type": "object",
                 "properties": {"key": {"type": "string"}, "found": {"type": "boolean"}},
@@ -420,12 +424,7 @@ impl BuiltinTool for MemoryDelete {
             "memory_delete",
             "Forget the entry under a key in your own memory. `deleted: false` when there was \
              none.",
-            json!({
-                "type": "object",
-                "properties": {"key": key_schema()},
-                "required": ["key"],
-                "additionalProperties": false
-            }),
+            key_params(),
             json!({
                 "type": "object",
                 "properties": {"key": {"type": "string"}, "deleted": {"type": "boolean"}},

@@ -249,7 +249,34 @@ pub(crate) fn output<T: serde::Serialize>(value: &T) -> Result<Value, ToolFailur
 /// fails at start-up with the error, and the tests that start a runtime catch it.
 pub(crate) mod lit {
     use serde_json::Value;
-    use tw_core::{CoreError, ParameterSchema, ToolGroup, ToolName};
+    use tw_core::{
+        CoreError, IsolationLevel, ParameterSchema, ToolCategory, ToolDefinition, ToolGroup,
+        ToolName,
+    };
+
+    /// A tool that runs inside the runtime (it starts no process: isolation `none`), with its
+    /// output schema and whether it has side effects.
+    pub(crate) fn in_runtime(
+        name: &str,
+        description: &str,
+        category: ToolCategory,
+        group: &str,
+        params: Value,
+        output: Value,
+        side_effects: bool,
+    ) -> Result<ToolDefinition, CoreError> {
+        let mut d = ToolDefinition::new(
+            self::name(name)?,
+            description,
+            category,
+            self::group(group)?,
+            self::params(params)?,
+        );
+        d.output_schema = self::output(output)?;
+        d.constraints.isolation = IsolationLevel::None;
+        d.constraints.side_effects = side_effects;
+        Ok(d)
+    }
 
     pub(crate) fn name(s: &str) -> Result<ToolName, CoreError> {
         ToolName::new(s)

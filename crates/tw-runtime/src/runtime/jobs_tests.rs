@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tw_core::{Caller, ToolStatus};
+use tw_core::ToolStatus;
 
+use super::net_tests::called as call;
 use super::*;
 
 async fn open(dir: &Path) -> Runtime {
@@ -21,25 +22,6 @@ async fn open(dir: &Path) -> Runtime {
     Runtime::open(RuntimeOptions::new(dir.join("data"), vec![ws], config))
         .await
         .unwrap()
-}
-
-/// A call as `agent`: its status and output (or error code and message); audited.
-async fn call(rt: &Runtime, agent: &str, tool: &str, args: Value) -> (ToolStatus, Value) {
-    let result = rt.execute(rt.call(tool, args, Caller::agent(agent))).await;
-    let row = rt
-        .store()
-        .get(result.execution_id.as_str())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(row.status, result.status, "the audit record agrees");
-    let out = match result.status {
-        ToolStatus::Success => result.output.unwrap_or_default(),
-        _ => {
-            json!({"code": result.error.as_ref().map(|e| e.code.clone()), "message": result.error.unwrap().message})
-        }
-    };
-    (result.status, out)
 }
 
 async fn start(rt: &Runtime, agent: &str, command: &str) -> String {

@@ -4,22 +4,11 @@
 //! nothing; every call audited.
 
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
-use tw_core::{Caller, ToolStatus};
+use serde_json::json;
+use tw_core::ToolStatus;
 
-use super::net_tests::audited;
-use super::policy_tests::{Install, code};
-use super::*;
-
-async fn call(rt: &Runtime, agent: &str, tool: &str, args: Value) -> (ToolStatus, Value) {
-    let (result, row) = audited(rt, tool, args, Caller::agent(agent)).await;
-    assert_eq!(result.status, row.status, "the audit record agrees");
-    let out = match result.status {
-        ToolStatus::Success => result.output.unwrap_or_default(),
-        _ => json!({"code": code(&result), "message": result.error.unwrap().message}),
-    };
-    (result.status, out)
-}
+use super::net_tests::called as call;
+use super::policy_tests::Install;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_share_the_teams_knowledge_with_relations_and_authors() {

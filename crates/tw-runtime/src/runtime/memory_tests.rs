@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tw_core::{Caller, ToolStatus};
+use tw_core::ToolStatus;
 
-use super::net_tests::audited;
-use super::policy_tests::{Install, code};
+use super::net_tests::called as call;
+use super::policy_tests::Install;
 use super::*;
 use crate::clock::Clock;
 
@@ -34,17 +34,6 @@ async fn open(install: &Install, hands: &Arc<Hands>) -> Runtime {
     let mut options = RuntimeOptions::new(install.path("data"), vec![install.path("ws")], config);
     options.clock = Arc::clone(hands) as Arc<dyn Clock>;
     Runtime::open(options).await.unwrap()
-}
-
-/// A call by `agent`, its result's status, output or error code, and its audit record's status.
-async fn call(rt: &Runtime, agent: &str, tool: &str, args: Value) -> (ToolStatus, Value) {
-    let (result, row) = audited(rt, tool, args, Caller::agent(agent)).await;
-    assert_eq!(result.status, row.status, "the audit record agrees");
-    let out = match result.status {
-        ToolStatus::Success => result.output.unwrap_or_default(),
-        _ => json!({"code": code(&result), "message": result.error.unwrap().message}),
-    };
-    (result.status, out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -70,6 +70,25 @@ pub(super) async fn audited(
     (result, row)
 }
 
+/// A call as `agent`: its status, and its output or `{code, message}`; the audit record agrees.
+pub(super) async fn called(
+    rt: &Runtime,
+    agent: &str,
+    tool: &str,
+    args: serde_json::Value,
+) -> (ToolStatus, serde_json::Value) {
+    let (result, row) = audited(rt, tool, args, Caller::agent(agent)).await;
+    assert_eq!(result.status, row.status, "the audit record agrees");
+    let out = match (result.status, result.error) {
+        (ToolStatus::Success, _) => result.output.unwrap_or_default(),
+        (_, error) => {
+            let (code, message) = error.map(|e| (e.code, e.message)).unzip();
+            serde_json::json!({"code": code, "message": message})
+        }
+    };
+    (result.status, out)
+}
+
 /// The output of a call that must succeed, its audit record agreeing.
 pub(super) async fn succeeded(
     rt: &Runtime,

@@ -26,7 +26,9 @@ mod validation;
 
 pub use databases::{Database, DatabaseSettings, DatabaseSource};
 pub use memory::MemorySettings;
-pub use messaging::{Channel, EmailChannel, MessagingSettings, SmtpServer, smtp_url_problem};
+pub use messaging::{
+    Channel, EmailChannel, MessagingSettings, SmtpServer, recipient_globs, smtp_url_problem,
+};
 pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
 pub use system::{JOURNAL, LogRoot, LogRoots, SystemSettings};
 pub use validation::{ContentProfiles, ProfileSettings, SchemaSource, ValidationSettings};

@@ -12,7 +12,7 @@ use sqlx::QueryBuilder;
 
 use crate::codec;
 use crate::error::{Result, StoreError};
-use crate::memory::{body, terms};
+use crate::memory::{any_of, body, terms};
 
 /// The most relations of each entity a search returns.
 pub const MAX_RELATIONS_SHOWN: usize = 50;
@@ -251,7 +251,6 @@ dual! {
         const COLUMNS: &str = "e.id, e.kind, e.name, e.description, e.properties, e.created_at, \
                                e.created_by, e.updated_at, e.updated_by";
         let words = q.query.as_deref().map(terms).unwrap_or_default();
-        let quoted: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
         let mut qb = if words.is_empty() {
             QueryBuilder::<Db>::new(format!(
                 "SELECT {COLUMNS}, CAST(NULL AS DOUBLE PRECISION) AS score \
@@ -262,7 +261,7 @@ dual! {
                 "SELECT {COLUMNS}, CAST(ts_rank(e.search, q) AS DOUBLE PRECISION) AS score \
                  FROM knowledge_entities e, websearch_to_tsquery('simple', "
             ));
-            qb.push_bind(quoted.join(" or ")).push(") AS q WHERE e.search @@ q");
+            qb.push_bind(any_of(&words, PG)).push(") AS q WHERE e.search @@ q");
             qb
         } else {
             let mut qb = QueryBuilder::<Db>::new(format!(
@@ -270,7 +269,7 @@ dual! {
                  JOIN knowledge_entities e ON e.id = knowledge_text.rowid \
                  WHERE knowledge_text MATCH "
             ));
-            qb.push_bind(quoted.join(" OR "));
+            qb.push_bind(any_of(&words, PG));
             qb
         };
         if let Some(kind) = &q.kind {

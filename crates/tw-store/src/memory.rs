@@ -169,6 +169,14 @@ pub(crate) fn terms(query: &str) -> Vec<String> {
         .collect()
 }
 
+/// Words as one full-text query that reads none of the engine's syntax: each quoted, any of
+/// them matching (`or` for PostgreSQL's `websearch_to_tsquery`, which never fails on its input;
+/// `OR` for FTS5's `MATCH`).
+pub(crate) fn any_of(words: &[String], pg: bool) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
+    quoted.join(if pg { " or " } else { " OR " })
+}
+
 /// Tags as stored: each between spaces, so one is found by `LIKE '% tag %'`.
 fn tags_column(tags: &[String]) -> String {
     let mut s = String::from(" ");
@@ -331,25 +339,22 @@ dual! {
                  CAST(NULL AS TEXT) AS snippet FROM memory m WHERE 1 = 1"
             ))
         } else if PG {
-            // websearch_to_tsquery never fails on its input; the words are quoted, `or` between.
-            let text: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
             let mut qb = QueryBuilder::<Db>::new(format!(
                 "SELECT {COLUMNS}, CAST(ts_rank(m.search, q) AS DOUBLE PRECISION) AS score, \
                  ts_headline('simple', m.body, q, 'StartSel=[, StopSel=], MaxWords=24, MinWords=8') \
                  AS snippet FROM memory m, websearch_to_tsquery('simple', "
             ));
-            qb.push_bind(text.join(" or "))
+            qb.push_bind(any_of(&words, PG))
                 .push(") AS q WHERE m.search @@ q");
             qb
         } else {
-            let text: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
             let mut qb = QueryBuilder::<Db>::new(format!(
                 "SELECT {COLUMNS}, -bm25(memory_text) AS score, \
                  snippet(memory_text, 1, '[', ']', '…', 16) AS snippet \
                  FROM memory_text JOIN memory m ON m.id = memory_text.rowid \
                  WHERE memory_text MATCH "
             ));
-            qb.push_bind(text.join(" OR "));
+            qb.push_bind(any_of(&words, PG));
             qb
         };
         visible(&mut qb, scope, now_us);

@@ -210,6 +210,20 @@ pub(super) fn settings(d: MessagingDoc) -> Result<MessagingSettings, Failure> {
     Ok(s)
 }
 
+/// A channel's `recipients` as one matcher over lowercase addresses; the index of a pattern that
+/// does not compile, and why.
+pub fn recipient_globs(patterns: &[String]) -> Result<globset::GlobSet, (usize, globset::Error)> {
+    let mut globs = globset::GlobSetBuilder::new();
+    for (i, p) in patterns.iter().enumerate() {
+        let glob = globset::GlobBuilder::new(&p.to_lowercase())
+            .literal_separator(false)
+            .build()
+            .map_err(|e| (i, e))?;
+        globs.add(glob);
+    }
+    globs.build().map_err(|e| (patterns.len(), e))
+}
+
 /// An e-mail channel's addresses, checked: the sender and every `to` parse as mailboxes, every
 /// recipient glob compiles, and every `to` is among the recipients.
 fn email_channel(
@@ -233,17 +247,11 @@ fn email_channel(
             format!("{key}: an e-mail channel needs recipients, the addresses agents may write to"),
         ));
     }
-    let mut globs = globset::GlobSetBuilder::new();
-    for r in &recipients {
-        let glob = globset::GlobBuilder::new(&r.get_ref().to_lowercase())
-            .literal_separator(false)
-            .build()
-            .map_err(|e| (r.span().start, format!("{key}.recipients: {e}")))?;
-        globs.add(glob);
-    }
-    let globs = globs
-        .build()
-        .map_err(|e| (at, format!("{key}.recipients: {e}")))?;
+    let patterns: Vec<String> = recipients.iter().map(|r| r.get_ref().clone()).collect();
+    let globs = recipient_globs(&patterns).map_err(|(i, e)| {
+        let at = recipients.get(i).map_or(at, |r| r.span().start);
+        (at, format!("{key}.recipients: {e}"))
+    })?;
     for t in &to {
         let Ok(mailbox) = t.get_ref().parse::<lettre::message::Mailbox>() else {
             return Err((

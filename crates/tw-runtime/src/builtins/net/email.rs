@@ -17,7 +17,7 @@ use tw_core::{ErrorCode, ToolStatus};
 
 use super::super::ToolFailure;
 use super::NetContext;
-use crate::config::{EmailChannel, SmtpServer, smtp_url_problem};
+use crate::config::{EmailChannel, SmtpServer, recipient_globs, smtp_url_problem};
 
 /// How long the SMTP conversation may take.
 const SMTP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -37,18 +37,9 @@ fn recipients(
     ch: &EmailChannel,
     to: &[String],
 ) -> Result<Vec<Mailbox>, ToolFailure> {
-    let mut globs = globset::GlobSetBuilder::new();
-    for r in &ch.recipients {
-        if let Ok(g) = globset::GlobBuilder::new(&r.to_lowercase())
-            .literal_separator(false)
-            .build()
-        {
-            globs.add(g);
-        }
-    }
-    let globs = globs
-        .build()
-        .map_err(|e| failed(channel, format!("its recipients do not compile: {e}")))?;
+    // The config compiled them once already to check them; these are the same patterns.
+    let globs = recipient_globs(&ch.recipients)
+        .map_err(|(_, e)| failed(channel, format!("its recipients do not compile: {e}")))?;
     if to.is_empty() && ch.to.is_empty() {
         return Err(ToolFailure {
             status: ToolStatus::ValidationError,

@@ -196,9 +196,19 @@ impl ToolService {
             .await?;
         let details = serde_json::to_value(&spec).unwrap_or(Value::Null);
         let def = spec.definition.clone();
-        self.shared
-            .registry
-            .replace(old, spec.definition, ToolKind::Custom(command))?;
+        let registry = &self.shared.registry;
+        match registry.replace(old, spec.definition.clone(), ToolKind::Custom(command)) {
+            Ok(_) => {}
+            // The change feed saw the store's swap first (at its next tick, or at once on a team
+            // store) and took out the old name or put in the new one: finish what it started.
+            Err(tw_core::CoreError::UnknownTool(_) | tw_core::CoreError::DuplicateTool(_)) => {
+                register(registry, spec)?;
+                if name != old {
+                    let _ = registry.unregister(old);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
         if name != old {
             self.skills.forget_classification(old).await;
         }

@@ -486,8 +486,15 @@ async fn policy_files_reload_on_change_and_a_broken_change_keeps_the_last_good_p
     assert_eq!(rt.execute(echo(&rt)).await.status, ToolStatus::Success);
 
     write_policy(&policy_file, "allow = [\"echo\"]\ndeny = [\"echo\"]\n");
-    wait_until("the reload to deny echo", || async {
+    // The new policy is in force a moment before its reload is on record: wait for both.
+    wait_until("the reload to deny echo and be recorded", || async {
         rt.explain("echo", &json!({}), &caller()).unwrap().decision == policy::Decision::Deny
+            && !rt
+                .store()
+                .admin_events(&AdminQuery::default())
+                .await
+                .unwrap()
+                .is_empty()
     })
     .await;
     let r = rt.execute(echo(&rt)).await;
@@ -530,6 +537,7 @@ async fn policy_files_reload_on_change_and_a_broken_change_keeps_the_last_good_p
     write_policy(&policy_file, "allow = [\"echo\"]\n");
     wait_until("the fixed policy to allow echo", || async {
         rt.explain("echo", &json!({}), &caller()).unwrap().decision == policy::Decision::Allow
+            && rt.settings().policy_error().is_none()
     })
     .await;
     assert_eq!(rt.settings().policy_error(), None);

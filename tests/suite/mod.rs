@@ -24,3 +24,4 @@ mod support;
 mod text;
 mod tool_switches;
 mod validation;
+mod watchdog;

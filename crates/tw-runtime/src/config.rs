@@ -23,6 +23,7 @@ mod messaging;
 mod network;
 mod system;
 mod validation;
+mod watchdog;
 
 pub use databases::{Database, DatabaseSettings, DatabaseSource};
 pub use memory::MemorySettings;
@@ -32,6 +33,7 @@ pub use messaging::{
 pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
 pub use system::{JOURNAL, LogRoot, LogRoots, SystemSettings};
 pub use validation::{ContentProfiles, ProfileSettings, SchemaSource, ValidationSettings};
+pub use watchdog::WatchdogSettings;
 
 /// A configuration file that could not be used, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,6 +127,8 @@ pub struct Config {
     pub memory: MemorySettings,
     /// `[databases]`: the databases `sql_query` may read.
     pub databases: DatabaseSettings,
+    /// `[watchdog]`: when the resource watcher switches the mode by itself.
+    pub watchdog: WatchdogSettings,
 }
 
 /// `[upstream.NAME]`: another MCP server whose tools are registered as `NAME__tool` and called
@@ -324,6 +328,7 @@ impl Default for Config {
             messaging: MessagingSettings::default(),
             memory: MemorySettings::default(),
             databases: DatabaseSettings::default(),
+            watchdog: WatchdogSettings::default(),
         }
     }
 }
@@ -358,6 +363,7 @@ struct Doc {
     system: Option<system::SystemDoc>,
     messaging: Option<messaging::MessagingDoc>,
     memory: Option<memory::MemoryDoc>,
+    watchdog: Option<watchdog::WatchdogDoc>,
     #[serde(default)]
     databases: BTreeMap<Spanned<String>, databases::DatabaseDoc>,
 }
@@ -669,6 +675,9 @@ impl Config {
             databases::settings(doc.databases, base, home).map_err(|(at, m)| err(Some(at), m))?;
         if let Some(d) = doc.memory {
             config.memory = memory::settings(d).map_err(|(at, m)| err(Some(at), m))?;
+        }
+        if let Some(d) = doc.watchdog {
+            config.watchdog = watchdog::settings(d).map_err(|(at, m)| err(Some(at), m))?;
         }
         if let Some(d) = doc.system {
             config.system = system::settings(d, base, home).map_err(|(at, m)| err(Some(at), m))?;

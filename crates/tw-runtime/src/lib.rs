@@ -53,6 +53,7 @@ pub mod tokens;
 pub mod tools;
 pub mod upstream;
 mod watch;
+mod watchdog;
 
 pub use changes::SETTINGS_REFRESH;
 

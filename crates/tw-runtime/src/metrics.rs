@@ -57,6 +57,7 @@ pub(crate) struct Metrics {
     memory: Histograms,
     mode: Family<ModeLabels, Gauge>,
     in_flight: Gauge,
+    audit_failures: Counter,
     callers: Mutex<HashSet<String>>,
 }
 
@@ -124,6 +125,12 @@ impl Default for Metrics {
             "Calls this process is running now",
             in_flight.clone(),
         );
+        let audit_failures = Counter::default();
+        registry.register(
+            "audit_write_failures",
+            "Calls whose audit record could not be written (their results were withheld)",
+            audit_failures.clone(),
+        );
         Self {
             registry,
             calls,
@@ -133,6 +140,7 @@ impl Default for Metrics {
             memory,
             mode,
             in_flight,
+            audit_failures,
             callers: Mutex::new(HashSet::new()),
         }
     }
@@ -141,6 +149,17 @@ impl Default for Metrics {
 impl Metrics {
     /// Counts a finished call. A call the lookup refused (`NotFound`) names a tool no registry
     /// has: it is counted as `(unknown)`.
+    /// Counts a call whose audit record could not be written.
+    pub(crate) fn audit_failed(&self) {
+        self.audit_failures.inc();
+    }
+
+    /// Calls whose audit record could not be written, since the runtime started (the resource
+    /// watcher degrades the mode when this grows).
+    pub(crate) fn audit_failures(&self) -> u64 {
+        self.audit_failures.get()
+    }
+
     pub(crate) fn record(&self, caller: &Caller, result: &ToolResult) {
         let tool = if result.status == ToolStatus::NotFound {
             "(unknown)"

@@ -504,6 +504,7 @@ impl Pipeline {
         if let Err(e) = self.audit(caller, arguments, &result).await {
             let _enter = span.enter();
             tracing::error!(error = %e, "audit record could not be written; result withheld");
+            self.shared.metrics.audit_failed();
             self.emit(
                 &result,
                 EventKind::Warning {

@@ -88,6 +88,8 @@ struct Inner {
     /// The policy files' subscriptions to the file watcher (one per directory).
     _policy_watch: Vec<Subscription>,
     changes: tokio::task::JoinHandle<()>,
+    /// The resource watcher, unless `[watchdog] enabled = false`.
+    watchdog: Option<tokio::task::JoinHandle<()>>,
     /// This process's live feed, once published.
     live: Mutex<Option<crate::live::FeedServer>>,
     /// On a team store: the relay that shows this replica's calls to the others' watchers, and
@@ -98,6 +100,9 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.changes.abort();
+        if let Some(w) = &self.watchdog {
+            w.abort();
+        }
     }
 }
 
@@ -261,6 +266,11 @@ impl Runtime {
             },
             seen,
         );
+        let watchdog = crate::watchdog::start(
+            config.watchdog,
+            Arc::downgrade(&shared),
+            Arc::downgrade(&settings),
+        );
         Ok(Self {
             inner: Arc::new(Inner {
                 tokens: TokenService::new(Arc::clone(&shared)),
@@ -275,6 +285,7 @@ impl Runtime {
                 warnings,
                 _policy_watch: policy_watch,
                 changes,
+                watchdog,
                 live: Mutex::new(None),
                 team,
             }),

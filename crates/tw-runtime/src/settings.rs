@@ -19,12 +19,13 @@ use tw_core::{LicenseTier, OperationalMode};
 
 use crate::config::{Config, ToolOverride};
 use crate::error::{Result, RuntimeError};
-use crate::events::{EventKind, ExecutionEvent};
-use crate::ids::{new_execution_id, new_trace_id};
 use crate::shared::Shared;
 
 /// The setting that holds the operational mode, shared by every process on the data directory.
 pub const MODE_SETTING: &str = "mode";
+
+/// Who the admin log names for the resource watcher's automatic switches (`crate::watchdog`).
+pub const WATCHDOG_ACTOR: &str = "watchdog";
 
 /// What policy is judged against; replaced as a whole when any part changes.
 #[derive(Clone)]
@@ -47,6 +48,10 @@ pub struct SettingsService {
     config_file: Option<PathBuf>,
     /// Why the last policy reload failed (when, errors), until one succeeds.
     policy_error: Mutex<Option<(i64, String)>>,
+    /// A switch the resource watcher made that the store has not taken yet (it could not be
+    /// written): it holds here, over what the store says, until it is written or a person
+    /// switches.
+    unsaved_mode: Mutex<Option<OperationalMode>>,
 }
 
 impl SettingsService {
@@ -67,6 +72,7 @@ impl SettingsService {
             })),
             config_file: config.source.clone(),
             policy_error: Mutex::new(None),
+            unsaved_mode: Mutex::new(None),
         })
     }
 
@@ -106,6 +112,10 @@ impl SettingsService {
             .set_setting(MODE_SETTING, mode.as_str(), actor, self.shared.now_us())
             .await?;
         self.swap(|s| s.mode = mode);
+        *self
+            .unsaved_mode
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         self.shared
             .admin(
                 actor,
@@ -117,8 +127,63 @@ impl SettingsService {
         Ok(before)
     }
 
-    /// Picks up a mode another process switched to.
+    /// Switches the mode on the resource watcher's word (`crate::watchdog`, which records why):
+    /// at once in this process, and in the others through the store once it takes the write.
+    /// While it does not (the disk is full, the database is gone), the switch holds here and
+    /// [`Self::save_pending_mode`] tries again. Returns the mode before.
+    pub(crate) async fn switch_automatically(&self, to: OperationalMode) -> OperationalMode {
+        let from = self.mode();
+        self.swap(|s| s.mode = to);
+        *self
+            .unsaved_mode
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(to);
+        self.save_pending_mode().await;
+        from
+    }
+
+    /// Writes an automatic switch the store did not take yet; returns whether none is pending.
+    pub(crate) async fn save_pending_mode(&self) -> bool {
+        let pending = *self
+            .unsaved_mode
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(mode) = pending else { return true };
+        let at = self.shared.now_us();
+        match self
+            .shared
+            .store
+            .set_setting(MODE_SETTING, mode.as_str(), WATCHDOG_ACTOR, at)
+            .await
+        {
+            Ok(()) => {
+                let mut guard = self
+                    .unsaved_mode
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if *guard == Some(mode) {
+                    *guard = None;
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(%mode, error = %e, "the automatic mode switch could not be stored yet; it holds in this process");
+                false
+            }
+        }
+    }
+
+    /// Picks up a mode another process switched to (not while this process holds an automatic
+    /// switch the store has not taken).
     pub(crate) async fn refresh(&self) -> Result<()> {
+        if self
+            .unsaved_mode
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+        {
+            return Ok(());
+        }
         if let Some(setting) = self.shared.store.get_setting(MODE_SETTING).await?
             && let Ok(mode) = setting.value.parse::<OperationalMode>()
             && mode != self.mode()
@@ -178,20 +243,9 @@ impl SettingsService {
             Err(errors) => {
                 tracing::error!(%errors, "the changed policy is invalid; the previous policy stays in force");
                 self.set_policy_error(Some((self.shared.now_us(), errors.clone())));
-                if self.shared.events.has_subscribers() {
-                    self.shared.events.publish(ExecutionEvent {
-                        execution_id: new_execution_id(),
-                        trace_id: new_trace_id(),
-                        tool: String::new(),
-                        at: self.shared.now_us(),
-                        kind: EventKind::Warning {
-                            message: format!(
-                                "the changed policy is invalid and was not applied:\n{errors}"
-                            ),
-                        },
-                        replica: None,
-                    });
-                }
+                self.shared.warn(format!(
+                    "the changed policy is invalid and was not applied:\n{errors}"
+                ));
                 self.shared
                     .admin(
                         actor,

@@ -91,6 +91,21 @@ impl Shared {
         }
     }
 
+    /// Publishes a warning that concerns no call (a policy change that was refused, an
+    /// automatic mode switch), if anyone listens.
+    pub(crate) fn warn(&self, message: String) {
+        if self.events.has_subscribers() {
+            self.events.publish(ExecutionEvent {
+                execution_id: crate::ids::new_execution_id(),
+                trace_id: crate::ids::new_trace_id(),
+                tool: String::new(),
+                at: self.now_us(),
+                kind: EventKind::Warning { message },
+                replica: None,
+            });
+        }
+    }
+
     /// Publishes an event about `call`, if anyone listens.
     pub(crate) fn emit_for(&self, call: &ToolCall, kind: EventKind) {
         if self.events.has_subscribers() {

@@ -61,9 +61,22 @@ struct Conns {
     audit: rusqlite::Connection,
     /// Every other write's.
     other: SqliteConnection,
+    /// Whether `other` may be inside a transaction [`Writer::transaction`] began and did not
+    /// end (its caller went away midway): the next one rolls it back first.
+    other_in_tx: bool,
     /// The audit log's last record (id and hash) as this connection last saw it; `None` until
     /// read, and after a write that may not have gone in.
     head: Option<Head>,
+}
+
+/// Ends whatever transaction `conn` is in; SQLite may have ended it already (a failed COMMIT
+/// on a full disk rolls back by itself).
+async fn rollback(conn: &mut SqliteConnection) {
+    if let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await
+        && !e.to_string().contains("no transaction is active")
+    {
+        tracing::warn!(error = %e, "rolling back a failed write failed");
+    }
 }
 
 /// A record's id and hash.
@@ -130,6 +143,7 @@ impl Writer {
             conns: tokio::sync::Mutex::new(Some(Conns {
                 audit: conn,
                 other,
+                other_in_tx: false,
                 head: None,
             })),
             max_batch: max_batch.max(1),
@@ -169,7 +183,13 @@ impl Writer {
     }
 
     /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the write connection: committed if it
-    /// returns `Ok`, rolled back otherwise (and if the caller goes away midway).
+    /// returns `Ok`, rolled back otherwise, also when the commit itself fails (a full disk), and
+    /// before the next transaction if the caller went away midway.
+    ///
+    /// The statements are issued here rather than through sqlx's `Transaction`: when COMMIT
+    /// failed, that one still counted the transaction open and refused every later BEGIN on the
+    /// connection ("non-zero transaction depth"), so one full disk stopped every later write
+    /// until a restart.
     ///
     /// Why IMMEDIATE: a deferred transaction that reads and then writes has to upgrade its lock,
     /// and when another process wrote in between SQLite fails the upgrade at once
@@ -179,22 +199,27 @@ impl Writer {
         &self,
         work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T>,
     ) -> Result<T> {
-        self.with_conn(async |conn| {
-            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-            match work(&mut tx).await {
-                Ok(out) => {
-                    tx.commit().await?;
-                    Ok(out)
-                }
-                Err(e) => {
-                    if let Err(rollback) = tx.rollback().await {
-                        tracing::warn!(error = %rollback, "rolling back a failed write failed");
-                    }
-                    Err(e)
-                }
-            }
-        })
-        .await
+        let mut guard = self.conns.lock().await;
+        let conns = guard.as_mut().ok_or(StoreError::WriterClosed)?;
+        let conn = &mut conns.other;
+        if conns.other_in_tx {
+            rollback(conn).await;
+        }
+        conns.other_in_tx = true;
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+        let result = match work(conn).await {
+            Ok(out) => sqlx::query("COMMIT")
+                .execute(&mut *conn)
+                .await
+                .map(|_| out)
+                .map_err(StoreError::from),
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            rollback(conn).await;
+        }
+        conns.other_in_tx = false;
+        result
     }
 
     /// Runs `work` (one statement, or a transaction it makes itself) on the audit connection, in

@@ -752,3 +752,45 @@ fn schema_files_are_read_and_compiled_with_errors_at_the_line_naming_them() {
         .unwrap();
     assert!(none.is_empty());
 }
+
+#[test]
+fn the_watchdog_section_checks_its_levels_and_says_where() {
+    let at = Path::new("/etc/tw/config.toml");
+    let c = Config::parse(
+        "[watchdog]\ndisk_free_min_mb = 100\nauto_recover = true\n",
+        at,
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        (c.watchdog.disk_free_min_mb, c.watchdog.disk_free_resume_mb),
+        (100, 200),
+        "the resume level defaults to twice the floor"
+    );
+    assert!(c.watchdog.auto_recover && c.watchdog.enabled);
+    assert_eq!(Config::default().watchdog, WatchdogSettings::default());
+    let cases = [
+        (
+            "[watchdog]\ndisk_free_min_mb = 100\ndisk_free_resume_mb = 50\n",
+            "/etc/tw/config.toml:3:23: watchdog.disk_free_resume_mb (50) must be more than \
+             watchdog.disk_free_min_mb (100)",
+        ),
+        (
+            "[watchdog]\ninterval_ms = 5\n",
+            "/etc/tw/config.toml:2:15: watchdog.interval_ms: from 100",
+        ),
+        (
+            "[watchdog]\nmemory_pressure_max = 120.0\n",
+            "/etc/tw/config.toml:2:23: watchdog.memory_pressure_max and _resume are percentages",
+        ),
+        (
+            "[watchdog]\nmemory_pressure_max = 30.0\nmemory_pressure_resume = 30.0\n",
+            "/etc/tw/config.toml:3:26: watchdog.memory_pressure_resume (30) must be less than",
+        ),
+        ("[watchdog]\nfree_disk = 1\n", "/etc/tw/config.toml:2:1: "),
+    ];
+    for (text, want) in cases {
+        let got = Config::parse(text, at, None).unwrap_err().to_string();
+        assert!(got.starts_with(want), "{text}\ngot:  {got}\nwant: {want}");
+    }
+}

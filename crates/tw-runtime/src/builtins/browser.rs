@@ -209,43 +209,32 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
         Some(_) => Some(net.browsers.events().await.map_err(browser_failure)?),
         None => None,
     };
-    // The page's main frame, as the browser has it now.
-    let tree = cdp(page, "Page.getFrameTree", json!({})).await?;
-    let frame = tree["frameTree"]["frame"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    // The page's main frame and its document, as the browser has them now.
+    let (frame, before) = main_frame(page).await?;
     let frame = frame.as_str();
-    let download = async {
-        while let Some(d) = downloads.next().await {
-            if d.frame_id.as_ref() == frame {
-                return d;
-            }
-        }
-        std::future::pending().await
-    };
-    // The main frame stopped loading: the page, or the error page shown for it, is there.
-    let loaded = async {
-        while let Some(s) = stopped.next().await {
-            if s.frame_id.as_ref() == frame {
-                return;
-            }
-        }
-        std::future::pending::<()>().await;
-    };
     // chromiumoxide answers a navigation only once it has loaded: one that becomes a download,
     // or ends on an error page (a redirect the proxy refused), it never answers. The download's
-    // beginning, or the frame's loading stopping, answers the call instead.
-    tokio::pin!(download);
-    tokio::pin!(loaded);
+    // beginning, or the main frame's loading stopping on a new document, answers it instead.
+    // The news of a download comes on the browser's connection, the frame's on the page's, in no
+    // set order: a stop on the old document (one that began no new document, or one left over
+    // from before) is waited past, for the download, the next stop, or at most `SETTLE`.
     let navigate = cdp(page, "Page.navigate", json!({"url": url}));
     tokio::pin!(navigate);
     let mut answered = false;
+    let mut settle: Option<tokio::time::Instant> = None;
     let waited = tokio::time::timeout(act::NAVIGATION, async {
         loop {
+            let quiet = async {
+                match settle {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
-                d = &mut download => return Outcome::Download(d),
+                Some(d) = downloads.next() => if d.frame_id.as_ref() == frame {
+                    return Outcome::Download(d);
+                },
                 nav = &mut navigate, if !answered => match nav {
                     Ok(nav) => match nav["errorText"].as_str().filter(|t| !t.is_empty()) {
                         Some(text) => {
@@ -254,7 +243,7 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
                                 format!("{url} could not be opened: {text}"),
                             ));
                         }
-                        None => return Outcome::Answered(true),
+                        None => return Outcome::Answered,
                     },
                     // chromiumoxide gives up on navigations it tracks for reasons of its own
                     // (another began on the frame): the frame's own events still tell.
@@ -263,13 +252,20 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
                         answered = true;
                     }
                 },
-                () = &mut loaded => return Outcome::Answered(false),
+                Some(s) = stopped.next() => if s.frame_id.as_ref() == frame {
+                    match main_frame(page).await {
+                        Ok((_, now)) if now != before => return Outcome::Answered,
+                        Ok(_) => settle = Some(tokio::time::Instant::now() + SETTLE),
+                        Err(f) => return Outcome::Failed(f),
+                    }
+                },
+                () = quiet => return Outcome::Answered,
             }
         }
     })
     .await;
-    let answered = match waited {
-        Ok(Outcome::Answered(answered)) => answered,
+    match waited {
+        Ok(Outcome::Answered) => {}
         Ok(Outcome::Failed(f)) => return Err(f),
         Ok(Outcome::Download(d)) => {
             return download::downloaded(held, url, &d, progress.as_mut()).await;
@@ -280,13 +276,6 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
                 format!("{url} did not load within {} s", act::NAVIGATION.as_secs()),
             ));
         }
-    };
-    // The download's news comes on the browser's connection, the frame's on the page's: a
-    // moment for it when the frame's came first.
-    if !answered
-        && let Ok(d) = tokio::time::timeout(Duration::from_millis(100), &mut download).await
-    {
-        return download::downloaded(held, url, &d, progress.as_mut()).await;
     }
     // The document itself refused (a redirect to a host outside the rules): what shows is the
     // proxy's refusal, or the browser's error page.
@@ -319,10 +308,24 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
     Ok(json!({"url": v["url"], "status": v["status"], "title": v["title"]}))
 }
 
+/// How long a navigation whose main frame stopped loading without a new document waits for a
+/// download to begin (or the new document, when the stop was left over from before) before the
+/// page is taken as it is (a response with no content leaves the old document in place).
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// The page's main frame: its id and the loader of the document it holds (a new one for each
+/// document the frame commits to, error pages included).
+async fn main_frame(page: &Page) -> Result<(String, String), ToolFailure> {
+    let tree = cdp(page, "Page.getFrameTree", json!({})).await?;
+    let frame = &tree["frameTree"]["frame"];
+    let text = |key: &str| frame[key].as_str().unwrap_or_default().to_owned();
+    Ok((text("id"), text("loaderId")))
+}
+
 /// How a navigation ended, short of its time running out.
 enum Outcome {
-    /// The page is there (`true`: chromiumoxide answered the navigation itself).
-    Answered(bool),
+    /// The page is there.
+    Answered,
     /// It could not be opened.
     Failed(ToolFailure),
     /// It became a download.

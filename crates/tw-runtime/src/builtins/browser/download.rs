@@ -238,19 +238,30 @@ fn file_name(suggested: &str) -> String {
 /// load and sends the next only then; one that became a download never loads, and this ends
 /// the wait.
 async fn reload(page: &Page) {
+    // Done when the main frame stopped loading on its new document: a stop of another frame,
+    // or one left over from the download, would leave the next navigation a stop to mistake.
     let reloaded = async {
-        let mut stopped = page.event_listener::<EventFrameStoppedLoading>().await?;
+        let mut stopped = page
+            .event_listener::<EventFrameStoppedLoading>()
+            .await
+            .map_err(super::cdp_failure)?;
+        let (frame, before) = super::main_frame(page).await?;
         page.execute(Raw {
             method: "Page.reload",
             params: json!({}),
         })
-        .await?;
-        stopped.next().await;
-        Ok::<_, chromiumoxide::error::CdpError>(())
+        .await
+        .map_err(super::cdp_failure)?;
+        while let Some(s) = stopped.next().await {
+            if s.frame_id.as_ref() == frame && super::main_frame(page).await?.1 != before {
+                break;
+            }
+        }
+        Ok::<_, ToolFailure>(())
     };
     match tokio::time::timeout(act::NAVIGATION, reloaded).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::debug!(error = %e, "the page could not be loaded again"),
+        Ok(Err(e)) => tracing::debug!(error = %e.message, "the page could not be loaded again"),
         Err(_) => tracing::debug!("the page did not load again in time"),
     }
 }

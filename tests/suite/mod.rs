@@ -21,6 +21,7 @@ mod skills;
 mod ssrf;
 mod statuses;
 mod support;
+mod telemetry;
 mod text;
 mod tool_switches;
 mod validation;

@@ -22,6 +22,7 @@ mod memory;
 mod messaging;
 mod network;
 mod system;
+mod telemetry;
 mod validation;
 mod watchdog;
 
@@ -32,6 +33,7 @@ pub use messaging::{
 };
 pub use network::{NetworkSettings, SearchProvider, SearchSettings, Secret};
 pub use system::{JOURNAL, LogRoot, LogRoots, SystemSettings};
+pub use telemetry::{HeaderValue, TelemetrySettings};
 pub use validation::{ContentProfiles, ProfileSettings, SchemaSource, ValidationSettings};
 pub use watchdog::WatchdogSettings;
 
@@ -129,6 +131,8 @@ pub struct Config {
     pub databases: DatabaseSettings,
     /// `[watchdog]`: when the resource watcher switches the mode by itself.
     pub watchdog: WatchdogSettings,
+    /// `[telemetry]`: where the spans and metrics go over OTLP (nowhere by default).
+    pub telemetry: TelemetrySettings,
 }
 
 /// `[upstream.NAME]`: another MCP server whose tools are registered as `NAME__tool` and called
@@ -329,6 +333,7 @@ impl Default for Config {
             memory: MemorySettings::default(),
             databases: DatabaseSettings::default(),
             watchdog: WatchdogSettings::default(),
+            telemetry: telemetry::defaults(),
         }
     }
 }
@@ -364,6 +369,7 @@ struct Doc {
     messaging: Option<messaging::MessagingDoc>,
     memory: Option<memory::MemoryDoc>,
     watchdog: Option<watchdog::WatchdogDoc>,
+    telemetry: Option<telemetry::TelemetryDoc>,
     #[serde(default)]
     databases: BTreeMap<Spanned<String>, databases::DatabaseDoc>,
 }
@@ -678,6 +684,9 @@ impl Config {
         }
         if let Some(d) = doc.watchdog {
             config.watchdog = watchdog::settings(d).map_err(|(at, m)| err(Some(at), m))?;
+        }
+        if let Some(d) = doc.telemetry {
+            config.telemetry = telemetry::settings(d).map_err(|(at, m)| err(Some(at), m))?;
         }
         if let Some(d) = doc.system {
             config.system = system::settings(d, base, home).map_err(|(at, m)| err(Some(at), m))?;

@@ -13,3 +13,14 @@ pub fn new_trace_id() -> TraceId {
     let id = uuid::Uuid::now_v7().simple().to_string();
     TraceId::new(&id).unwrap_or_else(|_| unreachable!("a UUID is a valid trace id"))
 }
+
+/// The span id of a call's `tool_call` span (16 lowercase hex digits, the W3C shape): derived
+/// from its execution id, so the log lines, the OTLP export and anyone holding the audit record
+/// name the same span, and a chain step's parent span is its chain call's.
+pub fn span_id(execution_id: &str) -> String {
+    let hex = tw_store::sha256_hex(execution_id.as_bytes());
+    match &hex[..16] {
+        "0000000000000000" => "0000000000000001".to_owned(),
+        id => id.to_owned(),
+    }
+}

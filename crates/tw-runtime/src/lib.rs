@@ -41,6 +41,7 @@ mod shared;
 pub mod skills;
 pub mod switches;
 mod team;
+mod telemetry;
 #[cfg(test)]
 mod test_store;
 /// The team store other crates' tests run on when the suite asks for one
@@ -71,7 +72,7 @@ pub use config::{
 pub use confirm::{Answer, Answered, ConfirmationService, GrantSpec, Remember, Who};
 pub use error::{ErrorKind, Result, RuntimeError};
 pub use events::{EventBus, EventKind, ExecutionEvent, Received, Subscription};
-pub use ids::{new_execution_id, new_trace_id};
+pub use ids::{new_execution_id, new_trace_id, span_id};
 pub use kind::{Entry, ToolKind};
 pub use pipeline::{BatchMode, Pipeline};
 pub use policy::PolicyLoadError;

@@ -9,13 +9,13 @@
 //! rest are counted as `(other)`, so a caller cannot grow the scrape without end.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tw_core::{Caller, OperationalMode, ToolResult, ToolStatus};
 
@@ -59,6 +59,8 @@ pub(crate) struct Metrics {
     in_flight: Gauge,
     audit_failures: Counter,
     callers: Mutex<HashSet<String>>,
+    /// The same counts for the OTLP export, when `[telemetry]` turns it on.
+    otel: OnceLock<crate::telemetry::Instruments>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -67,14 +69,29 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
+/// Call latency buckets (seconds): 100 µs to about 105 s, each 4 times the one before.
+pub(crate) const LATENCY_BUCKETS: [f64; 11] = [
+    0.000_1, 0.000_4, 0.001_6, 0.006_4, 0.025_6, 0.102_4, 0.409_6, 1.638_4, 6.553_6, 26.214_4,
+    104.857_6,
+];
+
+/// Peak memory buckets (bytes): 1 MiB to 4 GiB, each 4 times the one before.
+pub(crate) const MEMORY_BUCKETS: [f64; 7] = [
+    1_048_576.0,
+    4_194_304.0,
+    16_777_216.0,
+    67_108_864.0,
+    268_435_456.0,
+    1_073_741_824.0,
+    4_294_967_296.0,
+];
+
 fn latency() -> Histogram {
-    // 100 µs to about 105 s, each bucket 4 times the one before.
-    Histogram::new(exponential_buckets(0.000_1, 4.0, 11))
+    Histogram::new(LATENCY_BUCKETS)
 }
 
 fn memory() -> Histogram {
-    // 1 MiB to 4 GiB.
-    Histogram::new(exponential_buckets(1_048_576.0, 4.0, 7))
+    Histogram::new(MEMORY_BUCKETS)
 }
 
 impl Default for Metrics {
@@ -142,16 +159,23 @@ impl Default for Metrics {
             in_flight,
             audit_failures,
             callers: Mutex::new(HashSet::new()),
+            otel: OnceLock::new(),
         }
     }
 }
 
 impl Metrics {
-    /// Counts a finished call. A call the lookup refused (`NotFound`) names a tool no registry
-    /// has: it is counted as `(unknown)`.
+    /// Counts into `instruments` too from here on (the OTLP export).
+    pub(crate) fn export_to(&self, instruments: crate::telemetry::Instruments) {
+        let _ = self.otel.set(instruments);
+    }
+
     /// Counts a call whose audit record could not be written.
     pub(crate) fn audit_failed(&self) {
         self.audit_failures.inc();
+        if let Some(o) = self.otel.get() {
+            o.audit_failures.add(1, &[]);
+        }
     }
 
     /// Calls whose audit record could not be written, since the runtime started (the resource
@@ -160,6 +184,8 @@ impl Metrics {
         self.audit_failures.get()
     }
 
+    /// Counts a finished call. A call the lookup refused (`NotFound`) names a tool no registry
+    /// has: it is counted as `(unknown)`.
     pub(crate) fn record(&self, caller: &Caller, result: &ToolResult) {
         let tool = if result.status == ToolStatus::NotFound {
             "(unknown)"
@@ -195,6 +221,47 @@ impl Metrics {
             self.memory
                 .get_or_create(&tool_labels)
                 .observe(bytes as f64);
+        }
+        if let Some(o) = self.otel.get() {
+            self.export(o, caller, result, tool);
+        }
+    }
+
+    /// The same counts as [`Self::record`], into the OTLP instruments.
+    fn export(
+        &self,
+        o: &crate::telemetry::Instruments,
+        caller: &Caller,
+        result: &ToolResult,
+        tool: &str,
+    ) {
+        use opentelemetry::KeyValue;
+        let by_tool = [KeyValue::new("tool", tool.to_owned())];
+        o.calls.add(
+            1,
+            &[
+                by_tool[0].clone(),
+                KeyValue::new("status", result.status.as_str()),
+                KeyValue::new("caller", self.caller_label(&caller.agent_id)),
+            ],
+        );
+        o.duration
+            .record(result.metadata.duration_us.max(0) as f64 / 1e6, &by_tool);
+        if let Some((layer, code)) = refusal(result) {
+            o.refusals.add(
+                1,
+                &[KeyValue::new("layer", layer), KeyValue::new("code", code)],
+            );
+        }
+        let facts = &result.metadata.execution;
+        if let Some(us) = facts.get("cpu_time_us").and_then(serde_json::Value::as_u64) {
+            o.cpu.add(us as f64 / 1e6, &by_tool);
+        }
+        if let Some(bytes) = facts
+            .get("peak_memory_bytes")
+            .and_then(serde_json::Value::as_u64)
+        {
+            o.memory.record(bytes as f64, &by_tool);
         }
     }
 
@@ -234,7 +301,7 @@ impl Metrics {
 /// The layer that refused a call and its code, for a call that did not run because the
 /// pipeline refused it: policy, tier, mode, a rate limit, a person (`PermissionDenied`), a
 /// confirmation nobody gave, arguments its schema refused, a tool that does not exist.
-fn refusal(result: &ToolResult) -> Option<(String, String)> {
+pub(crate) fn refusal(result: &ToolResult) -> Option<(String, String)> {
     let code = result
         .error
         .as_ref()

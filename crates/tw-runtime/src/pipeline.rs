@@ -237,6 +237,8 @@ impl Pipeline {
         let span = tracing::info_span!(
             "tool_call",
             trace_id = %call.trace_id,
+            span_id = %crate::ids::span_id(call.execution_id.as_str()),
+            parent_span_id = call.chain.as_ref().map(|c| crate::ids::span_id(&c.run_id)),
             execution_id = %call.execution_id,
             tool = %call.tool,
             agent = %call.caller.agent_id,
@@ -287,7 +289,13 @@ impl Pipeline {
     /// code `skipped`, audited and announced like any other.
     pub(crate) async fn skip(&self, call: ToolCall, message: String) -> ToolResult {
         let now = self.shared.now_us();
-        let span = tracing::info_span!("tool_call", trace_id = %call.trace_id, execution_id = %call.execution_id, tool = %call.tool);
+        let span = tracing::info_span!(
+            "tool_call",
+            trace_id = %call.trace_id,
+            span_id = %crate::ids::span_id(call.execution_id.as_str()),
+            execution_id = %call.execution_id,
+            tool = %call.tool,
+        );
         let caller = call.caller.sanitized();
         let result = ToolResult {
             execution_id: call.execution_id,
@@ -520,6 +528,9 @@ impl Pipeline {
             ));
         }
         self.shared.metrics.record(caller, &result);
+        if let Some(t) = &self.shared.telemetry {
+            t.span(caller, &result);
+        }
         self.announce(&result, span);
         result
     }

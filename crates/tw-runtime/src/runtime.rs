@@ -154,6 +154,11 @@ impl Runtime {
             store: store.clone(),
             clock: Arc::clone(&clock),
         });
+        let (telemetry, instruments) = match crate::telemetry::Telemetry::start(&config.telemetry)?
+        {
+            Some((t, i)) => (Some(t), Some(i)),
+            None => (None, None),
+        };
         let shared = Arc::new(Shared {
             store,
             clock,
@@ -172,8 +177,12 @@ impl Runtime {
             data_dir,
             on_tools_changed: Mutex::default(),
             metrics: crate::metrics::Metrics::default(),
+            telemetry,
             jobs,
         });
+        if let Some(i) = instruments {
+            shared.metrics.export_to(i);
+        }
         let watcher = FileWatcher::default();
         let settings = Arc::new(SettingsService::open(Arc::clone(&shared), &config, policy).await?);
         let skills =
@@ -266,6 +275,12 @@ impl Runtime {
             },
             seen,
         );
+        if let Some(t) = &shared.telemetry {
+            let (s, p) = (Arc::downgrade(&settings), Arc::downgrade(&pipeline));
+            t.watch_state(Box::new(move || {
+                Some((s.upgrade()?.mode(), p.upgrade()?.running_calls().len()))
+            }));
+        }
         let watchdog = crate::watchdog::start(
             config.watchdog,
             Arc::downgrade(&shared),
@@ -549,7 +564,8 @@ impl Runtime {
         Ok(path)
     }
 
-    /// Stops the live feed, flushes and closes the audit store.
+    /// Stops the live feed, sends the last spans and metrics, flushes and closes the audit
+    /// store.
     pub async fn close(&self) {
         drop(
             self.inner
@@ -560,6 +576,9 @@ impl Runtime {
         );
         if let Some(team) = &self.inner.team {
             team.close().await;
+        }
+        if let Some(t) = &self.inner.shared.telemetry {
+            t.shutdown().await;
         }
         self.inner.shared.store.close().await;
     }

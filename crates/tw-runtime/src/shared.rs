@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) on_tools_changed: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
     /// What the calls this process ran add up to (`serve`'s /metrics).
     pub(crate) metrics: crate::metrics::Metrics,
+    /// The OTLP export of spans and metrics, when `[telemetry]` names a collector.
+    pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
     /// Background processes (`exec`'s `background`), which die with the runtime.
     pub(crate) jobs: Arc<crate::builtins::jobs::Jobs>,
 }

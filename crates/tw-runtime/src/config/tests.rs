@@ -794,3 +794,57 @@ fn the_watchdog_section_checks_its_levels_and_says_where() {
         assert!(got.starts_with(want), "{text}\ngot:  {got}\nwant: {want}");
     }
 }
+
+#[test]
+fn the_telemetry_section_is_off_by_default_and_says_where_it_is_wrong() {
+    let at = Path::new("/etc/tw/config.toml");
+    assert_eq!(Config::default().telemetry.otlp_endpoint, None);
+    let c = Config::parse(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/\"\nservice_name = \"edge\"\n\
+         [telemetry.headers]\nX-Key = \"env:OTLP_KEY\"\nx-tenant = \"blue\"\n",
+        at,
+        None,
+    )
+    .unwrap();
+    let t = &c.telemetry;
+    assert_eq!(t.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+    assert_eq!(t.service_name, "edge");
+    assert_eq!(
+        t.headers.get("x-key"),
+        Some(&HeaderValue::Env("OTLP_KEY".to_owned()))
+    );
+    assert_eq!(
+        t.headers.get("x-tenant"),
+        Some(&HeaderValue::Literal("blue".to_owned()))
+    );
+    let cases = [
+        (
+            "[telemetry]\notlp_endpoint = \"collector:4318\"\n",
+            "/etc/tw/config.toml:2:17: telemetry.otlp_endpoint \"collector:4318\": an http or https",
+        ),
+        (
+            "[telemetry]\notlp_endpoint = \"not a url\"\n",
+            "/etc/tw/config.toml:2:17: telemetry.otlp_endpoint \"not a url\" is not a URL",
+        ),
+        (
+            "[telemetry]\nmetrics_interval_ms = 10\n",
+            "/etc/tw/config.toml:2:23: telemetry.metrics_interval_ms: from 1000 to 3600000",
+        ),
+        (
+            "[telemetry.headers]\n\"bad header\" = \"x\"\n",
+            "/etc/tw/config.toml:2:1: telemetry.headers: \"bad header\" is not a header name",
+        ),
+        (
+            "[telemetry.headers]\nkey = \"env:\"\n",
+            "/etc/tw/config.toml:2:7: telemetry.headers.key: `env:` names no variable",
+        ),
+        (
+            "[telemetry]\nendpoint = \"x\"\n",
+            "/etc/tw/config.toml:2:1: ",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = Config::parse(text, at, None).unwrap_err().to_string();
+        assert!(got.starts_with(want), "{text}\ngot:  {got}\nwant: {want}");
+    }
+}

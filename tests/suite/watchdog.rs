@@ -20,7 +20,8 @@ use super::support::{Env, binary, on_team_store, skip};
 
 /// A runtime speaking MCP on stdio, and what the test reads it through.
 struct Runtime {
-    child: Child,
+    /// Killed when the test ends.
+    child: Killed,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
     next_id: u64,
@@ -35,7 +36,7 @@ impl Runtime {
         let input = child.stdin.take().unwrap();
         let output = BufReader::new(child.stdout.take().unwrap());
         let mut rt = Self {
-            child,
+            child: Killed(child),
             input,
             output,
             next_id: 0,
@@ -83,13 +84,6 @@ impl Runtime {
             json!({"name": "echo", "arguments": {"text": text}}),
         );
         r["result"].clone()
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -182,17 +176,17 @@ fn fill(file: &Path, bytes: Option<u64>) {
         match f.write_all(&chunk[..n]) {
             Ok(()) => left -= n as u64,
             Err(e) if bytes.is_none() => {
-                assert_eq!(e.raw_os_error(), Some(libc_enospc()), "{e}");
+                assert_eq!(
+                    e.raw_os_error(),
+                    Some(rustix::io::Errno::NOSPC.raw_os_error()),
+                    "{e}"
+                );
                 return;
             }
             Err(e) => panic!("filling {}: {e}", file.display()),
         }
     }
     f.sync_all().unwrap();
-}
-
-fn libc_enospc() -> i32 {
-    rustix::io::Errno::NOSPC.raw_os_error()
 }
 
 #[test]
@@ -227,9 +221,9 @@ fn a_filling_disk_degrades_an_unwritable_audit_log_locks_down_and_a_person_goes_
         .arg("mcp");
     let mut rt = Runtime::start(cmd);
     // The runtime's view of its tmpfs, from outside its mount namespace.
-    let small: PathBuf = format!("/proc/{}/root{}", rt.child.id(), mount.display()).into();
+    let small: PathBuf = format!("/proc/{}/root{}", rt.child.0.id(), mount.display()).into();
     let data_dir = mount.join("data");
-    let data = (Some(rt.child.id()), data_dir.as_path());
+    let data = (Some(rt.child.0.id()), data_dir.as_path());
     assert_eq!(rt.echo("hello")["isError"], json!(false));
     assert_eq!(mode_of(&env, data), "normal");
     assert!(free_bytes(&small) > 8 << 20, "{}", free_bytes(&small));
@@ -344,19 +338,8 @@ fn memory_taken_in_the_runtimes_cgroup_degrades_and_auto_recover_comes_back() {
         );
         return;
     }
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let rel = own
-        .lines()
-        .find_map(|l| {
-            let mut p = l.splitn(3, ':');
-            let (_, list, path) = (p.next()?, p.next()?, p.next()?);
-            list.split(',')
-                .any(|c| c == "memory")
-                .then(|| path.to_owned())
-        })
-        .expect("this host has the cgroup v1 memory controller");
-    let cgroup = Path::new("/sys/fs/cgroup/memory")
-        .join(rel.trim_start_matches('/'))
+    let cgroup = tw_sandbox::process::own_v1_cgroup("memory")
+        .expect("this host has the cgroup v1 memory controller")
         .join(format!("tw-watchdog-test-{}", std::process::id()));
     std::fs::create_dir(&cgroup).unwrap();
     std::fs::write(
@@ -398,7 +381,7 @@ fn memory_taken_in_the_runtimes_cgroup_degrades_and_auto_recover_comes_back() {
     .stdout(Stdio::piped())
     .spawn()
     .unwrap();
-    let mut hog = scopeguard(hog);
+    let mut hog = Killed(hog);
     let mut said = String::new();
     BufReader::new(hog.0.stdout.take().unwrap())
         .read_line(&mut said)
@@ -445,8 +428,4 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn scopeguard(child: Child) -> Killed {
-    Killed(child)
 }

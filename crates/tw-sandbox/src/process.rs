@@ -60,6 +60,7 @@ use crate::helper::wire::{self, Finished, Level, Message};
 pub(crate) use spec::find_program;
 use spec::{check_cwd, child_env};
 
+pub use cgroup::{own_v1_cgroup, own_v2_cgroup};
 pub use host::{Doctor, LevelSupport, Protection, SandboxConfig, SelfTestCase};
 
 /// The search path every child gets unless its spec sets `PATH` itself.

@@ -75,29 +75,9 @@ pub(crate) fn memory_pressure() -> Option<f64> {
 /// This process's memory cgroup directories: (whether it is cgroup v2, the directory), v1's
 /// `memory` controller first.
 fn own_cgroups() -> Vec<(bool, PathBuf)> {
-    let Some(own) = read("/proc/self/cgroup") else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for line in own.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(list), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        let rel = path.trim_start_matches('/');
-        if list.split(',').any(|c| c == "memory") {
-            found.insert(0, (false, Path::new("/sys/fs/cgroup/memory").join(rel)));
-        } else if list.is_empty() {
-            // The unified hierarchy: mounted at /sys/fs/cgroup, or beside v1 at unified/.
-            for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-                if Path::new(root).join("cgroup.controllers").exists() {
-                    found.push((true, Path::new(root).join(rel)));
-                    break;
-                }
-            }
-        }
-    }
-    found
+    let v1 = tw_sandbox::process::own_v1_cgroup("memory").map(|d| (false, d));
+    let v2 = tw_sandbox::process::own_v2_cgroup().map(|d| (true, d));
+    v1.into_iter().chain(v2).collect()
 }
 
 fn read(path: impl AsRef<Path>) -> Option<String> {

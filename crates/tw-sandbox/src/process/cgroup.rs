@@ -32,6 +32,43 @@ pub(crate) struct Cgroups {
     spare: Mutex<Vec<RunCgroup>>,
 }
 
+/// This process's lines of `/proc/self/cgroup`: each hierarchy's controllers (empty for the
+/// unified one) and the cgroup's path in it.
+fn own_entries() -> Vec<(String, String)> {
+    let Ok(own) = std::fs::read_to_string("/proc/self/cgroup") else {
+        return Vec::new();
+    };
+    own.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+            Some((list.to_owned(), path.trim_start_matches('/').to_owned()))
+        })
+        .collect()
+}
+
+/// This process's cgroup directory in the cgroup v1 hierarchy of `controller` (`memory`,
+/// `pids`), mounted at `/sys/fs/cgroup/<controller>`; `None` where that hierarchy is not in use.
+pub fn own_v1_cgroup(controller: &str) -> Option<PathBuf> {
+    own_entries().into_iter().find_map(|(list, path)| {
+        list.split(',')
+            .any(|c| c == controller)
+            .then(|| Path::new("/sys/fs/cgroup").join(controller).join(path))
+    })
+}
+
+/// This process's cgroup directory in the unified (v2) hierarchy, mounted at `/sys/fs/cgroup`
+/// or beside v1 at `/sys/fs/cgroup/unified`; `None` where it is not mounted.
+pub fn own_v2_cgroup() -> Option<PathBuf> {
+    let (_, path) = own_entries()
+        .into_iter()
+        .find(|(list, _)| list.is_empty())?;
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .find(|root| Path::new(root).join("cgroup.controllers").exists())
+        .map(|root| Path::new(root).join(path))
+}
+
 /// Numbers the run cgroups of this process (several sandboxes may share it).
 static MADE: AtomicU64 = AtomicU64::new(0);
 /// Probe cgroups made by this process.
@@ -45,21 +82,9 @@ impl Cgroups {
         if !rustix::process::geteuid().is_root() {
             return None;
         }
-        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let dir = |controller: &str| {
-            own.lines().find_map(|line| {
-                let mut parts = line.splitn(3, ':');
-                let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
-                list.split(',').any(|c| c == controller).then(|| {
-                    Path::new("/sys/fs/cgroup")
-                        .join(controller)
-                        .join(path.trim_start_matches('/'))
-                })
-            })
-        };
         let found = Self {
-            memory: dir("memory")?,
-            pids: dir("pids")?,
+            memory: own_v1_cgroup("memory")?,
+            pids: own_v1_cgroup("pids")?,
             spare: Mutex::new(Vec::new()),
         };
         for parent in [&found.memory, &found.pids] {

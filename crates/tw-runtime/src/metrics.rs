@@ -60,7 +60,7 @@ pub(crate) struct Metrics {
     audit_failures: Counter,
     callers: Mutex<HashSet<String>>,
     /// The same counts for the OTLP export, when `[telemetry]` turns it on.
-    otel: OnceLock<crate::telemetry::Instruments>,
+    otel: OnceLock<Instruments>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -166,7 +166,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts into `instruments` too from here on (the OTLP export).
-    pub(crate) fn export_to(&self, instruments: crate::telemetry::Instruments) {
+    pub(crate) fn export_to(&self, instruments: Instruments) {
         let _ = self.otel.set(instruments);
     }
 
@@ -228,13 +228,7 @@ impl Metrics {
     }
 
     /// The same counts as [`Self::record`], into the OTLP instruments.
-    fn export(
-        &self,
-        o: &crate::telemetry::Instruments,
-        caller: &Caller,
-        result: &ToolResult,
-        tool: &str,
-    ) {
+    fn export(&self, o: &Instruments, caller: &Caller, result: &ToolResult, tool: &str) {
         use opentelemetry::KeyValue;
         let by_tool = [KeyValue::new("tool", tool.to_owned())];
         o.calls.add(
@@ -295,6 +289,58 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// The call metrics' instruments, recorded next to the Prometheus ones (`crate::metrics`) with
+/// the same bounded labels.
+#[derive(Debug)]
+pub(crate) struct Instruments {
+    pub calls: opentelemetry::metrics::Counter<u64>,
+    pub duration: opentelemetry::metrics::Histogram<f64>,
+    pub refusals: opentelemetry::metrics::Counter<u64>,
+    pub cpu: opentelemetry::metrics::Counter<f64>,
+    pub memory: opentelemetry::metrics::Histogram<f64>,
+    pub audit_failures: opentelemetry::metrics::Counter<u64>,
+}
+
+/// The instruments, made on the OTLP export's meter.
+pub(crate) fn instruments(meter: &opentelemetry::metrics::Meter) -> Instruments {
+    Instruments {
+        calls: meter
+            .u64_counter("toolwarden.tool_calls")
+            .with_description(
+                "Governed tool calls finished, by tool, status and caller (refused and invalid ones included)",
+            )
+            .with_unit("{call}")
+            .build(),
+        duration: meter
+            .f64_histogram("toolwarden.tool_call.duration")
+            .with_description("How long governed calls took, from lookup to result, by tool")
+            .with_unit("s")
+            .with_boundaries(LATENCY_BUCKETS.to_vec())
+            .build(),
+        refusals: meter
+            .u64_counter("toolwarden.tool_calls.refused")
+            .with_description("Calls refused before they ran, by the layer that refused and its code")
+            .with_unit("{call}")
+            .build(),
+        cpu: meter
+            .f64_counter("toolwarden.sandbox.cpu")
+            .with_description("CPU time sandboxed processes used, by tool")
+            .with_unit("s")
+            .build(),
+        memory: meter
+            .f64_histogram("toolwarden.sandbox.peak_memory")
+            .with_description("Peak memory of sandboxed runs, by tool")
+            .with_unit("By")
+            .with_boundaries(MEMORY_BUCKETS.to_vec())
+            .build(),
+        audit_failures: meter
+            .u64_counter("toolwarden.audit.write_failures")
+            .with_description("Calls whose audit record could not be written (results withheld)")
+            .with_unit("{call}")
+            .build(),
     }
 }
 

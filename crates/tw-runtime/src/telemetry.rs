@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _, ObservableGauge};
+use opentelemetry::metrics::{Meter, MeterProvider as _, ObservableGauge};
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
@@ -28,6 +28,7 @@ use serde_json::Value;
 use tw_core::{Caller, OperationalMode, ToolResult, ToolStatus};
 
 use crate::config::{HeaderValue, TelemetrySettings};
+use crate::metrics::Instruments;
 
 /// What the runtime's state gauges read when the metrics are collected: the mode and the calls
 /// in flight.
@@ -47,18 +48,6 @@ impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Telemetry").finish_non_exhaustive()
     }
-}
-
-/// The call metrics' instruments, recorded next to the Prometheus ones (`crate::metrics`) with
-/// the same bounded labels.
-#[derive(Debug)]
-pub(crate) struct Instruments {
-    pub calls: Counter<u64>,
-    pub duration: Histogram<f64>,
-    pub refusals: Counter<u64>,
-    pub cpu: Counter<f64>,
-    pub memory: Histogram<f64>,
-    pub audit_failures: Counter<u64>,
 }
 
 impl Telemetry {
@@ -115,7 +104,7 @@ impl Telemetry {
         let meter = meters.meter_with_scope(scope.clone());
         let state: Arc<Mutex<Option<StateSource>>> = Arc::default();
         let gauges = gauges(&meter, &state);
-        let instruments = instruments(&meter);
+        let instruments = crate::metrics::instruments(&meter);
         Ok(Some((
             Self {
                 spans: Arc::new(spans),
@@ -172,45 +161,6 @@ fn headers(
             Ok((name.clone(), value))
         })
         .collect()
-}
-
-fn instruments(meter: &Meter) -> Instruments {
-    Instruments {
-        calls: meter
-            .u64_counter("toolwarden.tool_calls")
-            .with_description(
-                "Governed tool calls finished, by tool, status and caller (refused and invalid ones included)",
-            )
-            .with_unit("{call}")
-            .build(),
-        duration: meter
-            .f64_histogram("toolwarden.tool_call.duration")
-            .with_description("How long governed calls took, from lookup to result, by tool")
-            .with_unit("s")
-            .with_boundaries(crate::metrics::LATENCY_BUCKETS.to_vec())
-            .build(),
-        refusals: meter
-            .u64_counter("toolwarden.tool_calls.refused")
-            .with_description("Calls refused before they ran, by the layer that refused and its code")
-            .with_unit("{call}")
-            .build(),
-        cpu: meter
-            .f64_counter("toolwarden.sandbox.cpu")
-            .with_description("CPU time sandboxed processes used, by tool")
-            .with_unit("s")
-            .build(),
-        memory: meter
-            .f64_histogram("toolwarden.sandbox.peak_memory")
-            .with_description("Peak memory of sandboxed runs, by tool")
-            .with_unit("By")
-            .with_boundaries(crate::metrics::MEMORY_BUCKETS.to_vec())
-            .build(),
-        audit_failures: meter
-            .u64_counter("toolwarden.audit.write_failures")
-            .with_description("Calls whose audit record could not be written (results withheld)")
-            .with_unit("{call}")
-            .build(),
-    }
 }
 
 fn gauges(meter: &Meter, state: &Arc<Mutex<Option<StateSource>>>) -> [ObservableGauge<u64>; 2] {

@@ -396,13 +396,13 @@ pub async fn report_interactive(
 pub async fn reload_policy(state: State<'_, Arc<Desktop>>) -> Reply<Settings> {
     // The outcome is in the settings (and the admin log); an invalid policy is not an IPC error.
     let _ = state.runtime.settings().reload_policy(&actor()).await;
-    Ok(settings(&state))
+    Ok(settings(&state).await)
 }
 
 /// The settings page.
 #[tauri::command]
 pub async fn get_settings(state: State<'_, Arc<Desktop>>) -> Reply<Settings> {
-    Ok(settings(&state))
+    Ok(settings(&state).await)
 }
 
 /// Switches the operational mode (the UI asks for confirmation first).
@@ -418,10 +418,10 @@ pub async fn set_mode(state: State<'_, Arc<Desktop>>, params: SetModeParams) -> 
         .set_mode(mode, &actor())
         .await
         .map_err(|e| refused("switching the mode", e))?;
-    Ok(settings(&state))
+    Ok(settings(&state).await)
 }
 
-fn settings(d: &Desktop) -> Settings {
+async fn settings(d: &Desktop) -> Settings {
     let rt = &d.runtime;
     let mut files: Vec<PolicyFile> = Vec::new();
     if let Some(config) = &d.options.places.config_file {
@@ -458,6 +458,16 @@ fn settings(d: &Desktop) -> Settings {
             .policy_error()
             .map(|(at, errors)| tw_protocol::PolicyError { at, errors }),
         endpoint: d.endpoint.clone(),
+        automatic: rt
+            .settings()
+            .automatic_switch()
+            .await
+            .map(|a| tw_protocol::AutomaticSwitch {
+                from: a.from.to_string(),
+                to: a.to.to_string(),
+                reasons: a.reasons,
+                at: a.at,
+            }),
     }
 }
 

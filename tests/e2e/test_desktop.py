@@ -896,3 +896,46 @@ def test_a_running_chains_timeline_moves_with_its_steps_and_cancel_stops_it(
     assert steps == [("read", "completed"), ("wait", "cancelled")], steps
     runs = json.loads(cli(places, "chains", "runs", "--json").stdout)
     assert [(r["id"], r["status"]) for r in runs] == [(run_id, "cancelled")], runs
+
+
+def test_a_mode_the_resource_watcher_switched_to_shows_as_a_banner_until_a_person_changes_it(
+    app, places
+):
+    from selenium.webdriver.support.ui import Select
+
+    # Another process on the data directory whose watcher finds the disk below a floor no disk
+    # clears: it degrades at its first look, and the app shows it from the admin log.
+    watched = places["config"].parent / "watched.toml"
+    watched.write_text(
+        places["config"].read_text()
+        + "[watchdog]\ninterval_ms = 200\ndisk_free_min_mb = 1000000000\n"
+        + "memory_available_min_mb = 0\nmemory_pressure_max = 0\n"
+    )
+    cmd = [str(CLI), "--data-dir", str(places["data"]), "--config", str(watched), "mcp"]
+    mcp = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        banner = wait_for(app, '#mode-banner[data-mode="degraded"]')
+        text = banner.text
+        assert "switched to DEGRADED automatically" in text, text
+        assert "from normal" in text, text
+        assert "below 1000000000 MiB" in text, text
+        assert "degraded mode" in app.find_element(By.CSS_SELECTOR, ".nav-facts").text
+        shot(app, "mode-banner")
+    finally:
+        # The watcher goes with its process; otherwise it would take a milder mode straight
+        # back to degraded while the disk stays "full".
+        mcp.stdin.close()
+        mcp.wait(timeout=WAIT)
+    # The banner's button leads to the person's control; switching there ends the banner.
+    app.find_element(By.ID, "mode-banner-settings").click()
+    Select(wait_for(app, "#settings-mode")).select_by_value("recovery")
+    app.find_element(By.ID, "settings-mode-apply").click()
+    wait_for(app, "#settings-mode-confirm").click()
+    WebDriverWait(app, WAIT).until(
+        lambda d: not d.find_elements(By.ID, "mode-banner")
+        and "recovery mode" in d.find_element(By.CSS_SELECTOR, ".nav-facts").text
+    )
+    mode = cli(places, "mode")
+    assert "recovery" in mode.stdout, (mode.stdout, mode.stderr)

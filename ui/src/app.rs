@@ -1,6 +1,7 @@
 //! The console's frame: the state every page shares (kept here so it survives switching pages),
-//! the left nav and its keyboard shortcuts, the app-wide error banner, and the background work
-//! that does not belong to one page: the clock, the confirmation poll and the event listeners.
+//! the left nav and its keyboard shortcuts, the app-wide error banner and the banner of a mode
+//! the resource watcher switched to, and the background work that does not belong to one page:
+//! the clock, the confirmation and settings polls and the event listeners.
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -114,7 +115,13 @@ impl AppState {
         leptos::task::spawn_local(async move {
             let r: Result<Settings, IpcError> = ipc::invoke(commands::GET_SETTINGS, &()).await;
             match r {
-                Ok(s) => self.settings.set(Load::Ready(s)),
+                // The poll re-reads them: only a change should re-render (a page being edited
+                // keeps its state).
+                Ok(s) => {
+                    if self.settings.with_untracked(|c| c.ready() != Some(&s)) {
+                        self.settings.set(Load::Ready(s));
+                    }
+                }
                 Err(e) => {
                     self.report(&e);
                     // A refresh that fails keeps what was shown; a first load shows the error.
@@ -158,9 +165,12 @@ impl AppState {
     }
 
     /// Starts the work that runs for the app's life: confirmations polled every second and on
-    /// the backend's event, live events collected whatever page is shown.
+    /// the backend's event, the settings (the mode, and a switch the resource watcher made, here
+    /// or in another process) every few seconds and on a warning, live events collected
+    /// whatever page is shown.
     fn start_background(self) {
         self.load_settings();
+        set_interval(move || self.load_settings(), Duration::from_millis(3000));
         self.refresh_confirmations();
         set_interval(
             move || self.refresh_confirmations(),
@@ -175,6 +185,10 @@ impl AppState {
         }
         let on_live = move |r: Result<LiveEvent, IpcError>| match r {
             Ok(event) => {
+                // The resource watcher's switches come as warnings.
+                if event.kind == "warning" {
+                    self.load_settings();
+                }
                 self.chains.on_event(self, &event);
                 self.live.update(|log| log.push(event));
             }
@@ -257,6 +271,7 @@ pub(crate) fn App() -> impl IntoView {
             <Nav state/>
             <main class="main">
                 <ErrorBanner state/>
+                <ModeBanner state/>
                 <Show when=move || !state.backend>
                     <div class="unavailable" id="backend-unavailable">
                         <h2>"Backend not available"</h2>
@@ -411,6 +426,51 @@ fn ErrorBanner(state: AppState) -> impl IntoView {
                     </button>
                 </div>
             }
+        })
+    }
+}
+
+/// The mode the resource watcher switched to by itself, why, and the way to the person's
+/// control; there until a person changes the mode.
+#[component]
+fn ModeBanner(state: AppState) -> impl IntoView {
+    move || {
+        let a = state
+            .settings
+            .with(|s| s.ready().and_then(|s| s.automatic.clone()))?;
+        let reasons = a
+            .reasons
+            .iter()
+            .map(|r| view! { <li>{r.clone()}</li> })
+            .collect_view();
+        Some(view! {
+            <div
+                class="mode-banner"
+                class:lockdown={a.to == "lockdown"}
+                id="mode-banner"
+                role="alert"
+                data-mode=a.to.clone()
+            >
+                <div class="mode-banner-text">
+                    <strong>
+                        {format!("The mode was switched to {} automatically", a.to.to_uppercase())}
+                    </strong>
+                    <span class="muted">
+                        {format!(" (from {}, {})", a.from, browser::local_time(a.at))}
+                    </span>
+                    <ul class="mode-banner-reasons">{reasons}</ul>
+                    <span>
+                        "Calls are limited as that mode says until a person changes it."
+                    </span>
+                </div>
+                <button
+                    class="link"
+                    id="mode-banner-settings"
+                    on:click=move |_| state.page.set(Page::Settings)
+                >
+                    "Change the mode"
+                </button>
+            </div>
         })
     }
 }

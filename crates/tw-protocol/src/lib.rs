@@ -667,6 +667,24 @@ pub struct Settings {
     /// The HTTP endpoint this app hosts for agents (MCP) and scripts (the admin API).
     #[serde(default)]
     pub endpoint: Endpoint,
+    /// Set while the mode in force is one the resource watcher switched to by itself.
+    #[serde(default)]
+    pub automatic: Option<AutomaticSwitch>,
+}
+
+/// A switch the resource watcher made, while its mode is in force (shown as a banner until a
+/// person changes the mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutomaticSwitch {
+    /// The mode it left.
+    pub from: String,
+    /// The mode it set.
+    pub to: String,
+    /// What it measured, one line per condition.
+    pub reasons: Vec<String>,
+    /// When (µs since the epoch).
+    pub at: i64,
 }
 
 /// The app's HTTP endpoint: where agents connect, or why it is not running.

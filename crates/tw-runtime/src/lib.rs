@@ -77,7 +77,7 @@ pub use kind::{Entry, ToolKind};
 pub use pipeline::{BatchMode, Pipeline};
 pub use policy::PolicyLoadError;
 pub use runtime::{DATABASE_FILE, Runtime, RuntimeOptions};
-pub use settings::{MODE_SETTING, PolicyState, SettingsService};
+pub use settings::{AutomaticSwitch, MODE_SETTING, PolicyState, SettingsService};
 pub use skills::{OverrideChange, SkillService};
 pub use switches::ToolSwitchOutcome;
 pub use tokens::{TokenHolder, TokenService};

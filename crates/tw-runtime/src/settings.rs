@@ -52,6 +52,22 @@ pub struct SettingsService {
     /// written): it holds here, over what the store says, until it is written or a person
     /// switches.
     unsaved_mode: Mutex<Option<OperationalMode>>,
+    /// The resource watcher's last switch in this process, and why.
+    automatic: Mutex<Option<AutomaticSwitch>>,
+}
+
+/// A switch the resource watcher made (`crate::watchdog`), while the mode it set is in force:
+/// what a front end shows until a person changes the mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutomaticSwitch {
+    /// The mode it left.
+    pub from: OperationalMode,
+    /// The mode it set, in force now.
+    pub to: OperationalMode,
+    /// What it measured, one line per condition (`free space on ... is 90 MiB, below 256 MiB`).
+    pub reasons: Vec<String>,
+    /// When (µs since the epoch).
+    pub at: i64,
 }
 
 impl SettingsService {
@@ -73,6 +89,7 @@ impl SettingsService {
             config_file: config.source.clone(),
             policy_error: Mutex::new(None),
             unsaved_mode: Mutex::new(None),
+            automatic: Mutex::new(None),
         })
     }
 
@@ -116,6 +133,10 @@ impl SettingsService {
             .unsaved_mode
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
+        *self
+            .automatic
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         self.shared
             .admin(
                 actor,
@@ -130,16 +151,85 @@ impl SettingsService {
     /// Switches the mode on the resource watcher's word (`crate::watchdog`, which records why):
     /// at once in this process, and in the others through the store once it takes the write.
     /// While it does not (the disk is full, the database is gone), the switch holds here and
-    /// [`Self::save_pending_mode`] tries again. Returns the mode before.
-    pub(crate) async fn switch_automatically(&self, to: OperationalMode) -> OperationalMode {
+    /// [`Self::save_pending_mode`] tries again. `reasons` are what it measured. Returns the
+    /// mode before.
+    pub(crate) async fn switch_automatically(
+        &self,
+        to: OperationalMode,
+        reasons: Vec<String>,
+    ) -> OperationalMode {
         let from = self.mode();
         self.swap(|s| s.mode = to);
+        *self
+            .automatic
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(AutomaticSwitch {
+            from,
+            to,
+            reasons,
+            at: self.shared.now_us(),
+        });
         *self
             .unsaved_mode
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(to);
         self.save_pending_mode().await;
         from
+    }
+
+    /// The resource watcher's switch behind the mode in force, if that is how the mode came to
+    /// be, and it is not NORMAL (a return it made by itself needs no one's attention): this
+    /// process's watcher's, or, for a switch another process on the data directory made, the
+    /// last `mode_changed` entry of the admin log when the watcher made it. `None` once a person
+    /// changed the mode after it, here or elsewhere.
+    pub async fn automatic_switch(&self) -> Option<AutomaticSwitch> {
+        let now = self.mode();
+        if now == OperationalMode::Normal {
+            return None;
+        }
+        let here = self
+            .automatic
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let query = tw_store::AdminQuery {
+            kind: Some("mode_changed".to_owned()),
+            limit: 1,
+            ..Default::default()
+        };
+        let last = match self.shared.store.admin_events(&query).await {
+            Ok(rows) => rows.into_iter().next(),
+            // The store is not answering (the watcher may have locked down for that): what this
+            // process knows.
+            Err(_) => return here.filter(|a| a.to == now),
+        };
+        // The later of the two: this process's switch may not be in the log yet, and an entry
+        // after it (a person's, elsewhere) ends it.
+        let switch = match last {
+            Some(row) if here.as_ref().is_none_or(|h| row.at >= h.at) => {
+                let d = &row.details;
+                let mode = |key: &str| d[key].as_str()?.parse::<OperationalMode>().ok();
+                (row.actor == WATCHDOG_ACTOR)
+                    .then(|| {
+                        Some(AutomaticSwitch {
+                            from: mode("from")?,
+                            to: mode("to")?,
+                            reasons: d["reasons"]
+                                .as_array()
+                                .map(|r| {
+                                    r.iter()
+                                        .filter_map(|v| v.as_str().map(str::to_owned))
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
+                            at: row.at,
+                        })
+                    })
+                    .flatten()
+            }
+            _ => here,
+        };
+        switch.filter(|a| a.to == now)
     }
 
     /// Writes an automatic switch the store did not take yet; returns whether none is pending.

@@ -295,7 +295,9 @@ async fn act(
     let (kind, summary, details) = match step {
         Step::Stay => return None,
         Step::Switch(to) => {
-            service.switch_automatically(to).await;
+            service
+                .switch_automatically(to, reasons.iter().map(|r| (*r).to_owned()).collect())
+                .await;
             let why = if reasons.is_empty() {
                 "every condition cleared".to_owned()
             } else {

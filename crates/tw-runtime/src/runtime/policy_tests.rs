@@ -408,6 +408,56 @@ async fn a_new_grant_releases_every_waiting_call_it_covers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchers_switch_is_shown_with_its_reasons_here_and_elsewhere_until_a_person_switches()
+{
+    // A floor no disk clears: the watcher degrades at its first look.
+    let install = Install::new(
+        "[watchdog]\ninterval_ms = 100\ndisk_free_min_mb = 1000000000\nmemory_available_min_mb = 0\n\
+         memory_pressure_max = 0\n",
+    );
+    let a = install.open().await.unwrap();
+    wait_until("the watcher to degrade", || async {
+        a.settings().automatic_switch().await.is_some()
+    })
+    .await;
+    let here = a.settings().automatic_switch().await.unwrap();
+    assert_eq!(
+        (here.from, here.to),
+        (OperationalMode::Normal, OperationalMode::Degraded)
+    );
+    assert!(
+        here.reasons.len() == 1 && here.reasons[0].contains("below 1000000000 MiB"),
+        "{here:?}"
+    );
+    // Another process (its own watcher off) shows the same switch, from the admin log.
+    std::fs::write(install.path("config.toml"), "[watchdog]\nenabled = false\n").unwrap();
+    let b = install.open().await.unwrap();
+    wait_until("the other runtime to see the switch", || async {
+        b.settings().automatic_switch().await.is_some()
+    })
+    .await;
+    let there = b.settings().automatic_switch().await.unwrap();
+    assert_eq!(
+        (there.from, there.to, &there.reasons),
+        (here.from, here.to, &here.reasons)
+    );
+    // A person switches, there (to a stricter mode: while the disk stays full, the watcher
+    // would take a milder one back to degraded): neither shows it any more.
+    b.settings()
+        .set_mode(OperationalMode::Lockdown, "ann")
+        .await
+        .unwrap();
+    assert_eq!(b.settings().automatic_switch().await, None);
+    wait_until("this runtime to see the person's switch", || async {
+        a.settings().mode() == OperationalMode::Lockdown
+    })
+    .await;
+    assert_eq!(a.settings().automatic_switch().await, None);
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mode_switch_is_recorded_and_reaches_other_processes() {
     let install = Install::new("");
     let a = install.open().await.unwrap();

@@ -254,7 +254,15 @@ async fn go(held: &Held, url: &str) -> Result<Value, ToolFailure> {
                 },
                 Some(s) = stopped.next() => if s.frame_id.as_ref() == frame {
                     match main_frame(page).await {
-                        Ok((_, now)) if now != before => return Outcome::Answered,
+                        // A new document that has loaded. A stop left over from the document
+                        // before can arrive once the new one is there but still loading.
+                        // (Its own stop comes once it has.)
+                        Ok((_, now)) if now != before => {
+                            if loaded(page).await {
+                                return Outcome::Answered;
+                            }
+                            settle = None;
+                        }
                         Ok(_) => settle = Some(tokio::time::Instant::now() + SETTLE),
                         Err(f) => return Outcome::Failed(f),
                     }
@@ -320,6 +328,14 @@ async fn main_frame(page: &Page) -> Result<(String, String), ToolFailure> {
     let frame = &tree["frameTree"]["frame"];
     let text = |key: &str| frame[key].as_str().unwrap_or_default().to_owned();
     Ok((text("id"), text("loaderId")))
+}
+
+/// Whether the page's document has loaded (its `readyState` is `complete`); a document that
+/// cannot be read says so by its own stop, so it counts as loaded.
+async fn loaded(page: &Page) -> bool {
+    isolated(page, "document.readyState")
+        .await
+        .map_or(true, |state| state == "complete")
 }
 
 /// How a navigation ended, short of its time running out.

@@ -40,7 +40,7 @@ mod judge;
 mod record;
 mod run;
 
-use std::future::Future as _;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Weak};
 use std::task::Poll;
@@ -191,27 +191,34 @@ impl Pipeline {
             call.trace_id.clone(),
             call.tool.clone(),
         );
-        let stop_on_drop = cancel.clone().drop_guard();
+        let stop_on_drop = cancel.clone();
+        // The call runs in the caller's task, polled here: spawning it as a task of its own
+        // cost a governed call a wake-up of another worker thread (and the task's making) each
+        // time it waited. Dropped before its end (a client gone, a timeout around it), it is
+        // cancelled and moves, pinned where it is, into a task of its own, which writes its
+        // record (see [`Detached`]). A panic is caught here as a task would catch it.
         let this = Arc::clone(self);
-        // The call runs here until it first has to wait. A call that never waits (a policy
-        // refusal, a no-op tool, an audit write that found the writer free) is done without
-        // spawning a task, which measured about a quarter of a governed no-op call. One that
-        // waits moves, pinned where it is, into a task of its own, so that dropping this future
-        // cancels the tool and still lets the call write its record.
-        let mut run = Box::pin(async move { this.run_call(call, cancel).await });
-        // A panic is caught here as the task would catch it.
-        let first = std::future::poll_fn(|cx| {
-            Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
-                run.as_mut().poll(cx)
-            })))
+        let mut call = Detached {
+            run: Some(Box::pin(async move { this.run_call(call, cancel).await })),
+            cancel: stop_on_drop,
+        };
+        let joined = std::future::poll_fn(|cx| {
+            let Some(run) = call.run.as_mut() else {
+                return Poll::Ready(Err("the call was polled after its end".to_owned()));
+            };
+            match std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))) {
+                Ok(Poll::Pending) => Poll::Pending,
+                Ok(Poll::Ready(result)) => {
+                    call.run = None;
+                    Poll::Ready(Ok(result))
+                }
+                Err(panic) => {
+                    call.run = None;
+                    Poll::Ready(Err(panic_message(panic.as_ref())))
+                }
+            }
         })
         .await;
-        let joined = match first {
-            Ok(Poll::Ready(result)) => Ok(result),
-            Ok(Poll::Pending) => tokio::spawn(run).await.map_err(|e| e.to_string()),
-            Err(panic) => Err(panic_message(panic.as_ref())),
-        };
-        stop_on_drop.disarm();
         joined.unwrap_or_else(|e| {
             tracing::error!(execution_id = %ids.0, error = %e, "pipeline task failed");
             ToolResult {
@@ -533,6 +540,30 @@ impl Pipeline {
         }
         self.announce(&result, span);
         result
+    }
+}
+
+/// A governed call being polled by its caller. Dropped before its end, it cancels the call and
+/// hands the rest to a task of its own, so the call still writes its audit record (and stops
+/// its tool) though nobody waits for its answer.
+struct Detached {
+    run: Option<std::pin::Pin<Box<dyn Future<Output = ToolResult> + Send>>>,
+    cancel: CancellationToken,
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let Some(run) = self.run.take() else {
+            return;
+        };
+        self.cancel.cancel();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(run)),
+            Err(_) => tracing::error!(
+                "a governed call was dropped outside the runtime before its end; its record \
+                 is not written"
+            ),
+        }
     }
 }
 

@@ -276,6 +276,14 @@ pub(super) async fn settled<T>(
     page: &Page,
     act: impl Future<Output = Result<T, ToolFailure>>,
 ) -> Result<T, ToolFailure> {
+    Ok(navigated(page, act).await?.0)
+}
+
+/// Like [`settled`], saying too whether the action started a navigation.
+async fn navigated<T>(
+    page: &Page,
+    act: impl Future<Output = Result<T, ToolFailure>>,
+) -> Result<(T, bool), ToolFailure> {
     let mut started = page
         .event_listener::<EventFrameStartedLoading>()
         .await
@@ -286,7 +294,7 @@ pub(super) async fn settled<T>(
         .map_err(cdp_failure)?;
     let out = act.await?;
     let Ok(Some(start)) = tokio::time::timeout(NAVIGATION_START, started.next()).await else {
-        return Ok(out);
+        return Ok((out, false));
     };
     // Loaded (or failed) when the frame that started stops loading.
     let done = async {
@@ -297,7 +305,7 @@ pub(super) async fn settled<T>(
         }
     };
     match tokio::time::timeout(NAVIGATION, done).await {
-        Ok(()) => Ok(out),
+        Ok(()) => Ok((out, true)),
         Err(_) => Err(cdp_failure(format!(
             "the page the action opened did not load within {} s",
             NAVIGATION.as_secs()
@@ -612,9 +620,14 @@ impl BuiltinTool for Click {
             let page = &held.lease.page;
             let e = resolve(&held, &a.target).await?;
             let watch = download::Watch::start(&held).await?;
-            settled(page, click(page, &e)).await?;
+            let (_, before) = super::main_frame(page).await?;
+            let ((), started) = navigated(page, click(page, &e)).await?;
+            // A navigation that ended with the document it left is most likely a download,
+            // whose news comes on the browser's connection, in no set order with the frame's:
+            // it is waited for (see `Watch::outcome`).
+            let unfinished = started && super::main_frame(page).await?.1 == before;
             let mut out = after(page, json!({"element": e.label()})).await?;
-            if let Some(download) = watch.outcome(&held).await {
+            if let Some(download) = watch.outcome(&held, unfinished).await {
                 out["download"] = download;
             }
             Ok(out)

@@ -119,13 +119,20 @@ impl Watch {
     }
 
     /// What became of a download the action began in the page (any of its frames): where it
-    /// was saved, or why not (`refused`); `None` when it began none.
-    pub(super) async fn outcome(mut self, held: &Held) -> Option<Value> {
-        // Only what has arrived: the action has settled, so a download it began has said so.
+    /// was saved, or why not (`refused`); `None` when it began none. Only what has arrived
+    /// counts, unless the action started a navigation that left the page's document in place
+    /// (`unfinished`): then a download's news is waited for, at most [`super::SETTLE`].
+    pub(super) async fn outcome(mut self, held: &Held, unfinished: bool) -> Option<Value> {
         // The page's frames are asked for only when some download began.
         let mut frames: Option<Vec<String>> = None;
+        let until = tokio::time::Instant::now() + super::SETTLE;
         let d = loop {
-            let d = match futures_util::FutureExt::now_or_never(self.began.next()) {
+            let next = if unfinished {
+                tokio::time::timeout_at(until, self.began.next()).await.ok()
+            } else {
+                futures_util::FutureExt::now_or_never(self.began.next())
+            };
+            let d = match next {
                 Some(Some(d)) => d,
                 Some(None) | None => return None,
             };

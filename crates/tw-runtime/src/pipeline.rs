@@ -42,6 +42,7 @@ mod run;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::Poll;
 use std::time::Instant;
@@ -191,31 +192,28 @@ impl Pipeline {
             call.trace_id.clone(),
             call.tool.clone(),
         );
-        let stop_on_drop = cancel.clone();
         // The call runs in the caller's task, polled here: spawning it as a task of its own
         // cost a governed call a wake-up of another worker thread (and the task's making) each
         // time it waited. Dropped before its end (a client gone, a timeout around it), it is
         // cancelled and moves, pinned where it is, into a task of its own, which writes its
         // record (see [`Detached`]). A panic is caught here as a task would catch it.
         let this = Arc::clone(self);
-        let mut call = Detached {
+        let mut detached = Detached {
+            cancel: cancel.clone(),
             run: Some(Box::pin(async move { this.run_call(call, cancel).await })),
-            cancel: stop_on_drop,
         };
         let joined = std::future::poll_fn(|cx| {
-            let Some(run) = call.run.as_mut() else {
+            let Some(run) = detached.run.as_mut() else {
                 return Poll::Ready(Err("the call was polled after its end".to_owned()));
             };
-            match std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))) {
+            let polled = std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx)));
+            if !matches!(polled, Ok(Poll::Pending)) {
+                detached.run = None;
+            }
+            match polled {
                 Ok(Poll::Pending) => Poll::Pending,
-                Ok(Poll::Ready(result)) => {
-                    call.run = None;
-                    Poll::Ready(Ok(result))
-                }
-                Err(panic) => {
-                    call.run = None;
-                    Poll::Ready(Err(panic_message(panic.as_ref())))
-                }
+                Ok(Poll::Ready(result)) => Poll::Ready(Ok(result)),
+                Err(panic) => Poll::Ready(Err(panic_message(panic.as_ref()))),
             }
         })
         .await;
@@ -547,7 +545,7 @@ impl Pipeline {
 /// hands the rest to a task of its own, so the call still writes its audit record (and stops
 /// its tool) though nobody waits for its answer.
 struct Detached {
-    run: Option<std::pin::Pin<Box<dyn Future<Output = ToolResult> + Send>>>,
+    run: Option<Pin<Box<dyn Future<Output = ToolResult> + Send>>>,
     cancel: CancellationToken,
 }
 

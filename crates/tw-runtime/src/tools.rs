@@ -33,6 +33,11 @@ pub struct ToolService {
     switches: RwLock<Arc<Switches>>,
     /// Orders re-reads of the switches against this process's own switching.
     switches_sync: tokio::sync::Mutex<()>,
+    /// Orders re-reads of the custom tools against this process's own edits of them: held from
+    /// an edit's checks to its registry write, and from a refresh's read of the store to its
+    /// last registry write, so a refresh that read the store before an edit cannot put the old
+    /// tool back after it.
+    custom_sync: tokio::sync::Mutex<()>,
 }
 
 impl ToolService {
@@ -64,6 +69,7 @@ impl ToolService {
             custom_ranks: RwLock::default(),
             switches: RwLock::new(Arc::new(switches)),
             switches_sync: tokio::sync::Mutex::new(()),
+            custom_sync: tokio::sync::Mutex::new(()),
         };
         service.refresh_ranks().await?;
         Ok(service)
@@ -128,6 +134,7 @@ impl ToolService {
     /// is checked before any is saved, so a set with one bad spec changes nothing. Returns, per
     /// spec, whether it is new.
     pub async fn add_custom_tools(&self, specs: Vec<ToolSpec>, actor: &str) -> Result<Vec<bool>> {
+        let _sync = self.custom_sync.lock().await;
         let mut names = HashSet::new();
         for spec in &specs {
             self.check(spec)?;
@@ -141,8 +148,6 @@ impl ToolService {
         let mut added = Vec::with_capacity(specs.len());
         for spec in specs {
             let name = spec.definition.name.to_string();
-            // Known before the save: once it is stored, the change feed may register it from
-            // the store before this does (at once on a team store, which pushes the change).
             let is_new = self.shared.registry.get(&name).is_none();
             self.shared
                 .store
@@ -173,6 +178,7 @@ impl ToolService {
     /// tool's (a conflict, as creating a tool under it would be).
     pub async fn replace_custom_tool(&self, old: &str, spec: ToolSpec, actor: &str) -> Result<()> {
         self.check(&spec)?;
+        let _sync = self.custom_sync.lock().await;
         let Some(command) = spec.command.clone() else {
             return Err(RuntimeError::NotCustom(spec.definition.name.to_string()));
         };
@@ -196,19 +202,9 @@ impl ToolService {
             .await?;
         let details = serde_json::to_value(&spec).unwrap_or(Value::Null);
         let def = spec.definition.clone();
-        let registry = &self.shared.registry;
-        match registry.replace(old, spec.definition.clone(), ToolKind::Custom(command)) {
-            Ok(_) => {}
-            // The change feed saw the store's swap first (at its next tick, or at once on a team
-            // store) and took out the old name or put in the new one: finish what it started.
-            Err(tw_core::CoreError::UnknownTool(_) | tw_core::CoreError::DuplicateTool(_)) => {
-                register(registry, spec)?;
-                if name != old {
-                    let _ = registry.unregister(old);
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
+        self.shared
+            .registry
+            .replace(old, spec.definition.clone(), ToolKind::Custom(command))?;
         if name != old {
             self.skills.forget_classification(old).await;
         }
@@ -228,6 +224,7 @@ impl ToolService {
 
     /// Removes a custom tool from the registry and the store.
     pub async fn remove_custom_tool(&self, name: &str, actor: &str) -> Result<()> {
+        let _sync = self.custom_sync.lock().await;
         match self.shared.registry.get(name) {
             Some(e) if e.kind.is_builtin() => {
                 return Err(RuntimeError::BuiltinRemoval(name.to_owned()));
@@ -236,12 +233,7 @@ impl ToolService {
             Some(_) => {}
         }
         self.shared.store.delete_custom_tool(name).await?;
-        // The change feed may have taken it out already (at once on a team store, which pushes
-        // the change).
-        match self.shared.registry.unregister(name) {
-            Ok(_) | Err(tw_core::CoreError::UnknownTool(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        self.shared.registry.unregister(name)?;
         self.skills.forget_classification(name).await;
         self.refresh_ranks().await?;
         self.shared
@@ -260,6 +252,7 @@ impl ToolService {
     /// replaced or removed one, so a long-running `serve` or the desktop app lists and runs a
     /// tool added with the CLI, and stops running one removed there.
     pub(crate) async fn refresh_custom_tools(&self) -> Result<()> {
+        let _sync = self.custom_sync.lock().await;
         let stored = self.shared.store.custom_tools().await?;
         let registry = &self.shared.registry;
         let mut keep = HashSet::new();

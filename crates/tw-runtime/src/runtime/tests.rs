@@ -769,6 +769,66 @@ async fn a_custom_tool_is_replaced_or_renamed_in_one_step_and_a_refused_edit_cha
     }
 }
 
+/// A re-read of the store (the change feed's answer to another process's edit, or to this one's
+/// own on a team store) that runs alongside an edit never puts the tool as it was before the
+/// edit back into the registry after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_alongside_an_edit_never_puts_the_old_tool_back() {
+    let f = fixture("", CUSTOM).await;
+    let tools = f.rt.tools();
+    let editing = std::sync::atomic::AtomicBool::new(true);
+    let refreshes = async {
+        let mut n = 0;
+        while editing.load(std::sync::atomic::Ordering::Relaxed) {
+            tools.refresh_custom_tools().await.unwrap();
+            n += 1;
+        }
+        n
+    };
+    let edits = async {
+        let mut seen = Vec::new();
+        for round in 0..150 {
+            let description = format!("Edit {round}.");
+            // A rename first, which a re-read that sees the store before the registry takes
+            // its time to bring in (the new name is classified) ...
+            let (from, to) = if round % 2 == 0 {
+                ("pro_tool", "renamed")
+            } else {
+                ("renamed", "pro_tool")
+            };
+            tools
+                .replace_custom_tool(from, custom_spec(to, "Renamed."), "tester")
+                .await
+                .unwrap();
+            // ... then an edit in place, which that re-read must not undo.
+            tools
+                .replace_custom_tool(
+                    "normal_only",
+                    custom_spec("normal_only", &description),
+                    "tester",
+                )
+                .await
+                .unwrap();
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+                let now = f.rt.registry().get("normal_only").unwrap();
+                seen.push((description.clone(), now.definition.description.clone()));
+            }
+        }
+        editing.store(false, std::sync::atomic::Ordering::Relaxed);
+        seen
+    };
+    let (refreshed, seen) = tokio::join!(refreshes, edits);
+    assert!(refreshed > 0, "the store was re-read alongside the edits");
+    let stale: Vec<_> = seen.iter().filter(|(edit, now)| edit != now).collect();
+    assert!(
+        stale.is_empty(),
+        "the registry went back to an older edit: {stale:?}"
+    );
+    let (registered, stored) = custom_tools_now(&f.rt).await;
+    assert_eq!(registered, stored, "the registry and the store agree");
+}
+
 #[tokio::test]
 async fn the_suite_runs_on_the_store_it_was_asked_for() {
     // scripts/test runs these tests a second time with TOOLWARDEN_TEST_STORE=postgres: each

@@ -234,7 +234,9 @@ fn floor_record(i: usize) -> tw_store::AuditRecord {
         user_id: None,
         arguments: json!({"ping": 1}),
         decision: Some("allow".to_owned()),
-        explanation: Some(json!([{"layer": "tools", "decision": "allow", "reason": "allowed"}])),
+        explanation: Some(
+            json!([{"layer": "tools", "decision": "allow", "reason": "allowed"}]).into(),
+        ),
         status: ToolStatus::Success,
         error_code: None,
         error_message: None,
@@ -244,7 +246,7 @@ fn floor_record(i: usize) -> tw_store::AuditRecord {
         started_at: 1_700_000_000_000_000,
         completed_at: 1_700_000_000_000_050,
         duration_us: 50,
-        metadata: json!({}),
+        metadata: json!({}).into(),
         violation: None,
     }
 }
@@ -277,7 +279,7 @@ fn wal_append_floor(n: usize) -> (Duration, Duration) {
     for i in 0..n {
         let r = floor_record(i);
         let arguments = r.arguments.to_string();
-        let explanation = r.explanation.map(|e| e.to_string());
+        let explanation = r.explanation.map(|e| e.as_str().to_owned());
         let output = r.output.map(|o| o.to_string());
         let digest = "0".repeat(64);
         let t = Instant::now();

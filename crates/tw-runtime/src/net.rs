@@ -237,7 +237,9 @@ pub trait HostLimiter: Send + Sync {
 /// is only reused under the rules that admitted it.
 pub struct Gatekeeper {
     resolver: Arc<dyn Resolver>,
-    clients: Mutex<HashMap<(Egress, Duration), reqwest::Client>>,
+    /// By rules, then by connect timeout: looked up by reference, so a call's rules are
+    /// neither copied nor hashed twice to find its client.
+    clients: Mutex<HashMap<Egress, Vec<(Duration, reqwest::Client)>>>,
     limiter: Option<Arc<dyn HostLimiter>>,
 }
 
@@ -455,19 +457,24 @@ impl Gatekeeper {
     /// The client for these rules, made once: its resolver admits only what `egress` allows,
     /// and it follows no redirects by itself.
     fn client(&self, egress: &Egress, limits: &Limits) -> Result<reqwest::Client, NetError> {
-        let key = (egress.clone(), limits.connect);
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(client) = clients.get(&key) {
+        if let Some((_, client)) = clients
+            .get(egress)
+            .and_then(|kept| kept.iter().find(|(t, _)| *t == limits.connect))
+        {
             return Ok(client.clone());
         }
         let client = self
             .builder(egress, limits.connect)
             .build()
             .map_err(|e| NetError::Failed(format!("no HTTP client: {e}")))?;
-        if clients.len() >= CLIENTS {
+        if clients.values().map(Vec::len).sum::<usize>() >= CLIENTS {
             clients.clear();
         }
-        clients.insert(key, client.clone());
+        clients
+            .entry(egress.clone())
+            .or_default()
+            .push((limits.connect, client.clone()));
         Ok(client)
     }
 }

@@ -32,7 +32,8 @@ fn record(i: u64) -> AuditRecord {
         arguments: json!({"ping": 1}),
         decision: Some("allow".to_owned()),
         explanation: Some(
-            json!([{"layer": "tools", "decision": "allow", "reason": "allowed by rule \"group:system\""}]),
+            json!([{"layer": "tools", "decision": "allow", "reason": "allowed by rule \"group:system\""}])
+                .into(),
         ),
         status: ToolStatus::Success,
         error_code: None,
@@ -43,7 +44,7 @@ fn record(i: u64) -> AuditRecord {
         started_at: 1_700_000_000_000_000,
         completed_at: 1_700_000_000_000_050,
         duration_us: 50,
-        metadata: json!({}),
+        metadata: json!({}).into(),
         violation: None,
     }
 }
@@ -185,7 +186,7 @@ fn main() {
             .bind(r.user_id)
             .bind(r.arguments.to_string())
             .bind(r.decision)
-            .bind(r.explanation.map(|e| e.to_string()))
+            .bind(r.explanation.map(|e| e.as_str().to_owned()))
             .bind("success")
             .bind(r.error_code)
             .bind(r.error_message)
@@ -278,7 +279,7 @@ async fn team_store(n: u64) {
         .bind(r.agent_id)
         .bind(r.arguments.to_string())
         .bind(r.decision)
-        .bind(r.explanation.map(|e| e.to_string()))
+        .bind(r.explanation.map(|e| e.as_str().to_owned()))
         .bind(r.output.map(|o| o.to_string()))
         .bind("0".repeat(64))
         .bind(r.started_at)

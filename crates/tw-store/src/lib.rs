@@ -89,7 +89,9 @@ pub use query::{
     UsageReport, UsageRow,
 };
 pub use rate::{RateCheck, RateOutcome, RateWindow};
-pub use record::{AuditRecord, AuditRow, AuditViolation, Severity, output_digest, sha256_hex};
+pub use record::{
+    AuditRecord, AuditRow, AuditViolation, JsonText, Severity, output_digest, sha256_hex,
+};
 pub use search::TextIndexStatus;
 pub use settings::Setting;
 pub use switches::{SwitchChange, SwitchOutcome, ToolSwitchRow};

@@ -8,8 +8,43 @@ use tw_core::ToolStatus;
 use crate::codec;
 use crate::error::{Result, StoreError};
 
+/// JSON text, encoded once from the value's own type. A record's decision trace and execution
+/// facts reach the log this way rather than built as a [`Value`] first and written out from it:
+/// that round trip was about a tenth of a governed no-op call (docs/decisions/0033).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonText(String);
+
+impl JsonText {
+    /// `value` as compact JSON text.
+    pub fn encode<T: Serialize + ?Sized>(value: &T) -> Self {
+        // Serializing to a string fails only for a map with keys that are not strings, which
+        // no record holds; `null` then rather than a record lost.
+        Self(serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned()))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The value, read back from the text.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+
+    fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl From<Value> for JsonText {
+    fn from(value: Value) -> Self {
+        Self::encode(&value)
+    }
+}
+
 /// One governed call, ready to be appended to the audit log. Secrets must already be redacted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AuditRecord {
     /// The call's execution id (unique in the log).
     pub execution_id: String,
@@ -28,7 +63,7 @@ pub struct AuditRecord {
     /// The policy decision (`allow`, `deny`, `ask`), when policy was reached.
     pub decision: Option<String>,
     /// Why policy decided as it did: every layer's verdict.
-    pub explanation: Option<Value>,
+    pub explanation: Option<JsonText>,
     /// How the call ended.
     pub status: ToolStatus,
     /// Machine-readable error code.
@@ -49,8 +84,8 @@ pub struct AuditRecord {
     pub completed_at: i64,
     /// Wall time in µs.
     pub duration_us: i64,
-    /// Execution facts (exit code, sandbox level, ...).
-    pub metadata: Value,
+    /// Execution facts (exit code, sandbox level, ...): a JSON object.
+    pub metadata: JsonText,
 }
 
 /// A stored audit record.
@@ -151,7 +186,7 @@ pub(crate) struct Encoded {
 }
 
 impl Encoded {
-    pub(crate) fn new(record: AuditRecord) -> Self {
+    pub(crate) fn new(mut record: AuditRecord) -> Self {
         let output = record.output.as_ref().map(json_text);
         // The digest of a non-text output is that of the text just written: serialized once.
         let output_sha256 = match (&record.output, &output) {
@@ -161,10 +196,11 @@ impl Encoded {
         };
         Self {
             arguments: json_text(&record.arguments),
-            explanation: record.explanation.as_ref().map(json_text),
+            explanation: record.explanation.take().map(JsonText::into_string),
             output,
             output_sha256,
-            metadata: json_text(&record.metadata),
+            metadata: std::mem::replace(&mut record.metadata, JsonText(String::new()))
+                .into_string(),
             record,
         }
     }

@@ -35,7 +35,7 @@ pub(crate) fn record(i: i64, tool: &str, status: ToolStatus) -> AuditRecord {
             }
             .to_owned(),
         ),
-        explanation: Some(json!([{"layer": "tool_policy", "decision": "allow"}])),
+        explanation: Some(json!([{"layer": "tool_policy", "decision": "allow"}]).into()),
         status,
         error_code: (status != ToolStatus::Success).then(|| status.as_str().to_owned()),
         error_message: (status != ToolStatus::Success).then(|| format!("call {i} did not succeed")),
@@ -52,7 +52,7 @@ pub(crate) fn record(i: i64, tool: &str, status: ToolStatus) -> AuditRecord {
         started_at: 1_700_000_000_000_000 + i * 1_000_000,
         completed_at: 1_700_000_000_000_000 + i * 1_000_000 + 250,
         duration_us: 250,
-        metadata: json!({}),
+        metadata: json!({}).into(),
     }
 }
 
@@ -103,7 +103,7 @@ async fn appended_rows_read_back_whole() {
         user_id: rec.user_id,
         arguments: rec.arguments,
         decision: rec.decision,
-        explanation: rec.explanation,
+        explanation: rec.explanation.map(|e| e.to_value()),
         status: rec.status,
         error_code: rec.error_code,
         error_message: rec.error_message,
@@ -115,7 +115,7 @@ async fn appended_rows_read_back_whole() {
         started_at: rec.started_at,
         completed_at: rec.completed_at,
         duration_us: rec.duration_us,
-        metadata: rec.metadata,
+        metadata: rec.metadata.to_value(),
         // The first record links to the genesis hash.
         prev: Some("0".repeat(64)),
         hash: row.hash.clone(),

@@ -806,7 +806,7 @@ mod tests {
                 started_at: 0,
                 completed_at: 0,
                 duration_us: 0,
-                metadata: serde_json::json!({}),
+                metadata: serde_json::json!({}).into(),
                 violation: None,
             })
         };

@@ -120,11 +120,14 @@ fn tools_layer(policy: &Policy, req: &Request<'_>) -> LayerVerdict {
 pub fn evaluate(policy: &Policy, req: &Request<'_>) -> Evaluation {
     let def = req.tool;
     let env = &policy.env;
-    let mut trace = vec![
+    // Room for every layer and the two the runtime adds (rate limits, a grant), so the trace
+    // is allocated once.
+    let mut trace = Vec::with_capacity(10);
+    trace.extend([
         tools_layer(policy, req),
         license_layer(def, req.tier, req.custom_rank),
         mode::evaluate(&policy.modes, def, req.mode),
-    ];
+    ]);
     if let Some(v) = policy.exec.evaluate(
         def,
         req.argv,

@@ -1,6 +1,7 @@
 //! Host and URL normalization and domain allow/block patterns, kept apart from paths because the
 //! two share nothing but the policy layer that calls them.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -76,10 +77,10 @@ pub fn parse_url(input: &str) -> Result<UrlTarget, TargetError> {
 
 fn url_target(input: &str) -> Result<UrlTarget, String> {
     check_chars(input)?;
-    let text = if has_scheme(input) {
-        input.to_owned()
+    let text: Cow<'_, str> = if has_scheme(input) {
+        Cow::Borrowed(input)
     } else {
-        format!("http://{input}")
+        Cow::Owned(format!("http://{input}"))
     };
     if backslash_before_at(&text) {
         return Err(
@@ -180,7 +181,7 @@ fn backslash_before_at(text: &str) -> bool {
 }
 
 /// The `url` crate refuses `[fe80::1%25eth0]`, which curl and resolvers accept; drop the zone id.
-fn strip_zone_id(text: &str) -> String {
+fn strip_zone_id(text: &str) -> Cow<'_, str> {
     let zone_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '~' | '-');
     if let Some(open) = text.find('[')
         && let Some(close) = text[open..].find(']').map(|i| open + i)
@@ -189,10 +190,10 @@ fn strip_zone_id(text: &str) -> String {
         let zone = &text[pct + 1..close];
         let zone = zone.strip_prefix("25").unwrap_or(zone);
         if !zone.is_empty() && zone.chars().all(zone_char) {
-            return format!("{}{}", &text[..pct], &text[close..]);
+            return Cow::Owned(format!("{}{}", &text[..pct], &text[close..]));
         }
     }
-    text.to_owned()
+    Cow::Borrowed(text)
 }
 
 /// An address block in IPv6 space; IPv4 blocks are kept as their IPv4-mapped range, so one

@@ -1,10 +1,10 @@
 //! Stages 9 and 10, what every call leaves behind: its audit record (arguments and JSON output
 //! redacted, the decision trace, the violation it was) and its final event and log line.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tw_core::policy::{self, PolicyDecision};
 use tw_core::{Caller, ToolResult, ToolStatus};
-use tw_store::{AuditRecord, AuditViolation};
+use tw_store::{AuditRecord, AuditViolation, JsonText};
 
 use super::Pipeline;
 use crate::events::{EventKind, ExecutionEvent};
@@ -26,10 +26,7 @@ impl Pipeline {
             user_id: caller.user.clone(),
             arguments,
             decision: result.decision.as_ref().map(|d| d.decision.to_string()),
-            explanation: result
-                .decision
-                .as_ref()
-                .map(|d| serde_json::to_value(&d.trace).unwrap_or(Value::Null)),
+            explanation: result.decision.as_ref().map(|d| JsonText::encode(&d.trace)),
             status: result.status,
             error_code: result.error.as_ref().map(|e| e.code.clone()),
             error_message: result.error.as_ref().map(|e| e.message.clone()),
@@ -47,7 +44,7 @@ impl Pipeline {
             started_at: result.metadata.started_at,
             completed_at: result.metadata.completed_at,
             duration_us: result.metadata.duration_us,
-            metadata: audit_metadata(result),
+            metadata: JsonText::encode(&result.metadata.execution),
             violation,
         };
         self.shared.store.append(record).await
@@ -123,14 +120,6 @@ impl Pipeline {
                 replica: None,
             });
         }
-    }
-}
-
-fn audit_metadata(result: &ToolResult) -> Value {
-    if result.metadata.execution.is_empty() {
-        json!({})
-    } else {
-        Value::Object(result.metadata.execution.clone())
     }
 }
 

@@ -589,7 +589,7 @@ pub(crate) fn record(i: u64, rows: u64) -> AuditRecord {
         user_id: user.map(str::to_owned),
         arguments: args,
         decision: decision.map(str::to_owned),
-        explanation,
+        explanation: explanation.map(Into::into),
         status,
         error_code: error.as_ref().map(|(c, _)| c.clone()),
         error_message: error.map(|(_, m)| m),
@@ -599,7 +599,7 @@ pub(crate) fn record(i: u64, rows: u64) -> AuditRecord {
         started_at,
         completed_at: started_at + duration_us,
         duration_us,
-        metadata,
+        metadata: metadata.into(),
         violation,
     }
 }

@@ -347,11 +347,17 @@ impl Pipeline {
                 "the audit store is unavailable, so no tool may run",
             ));
         }
-        self.stage_rate_limits(&call.tool, &evaluation.rate_checks, decision)
-            .await?;
-        let timeout = state.policy.confirmation_timeout.clone();
-        self.stage_confirmation(&entry, call, redacted, decision, timeout, cancel)
-            .await?;
+        // Rate limits and confirmations are waited for in futures of their own, on the heap,
+        // and only when the call has some: inline, they made every call's future (moved to the
+        // heap whole when the call starts) several KiB larger.
+        if !evaluation.rate_checks.is_empty() {
+            Box::pin(self.stage_rate_limits(&call.tool, &evaluation.rate_checks, decision)).await?;
+        }
+        if decision.decision == Decision::Ask {
+            let timeout = state.policy.confirmation_timeout.clone();
+            Box::pin(self.stage_confirmation(&entry, call, redacted, decision, timeout, cancel))
+                .await?;
+        }
         if cancel.is_cancelled() {
             return Err(Outcome::stop(
                 ToolStatus::Cancelled,

@@ -260,15 +260,27 @@ impl Store {
     }
 
     /// Appends a record and returns its id once it is committed.
-    pub async fn append(&self, record: AuditRecord) -> Result<i64> {
+    ///
+    /// The record is checked and encoded when this is called, and the future that waits for the
+    /// commit holds it on the heap: every governed call's own future (itself moved to the heap
+    /// whole when the call starts) carries this one's size.
+    pub fn append(
+        &self,
+        record: AuditRecord,
+    ) -> impl std::future::Future<Output = Result<i64>> + Send + '_ {
         // Checked before queueing so a bad kind is refused as such, alone, and never reaches a
         // batch.
-        if let Some(v) = &record.violation {
-            codec::check_kind("violation type", &v.kind)?;
+        let encoded = match &record.violation {
+            Some(v) => codec::check_kind("violation type", &v.kind),
+            None => Ok(()),
         }
-        match &self.db {
-            Db::Sqlite(inner) => inner.append(Encoded::new(record)).await,
-            Db::Pg(p) => p.append(Encoded::new(record)).await,
+        .map(|()| Box::new(Encoded::new(record)));
+        async move {
+            let encoded = encoded?;
+            match &self.db {
+                Db::Sqlite(inner) => inner.append(encoded).await,
+                Db::Pg(p) => p.append(*encoded).await,
+            }
         }
     }
 

@@ -171,7 +171,10 @@ impl Inner {
     }
 
     /// Appends a record (checked and encoded) and returns its id once it is committed.
-    pub(crate) async fn append(self: &Arc<Self>, record: crate::record::Encoded) -> Result<i64> {
+    pub(crate) async fn append(
+        self: &Arc<Self>,
+        record: Box<crate::record::Encoded>,
+    ) -> Result<i64> {
         let id = self.writer.append(record).await?;
         if self.writer.note_tail(1) {
             start_moving(self);

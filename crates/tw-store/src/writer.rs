@@ -248,7 +248,7 @@ impl Writer {
     }
 
     /// Appends a record and returns its id once it is committed.
-    pub(crate) async fn append(&self, record: Encoded) -> Result<i64> {
+    pub(crate) async fn append(&self, record: Box<Encoded>) -> Result<i64> {
         let (reply, answer) = oneshot::channel();
         let execution_id = record.record.execution_id.clone();
         {
@@ -256,7 +256,7 @@ impl Writer {
             if queue.closed {
                 return Err(StoreError::WriterClosed);
             }
-            queue.items.push((Box::new(record), reply));
+            queue.items.push((record, reply));
         }
         self.answer(answer, &execution_id).await
     }

@@ -100,9 +100,11 @@ impl Pipeline {
                 self.run_builtin(tool.as_ref(), def, call, limit, cancel)
                     .await
             }
+            // A process or a chain takes milliseconds; its future goes on the heap of its own,
+            // so a built-in's call (microseconds) does not carry its size.
             ToolKind::Custom(template) => {
                 let policy = self.settings.policy();
-                crate::custom::run(
+                Box::pin(crate::custom::run(
                     self.launch(call, def),
                     &policy,
                     &self.shared.workspace,
@@ -110,13 +112,12 @@ impl Pipeline {
                     run.cwd,
                     limit,
                     cancel,
-                )
+                ))
                 .await
             }
             ToolKind::Process(_) => match run.planned {
                 Some(planned) => {
-                    self.run_process(planned, run.cwd, call, def, limit, cancel)
-                        .await
+                    Box::pin(self.run_process(planned, run.cwd, call, def, limit, cancel)).await
                 }
                 None => Err(sandboxed::failure(
                     ToolStatus::Failed,
@@ -129,7 +130,7 @@ impl Pipeline {
                 self.run_builtin(tool.as_ref(), def, call, limit, cancel)
                     .await
             }
-            ToolKind::Chain(chain) => self.run_chain(chain, call, limit, cancel).await,
+            ToolKind::Chain(chain) => Box::pin(self.run_chain(chain, call, limit, cancel)).await,
         };
         ran.map_err(|f| Outcome {
             status: f.status,

@@ -31,10 +31,6 @@ impl JsonText {
     pub fn to_value(&self) -> Value {
         serde_json::from_str(&self.0).unwrap_or(Value::Null)
     }
-
-    fn into_string(self) -> String {
-        self.0
-    }
 }
 
 impl From<Value> for JsonText {
@@ -179,14 +175,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub(crate) struct Encoded {
     pub(crate) record: AuditRecord,
     pub(crate) arguments: String,
-    pub(crate) explanation: Option<String>,
     pub(crate) output: Option<String>,
     pub(crate) output_sha256: Option<String>,
-    pub(crate) metadata: String,
 }
 
 impl Encoded {
-    pub(crate) fn new(mut record: AuditRecord) -> Self {
+    pub(crate) fn new(record: AuditRecord) -> Self {
         let output = record.output.as_ref().map(json_text);
         // The digest of a non-text output is that of the text just written: serialized once.
         let output_sha256 = match (&record.output, &output) {
@@ -196,13 +190,20 @@ impl Encoded {
         };
         Self {
             arguments: json_text(&record.arguments),
-            explanation: record.explanation.take().map(JsonText::into_string),
             output,
             output_sha256,
-            metadata: std::mem::replace(&mut record.metadata, JsonText(String::new()))
-                .into_string(),
             record,
         }
+    }
+
+    /// The decision trace's text, which the record holds encoded already.
+    pub(crate) fn explanation(&self) -> Option<&str> {
+        self.record.explanation.as_ref().map(JsonText::as_str)
+    }
+
+    /// The execution facts' text, which the record holds encoded already.
+    pub(crate) fn metadata(&self) -> &str {
+        self.record.metadata.as_str()
     }
 }
 

@@ -27,6 +27,11 @@ pub struct Caller {
 /// Caller ids come from clients we do not control; keep them printable and bounded so they cannot
 /// forge log lines or bloat audit rows.
 fn sanitize(id: &str) -> String {
+    // Most ids are clean already: one copy, no second pass.
+    let short = id.len() <= MAX_ID_CHARS || id.chars().count() <= MAX_ID_CHARS;
+    if short && !id.is_empty() && id.trim().len() == id.len() && !id.chars().any(char::is_control) {
+        return id.to_owned();
+    }
     let cleaned: String = id
         .chars()
         .filter(|c| !c.is_control())

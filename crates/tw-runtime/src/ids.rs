@@ -18,9 +18,37 @@ pub fn new_trace_id() -> TraceId {
 /// from its execution id, so the log lines, the OTLP export and anyone holding the audit record
 /// name the same span, and a chain step's parent span is its chain call's.
 pub fn span_id(execution_id: &str) -> String {
-    let hex = tw_store::sha256_hex(execution_id.as_bytes());
-    match &hex[..16] {
-        "0000000000000000" => "0000000000000001".to_owned(),
-        id => id.to_owned(),
+    use sha2::Digest as _;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // The first 8 bytes of the SHA-256 digest, in hex: only those are written out.
+    let digest = sha2::Sha256::digest(execution_id.as_bytes());
+    let mut id = String::with_capacity(16);
+    for b in &digest[..8] {
+        id.push(char::from(HEX[usize::from(b >> 4)]));
+        id.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    if id == "0000000000000000" {
+        id.replace_range(15.., "1");
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_id_is_the_first_half_of_its_execution_ids_digest() {
+        for id in ["01a2245e-84f3-7219-ae4a-5ff1e7346c9a", "chain-exec", ""] {
+            let full = tw_store::sha256_hex(id.as_bytes());
+            assert_eq!(span_id(id), full[..16], "{id:?}");
+        }
+        let fresh = new_execution_id();
+        let span = span_id(fresh.as_str());
+        assert_eq!(span.len(), 16);
+        assert!(
+            span.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
     }
 }

@@ -184,6 +184,47 @@ impl NetFacts {
         });
     }
 
+    /// The facts as the audit record's `network` object: the same document `Serialize` writes,
+    /// built directly (a fetch's record is made on every call, and serde's value serializer
+    /// took a tenth of the pipeline around a local fetch).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::{Map, Value};
+        fn texts<T: ToString>(items: &[T]) -> Value {
+            Value::Array(items.iter().map(|i| Value::String(i.to_string())).collect())
+        }
+        fn decided(m: &mut Map<String, Value>, rule: &str, address: Option<IpAddr>) {
+            m.insert("rule".to_owned(), Value::String(rule.to_owned()));
+            if let Some(a) = address {
+                m.insert("address".to_owned(), Value::String(a.to_string()));
+            }
+        }
+        let mut m = Map::with_capacity(8);
+        m.insert("requests".to_owned(), self.requests.into());
+        m.insert("hosts".to_owned(), texts(&self.hosts));
+        m.insert("addresses".to_owned(), texts(&self.addresses));
+        m.insert("bytes_sent".to_owned(), self.bytes_sent.into());
+        m.insert("bytes_received".to_owned(), self.bytes_received.into());
+        m.insert("redirects".to_owned(), texts(&self.redirects));
+        if let Some(r) = &self.refusal {
+            let mut refusal = Map::with_capacity(2);
+            decided(&mut refusal, &r.rule, r.address);
+            m.insert("refusal".to_owned(), Value::Object(refusal));
+        }
+        if !self.blocked.is_empty() {
+            let blocked = self.blocked.iter().map(|b| {
+                let mut one = Map::with_capacity(3);
+                one.insert(
+                    "destination".to_owned(),
+                    Value::String(b.destination.clone()),
+                );
+                decided(&mut one, &b.rule, b.address);
+                Value::Object(one)
+            });
+            m.insert("blocked".to_owned(), Value::Array(blocked.collect()));
+        }
+        Value::Object(m)
+    }
+
     fn host(&mut self, host: &Host) {
         push_once(&mut self.hosts, host.to_string());
     }
@@ -427,7 +468,11 @@ impl Gatekeeper {
                     )
                 })
                 .collect();
-            let mut body = Vec::new();
+            // Room for the body the server announces, up to the limit (and at most a MiB
+            // ahead of what arrives): read into place, not grown and copied chunk by chunk.
+            let announced = response.content_length().unwrap_or(0);
+            let ahead = usize::try_from(announced).unwrap_or(usize::MAX);
+            let mut body = Vec::with_capacity(ahead.min(limits.max_response_bytes).min(1 << 20));
             let mut truncated = false;
             loop {
                 let chunk = match response.chunk().await {

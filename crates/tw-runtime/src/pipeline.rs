@@ -254,6 +254,7 @@ impl Pipeline {
         let mut outcome = match self
             .stages(
                 &call,
+                &caller,
                 hidden.as_ref().unwrap_or(&call.arguments),
                 &cancel,
                 &mut decision,
@@ -326,17 +327,17 @@ impl Pipeline {
     async fn stages(
         &self,
         call: &ToolCall,
+        caller: &Caller,
         redacted: &Value,
         cancel: &CancellationToken,
         decision_out: &mut Option<PolicyDecision>,
     ) -> Stage<Outcome> {
         let entry = self.stage_lookup(&call.tool)?;
         let def = &entry.definition;
-        let caller = call.caller.sanitized();
         // Worked out once: policy judges the process this plan describes, and it is what runs.
         let run = self.plan_run(&entry, &call.arguments);
         let state = self.settings.state();
-        let evaluation = self.evaluate(&state, &entry, redacted, &caller, &run, true);
+        let evaluation = self.evaluate(&state, &entry, redacted, caller, &run, true);
         let decision = decision_out.insert(evaluation.decision);
         stage_policy(decision)?;
         self.stage_validate_arguments(def, &call.arguments)?;

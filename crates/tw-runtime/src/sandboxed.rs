@@ -217,7 +217,7 @@ pub(crate) async fn run(
                 .facts
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            m.insert("network".into(), json!(*net));
+            m.insert("network".into(), net.to_json());
         }
         m
     };

@@ -149,6 +149,17 @@ fn escape_pointer(key: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// `parent` followed by `/` and the escaped `key`: a JSON pointer one level down (joined in
+/// place, as every key of every call's arguments is named this way).
+fn child_pointer(parent: &str, key: &str) -> String {
+    let key = escape_pointer(key);
+    let mut pointer = String::with_capacity(parent.len() + 1 + key.len());
+    pointer.push_str(parent);
+    pointer.push('/');
+    pointer.push_str(&key);
+    pointer
+}
+
 fn url_regex() -> Option<&'static regex::Regex> {
     static RE: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
     RE.get_or_init(|| regex::Regex::new(r#"(?i)\b[a-z][a-z0-9+.-]*://[^\s'"<>`]+"#).ok())
@@ -179,12 +190,7 @@ fn walk(value: &Value, pointer: &str, kind: Kind, out: &mut Targets) {
         }
         Value::Object(map) => {
             for (key, item) in map {
-                walk(
-                    item,
-                    &format!("{pointer}/{}", escape_pointer(key)),
-                    kind_of_key(key),
-                    out,
-                );
+                walk(item, &child_pointer(pointer, key), kind_of_key(key), out);
             }
         }
         _ => {}
@@ -214,7 +220,7 @@ pub fn targets(
             let kind = declared_format(def, key)
                 .and_then(kind_of_format)
                 .unwrap_or_else(|| kind_of_key(key));
-            walk(value, &format!("/{}", escape_pointer(key)), kind, &mut out);
+            walk(value, &child_pointer("", key), kind, &mut out);
         }
     } else {
         walk(arguments, "", Kind::Text, &mut out);

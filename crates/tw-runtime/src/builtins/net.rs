@@ -244,22 +244,12 @@ async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
         }
         _ => Value::String(text(body)),
     };
-    let mut headers = BTreeMap::new();
-    for (k, v) in response.headers {
-        headers
-            .entry(k)
-            .and_modify(|all: &mut String| {
-                all.push_str(", ");
-                all.push_str(&v);
-            })
-            .or_insert(v);
-    }
-    let headers = headers.into_iter().map(|(k, v)| (k, Value::String(v)));
+    let headers = joined(response.headers);
     // Built in place: the body (up to megabytes) is moved into the output, never copied.
     Ok(Value::Object(Map::from_iter([
         ("status".to_owned(), Value::from(response.status)),
         ("final_url".to_owned(), Value::String(response.final_url)),
-        ("headers".to_owned(), Value::Object(headers.collect())),
+        ("headers".to_owned(), Value::Object(headers)),
         (
             "content_type".to_owned(),
             content_type.map_or(Value::Null, Value::String),
@@ -267,6 +257,31 @@ async fn fetch(ctx: &ToolContext, raw: &Value) -> Result<Value, ToolFailure> {
         ("content".to_owned(), content),
         ("truncated".to_owned(), Value::Bool(response.truncated)),
     ])))
+}
+
+/// Headers by name, in name order; a repeated header's values joined with ", " in the order
+/// they came.
+fn joined(mut listed: Vec<(String, String)>) -> Map<String, Value> {
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut headers = Map::with_capacity(listed.len());
+    let mut last: Option<(String, String)> = None;
+    for (k, v) in listed {
+        match &mut last {
+            Some((name, all)) if *name == k => {
+                all.push_str(", ");
+                all.push_str(&v);
+            }
+            _ => {
+                if let Some((name, all)) = last.replace((k, v)) {
+                    headers.insert(name, Value::String(all));
+                }
+            }
+        }
+    }
+    if let Some((name, all)) = last {
+        headers.insert(name, Value::String(all));
+    }
+    headers
 }
 
 /// A body as text, taken over as it is when it is UTF-8 (no copy), read lossily otherwise.
@@ -307,4 +322,27 @@ pub(super) fn tools(messaging: Arc<crate::config::MessagingSettings>) -> Vec<Arc
         Arc::new(search::WebSearch),
         Arc::new(message::SendMessage::new(messaging)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_come_back_by_name_with_repeated_values_joined_in_arrival_order() {
+        let h = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        let headers = joined(vec![
+            h("x-b", "1"),
+            h("set-cookie", "a=1"),
+            h("content-type", "text/html"),
+            h("set-cookie", "b=2"),
+            h("x-b", "2"),
+            h("set-cookie", "c=3"),
+        ]);
+        assert_eq!(
+            Value::Object(headers).to_string(),
+            r#"{"content-type":"text/html","set-cookie":"a=1, b=2, c=3","x-b":"1, 2"}"#
+        );
+        assert!(joined(Vec::new()).is_empty());
+    }
 }

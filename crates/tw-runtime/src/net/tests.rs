@@ -376,3 +376,40 @@ async fn configured_dns_servers_answer_addresses_themselves_and_fail_with_the_na
     let err = dns.lookup("nowhere.test").await.unwrap_err();
     assert!(err.to_string().starts_with("nowhere.test: "), "{err}");
 }
+
+#[test]
+fn the_facts_document_built_by_hand_is_the_one_serde_writes() {
+    let plain = NetFacts {
+        requests: 2,
+        hosts: vec!["a.test".to_owned(), "b.test".to_owned()],
+        addresses: vec![IpAddr::V4(Ipv4Addr::LOCALHOST), "::1".parse().unwrap()],
+        bytes_sent: 3,
+        bytes_received: 16_384,
+        redirects: vec!["http://b.test/".to_owned()],
+        refusal: None,
+        blocked: Vec::new(),
+    };
+    let mut refused = plain.clone();
+    refused.refuse(
+        "http://c.test/x",
+        &EgressRefusal {
+            rule: "block_domains c.test".to_owned(),
+            reason: "c.test is blocked".to_owned(),
+            address: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))),
+        },
+    );
+    refused.refuse(
+        "d.test:443",
+        &EgressRefusal {
+            rule: "not allowed".to_owned(),
+            reason: "d.test is not allowed".to_owned(),
+            address: None,
+        },
+    );
+    for facts in [NetFacts::default(), plain, refused] {
+        let by_hand = facts.to_json();
+        assert_eq!(by_hand, serde_json::to_value(&facts).unwrap());
+        // The same text too, keys in the same order.
+        assert_eq!(by_hand.to_string(), serde_json::to_string(&facts).unwrap());
+    }
+}

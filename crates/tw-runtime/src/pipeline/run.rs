@@ -344,7 +344,7 @@ impl Pipeline {
             if let Some(net) = &net {
                 let facts = net.facts.lock().unwrap_or_else(PoisonError::into_inner);
                 if facts.requests > 0 || facts.refusal.is_some() {
-                    execution.insert("network".to_owned(), json!(*facts));
+                    execution.insert("network".to_owned(), facts.to_json());
                 }
             }
             execution

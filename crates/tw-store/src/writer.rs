@@ -46,6 +46,18 @@ pub(crate) const WAL_AUTOCHECKPOINT_PAGES: u32 = 4096;
 
 type Pending = (Box<Encoded>, oneshot::Sender<Result<i64>>);
 
+/// What an owner found at its first look ([`Writer::first_look`]).
+enum Turn<G> {
+    /// An earlier holder committed its record.
+    Answered(Result<i64>),
+    /// The connections were free, and are now its own.
+    Holding(G),
+    /// The reply was dropped unanswered (it must not be waited on again).
+    Dropped,
+    /// Neither: wait for either, asleep.
+    Wait,
+}
+
 /// Why a write waited out the busy timeout.
 const LOCK_HELD: &str = "another process held the database's write lock";
 
@@ -268,17 +280,24 @@ impl Writer {
         mut answer: oneshot::Receiver<Result<i64>>,
         execution_id: &str,
     ) -> Result<i64> {
-        // An owner whose record a holder commits meanwhile leaves with its answer without ever
-        // taking the connections: under load, owners queued for the lock would otherwise be
-        // woken one after another, each holding the lock only to find its answer there.
-        let mut guard = tokio::select! {
-            biased;
-            done = &mut answer => match done {
-                Ok(done) => return done,
-                // Dropped unanswered: the file says (below).
-                Err(_) => self.conns.lock().await,
+        let mut guard = match self.first_look(&mut answer) {
+            Turn::Answered(done) => return done,
+            Turn::Holding(guard) => guard,
+            // Dropped unanswered: the file says (below).
+            Turn::Dropped => self.conns.lock().await,
+            // An owner whose record a holder commits meanwhile leaves with its answer without
+            // ever taking the connections: under load, owners queued for the lock would
+            // otherwise be woken one after another, each holding the lock only to find its
+            // answer there.
+            Turn::Wait => tokio::select! {
+                biased;
+                done = &mut answer => match done {
+                    Ok(done) => return done,
+                    // Dropped unanswered: the file says (below).
+                    Err(_) => self.conns.lock().await,
+                },
+                guard = self.conns.lock() => guard,
             },
-            guard = self.conns.lock() => guard,
         };
         let mut busy = Backoff::new(self.busy_timeout);
         loop {
@@ -306,6 +325,26 @@ impl Writer {
                     }
                 }
             }
+        }
+    }
+
+    /// Looks once for the answer or the connections, without registering to be woken. Most
+    /// appends find the connections free. They used to wait on their own reply and the lock
+    /// at once (a `select!`), so the reply held the task's waker and the owner's own commit
+    /// then answered it: a wake of the task while it ran, which tokio turns into a yield at the
+    /// task's next wait (a spurious poll of all it waits on, and a parked worker woken to steal
+    /// it). Decision 0033 has what that cost.
+    fn first_look<'a>(
+        &'a self,
+        answer: &mut oneshot::Receiver<Result<i64>>,
+    ) -> Turn<tokio::sync::MutexGuard<'a, Option<Conns>>> {
+        match answer.try_recv() {
+            Ok(done) => Turn::Answered(done),
+            Err(oneshot::error::TryRecvError::Closed) => Turn::Dropped,
+            Err(oneshot::error::TryRecvError::Empty) => match self.conns.try_lock() {
+                Ok(guard) => Turn::Holding(guard),
+                Err(_) => Turn::Wait,
+            },
         }
     }
 
@@ -768,6 +807,32 @@ mod tests {
     use crate::{AuditRecord, Store, StoreOptions};
     use tw_core::ToolStatus;
 
+    /// A small record under `id`.
+    fn record(id: &str) -> Encoded {
+        Encoded::new(AuditRecord {
+            execution_id: id.to_owned(),
+            trace_id: "t".to_owned(),
+            tool: "echo".to_owned(),
+            agent_id: "a".to_owned(),
+            skill: None,
+            user_id: None,
+            arguments: serde_json::json!({}),
+            decision: None,
+            explanation: None,
+            status: tw_core::ToolStatus::Success,
+            error_code: None,
+            error_message: None,
+            output: None,
+            output_bytes: 0,
+            truncated: false,
+            started_at: 0,
+            completed_at: 0,
+            duration_us: 0,
+            metadata: serde_json::json!({}).into(),
+            violation: None,
+        })
+    }
+
     /// Another process's connection holding the database's write lock (until COMMIT or ROLLBACK).
     async fn hold_write_lock(path: &Path) -> sqlx::SqliteConnection {
         let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
@@ -780,36 +845,49 @@ mod tests {
         other
     }
 
+    /// A waker that counts its wakes.
+    struct Counted(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Counted {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_append_that_finds_the_connections_free_never_wakes_its_own_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(StoreOptions::new(dir.path().join("tw.db")))
+            .await
+            .unwrap();
+        let writer = &store.inner().writer;
+        let wakes = Arc::new(Counted(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(Arc::clone(&wakes));
+        let mut cx = std::task::Context::from_waker(&waker);
+        for id in ["first", "second", "third"] {
+            let mut append = std::pin::pin!(writer.append(Box::new(record(id))));
+            // Nobody else writes: the record is committed in this one poll.
+            let std::task::Poll::Ready(done) = append.as_mut().poll(&mut cx) else {
+                panic!("an uncontended append waited");
+            };
+            assert!(done.unwrap() > 0);
+        }
+        // A wake of a task that is running makes the runtime poll it again at its next wait,
+        // as a yield, and hand it to another worker thread to steal: a call's own reply must
+        // not be waited on when its owner commits it.
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+    }
+
     #[tokio::test]
     async fn a_record_whose_committer_vanished_is_answered_from_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tw.db");
         let store = Store::open(StoreOptions::new(&path)).await.unwrap();
         let writer = &store.inner().writer;
-        let record = |id: &str| {
-            Encoded::new(AuditRecord {
-                execution_id: id.to_owned(),
-                trace_id: "t".to_owned(),
-                tool: "echo".to_owned(),
-                agent_id: "a".to_owned(),
-                skill: None,
-                user_id: None,
-                arguments: serde_json::json!({}),
-                decision: None,
-                explanation: None,
-                status: tw_core::ToolStatus::Success,
-                error_code: None,
-                error_message: None,
-                output: None,
-                output_bytes: 0,
-                truncated: false,
-                started_at: 0,
-                completed_at: 0,
-                duration_us: 0,
-                metadata: serde_json::json!({}).into(),
-                violation: None,
-            })
-        };
         // Another process holds the write lock, so the next commit has to wait.
         let mut other = hold_write_lock(&path).await;
         // Two records queued; the holder finds the file locked and is abandoned while it waits.

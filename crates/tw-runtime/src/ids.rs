@@ -19,14 +19,9 @@ pub fn new_trace_id() -> TraceId {
 /// name the same span, and a chain step's parent span is its chain call's.
 pub fn span_id(execution_id: &str) -> String {
     use sha2::Digest as _;
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     // The first 8 bytes of the SHA-256 digest, in hex: only those are written out.
     let digest = sha2::Sha256::digest(execution_id.as_bytes());
-    let mut id = String::with_capacity(16);
-    for b in &digest[..8] {
-        id.push(char::from(HEX[usize::from(b >> 4)]));
-        id.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
+    let mut id = tw_core::fingerprint::hex(&digest[..8]);
     if id == "0000000000000000" {
         id.replace_range(15.., "1");
     }

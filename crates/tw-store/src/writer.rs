@@ -46,18 +46,6 @@ pub(crate) const WAL_AUTOCHECKPOINT_PAGES: u32 = 4096;
 
 type Pending = (Box<Encoded>, oneshot::Sender<Result<i64>>);
 
-/// What an owner found at its first look ([`Writer::first_look`]).
-enum Turn<G> {
-    /// An earlier holder committed its record.
-    Answered(Result<i64>),
-    /// The connections were free, and are now its own.
-    Holding(G),
-    /// The reply was dropped unanswered (it must not be waited on again).
-    Dropped,
-    /// Neither: wait for either, asleep.
-    Wait,
-}
-
 /// Why a write waited out the busy timeout.
 const LOCK_HELD: &str = "another process held the database's write lock";
 
@@ -280,23 +268,30 @@ impl Writer {
         mut answer: oneshot::Receiver<Result<i64>>,
         execution_id: &str,
     ) -> Result<i64> {
-        let mut guard = match self.first_look(&mut answer) {
-            Turn::Answered(done) => return done,
-            Turn::Holding(guard) => guard,
+        // A first look registers nothing to be woken. Most appends find the connections free;
+        // waiting on the reply and the lock together (below) would leave the task's waker with
+        // the reply, and the owner's own commit would then answer it: a wake of the running
+        // task, which tokio turns into a yield at the task's next wait (a spurious poll of all
+        // it waits on, and a parked worker woken to steal it). Decision 0033 has what it cost.
+        let mut guard = match answer.try_recv() {
+            Ok(done) => return done,
             // Dropped unanswered: the file says (below).
-            Turn::Dropped => self.conns.lock().await,
-            // An owner whose record a holder commits meanwhile leaves with its answer without
-            // ever taking the connections: under load, owners queued for the lock would
-            // otherwise be woken one after another, each holding the lock only to find its
-            // answer there.
-            Turn::Wait => tokio::select! {
-                biased;
-                done = &mut answer => match done {
-                    Ok(done) => return done,
-                    // Dropped unanswered: the file says (below).
-                    Err(_) => self.conns.lock().await,
+            Err(oneshot::error::TryRecvError::Closed) => self.conns.lock().await,
+            Err(oneshot::error::TryRecvError::Empty) => match self.conns.try_lock() {
+                Ok(guard) => guard,
+                // An owner whose record a holder commits meanwhile leaves with its answer
+                // without ever taking the connections: under load, owners queued for the lock
+                // would otherwise be woken one after another, each holding the lock only to
+                // find its answer there.
+                Err(_) => tokio::select! {
+                    biased;
+                    done = &mut answer => match done {
+                        Ok(done) => return done,
+                        // Dropped unanswered: the file says (below).
+                        Err(_) => self.conns.lock().await,
+                    },
+                    guard = self.conns.lock() => guard,
                 },
-                guard = self.conns.lock() => guard,
             },
         };
         let mut busy = Backoff::new(self.busy_timeout);
@@ -325,26 +320,6 @@ impl Writer {
                     }
                 }
             }
-        }
-    }
-
-    /// Looks once for the answer or the connections, without registering to be woken. Most
-    /// appends find the connections free. They used to wait on their own reply and the lock
-    /// at once (a `select!`), so the reply held the task's waker and the owner's own commit
-    /// then answered it: a wake of the task while it ran, which tokio turns into a yield at the
-    /// task's next wait (a spurious poll of all it waits on, and a parked worker woken to steal
-    /// it). Decision 0033 has what that cost.
-    fn first_look<'a>(
-        &'a self,
-        answer: &mut oneshot::Receiver<Result<i64>>,
-    ) -> Turn<tokio::sync::MutexGuard<'a, Option<Conns>>> {
-        match answer.try_recv() {
-            Ok(done) => Turn::Answered(done),
-            Err(oneshot::error::TryRecvError::Closed) => Turn::Dropped,
-            Err(oneshot::error::TryRecvError::Empty) => match self.conns.try_lock() {
-                Ok(guard) => Turn::Holding(guard),
-                Err(_) => Turn::Wait,
-            },
         }
     }
 

@@ -2,33 +2,14 @@
 //! vanished, a chain run written in place, and an uncontended append that never wakes its task.
 
 use super::*;
-use crate::{AuditRecord, Store, StoreOptions};
+use crate::{Store, StoreOptions};
 use tw_core::ToolStatus;
 
-/// A small record under `id`.
+/// The store tests' record, under `id`, encoded.
 fn record(id: &str) -> Encoded {
-    Encoded::new(AuditRecord {
-        execution_id: id.to_owned(),
-        trace_id: "t".to_owned(),
-        tool: "echo".to_owned(),
-        agent_id: "a".to_owned(),
-        skill: None,
-        user_id: None,
-        arguments: serde_json::json!({}),
-        decision: None,
-        explanation: None,
-        status: tw_core::ToolStatus::Success,
-        error_code: None,
-        error_message: None,
-        output: None,
-        output_bytes: 0,
-        truncated: false,
-        started_at: 0,
-        completed_at: 0,
-        duration_us: 0,
-        metadata: serde_json::json!({}).into(),
-        violation: None,
-    })
+    let mut record = crate::tests::record(1, "echo", ToolStatus::Success);
+    record.execution_id = id.to_owned();
+    Encoded::new(record)
 }
 
 /// Another process's connection holding the database's write lock (until COMMIT or ROLLBACK).

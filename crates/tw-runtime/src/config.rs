@@ -287,6 +287,9 @@ pub struct SandboxSettings {
     pub ids: Option<(u32, u32)>,
     /// Extra paths strict tools may read and execute.
     pub read_only: Vec<PathBuf>,
+    /// How many strict sandboxes are kept built ahead of their calls (default
+    /// `tw_sandbox::DEFAULT_POOL_SIZE`; 0 builds each on the spot).
+    pub pool: Option<usize>,
 }
 
 /// `[commands]`: what `run_tests` and `run_linter` run, and which environment variables an
@@ -434,6 +437,7 @@ struct SandboxDoc {
     gid: Option<u32>,
     #[serde(default)]
     read_only: Vec<String>,
+    pool: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -480,6 +484,8 @@ enum SyncDoc {
 /// The longest name a config section gives something agents pick by name (a validation
 /// profile, a log root): it is an enum value in a tool's schema and a word in messages.
 const MAX_SHORT_NAME: usize = 64;
+/// The most strict sandboxes `[sandbox] pool` may keep built ahead.
+const MAX_SANDBOX_POOL: usize = 16;
 
 /// Whether `n` is such a name: 1 to [`MAX_SHORT_NAME`] lowercase letters, digits, `_` and `-`,
 /// starting with a letter.
@@ -587,6 +593,19 @@ impl Config {
                     (None, Some(g)) => Some((g, g)),
                 },
                 read_only: sb.read_only.iter().map(|p| expand(p, base, home)).collect(),
+                pool: match sb.pool {
+                    Some(n) if *n.get_ref() > MAX_SANDBOX_POOL => {
+                        return Err(err(
+                            Some(n.span().start),
+                            format!(
+                                "sandbox.pool is {}; at most {MAX_SANDBOX_POOL} sandboxes are \
+                                 kept ready (each idle one holds two small processes)",
+                                n.get_ref()
+                            ),
+                        ));
+                    }
+                    n => n.map(Spanned::into_inner),
+                },
             };
             if config.sandbox.ids.is_some_and(|(u, g)| u == 0 || g == 0) {
                 return Err(err(

@@ -666,6 +666,7 @@ fn sandbox_for(config: &Config, data_dir: &Path) -> Sandbox {
         sandbox_ids: config.sandbox.ids.unwrap_or(defaults.sandbox_ids),
         extra_read_only: config.sandbox.read_only.clone(),
         scratch_dir: data_dir.to_path_buf(),
+        pool_size: config.sandbox.pool.unwrap_or(defaults.pool_size),
     })
 }
 

@@ -172,6 +172,9 @@ pub(crate) fn facts(out: &ProcessOutput, raised_by: Option<&str>) -> Map<String,
             json!(out.metrics.killed_leftovers),
         );
     }
+    if out.metrics.prepared_ahead {
+        m.insert("sandbox_prepared_ahead".into(), json!(true));
+    }
     m.insert("pid".into(), json!(out.pid));
     m.insert("stdout_truncated".into(), json!(out.stdout_truncated));
     m.insert("stderr_truncated".into(), json!(out.stderr_truncated));

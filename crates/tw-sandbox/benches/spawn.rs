@@ -12,7 +12,11 @@
 //!
 //! The cases: `bare` (`tokio::process::Command`, the baseline the goals use, since the runtime
 //! spawns through tokio too), `bare_std` (a blocking `std::process::Command`, for scale),
-//! `bwrap`, and `standard`, `strict`, `restricted` through [`Sandbox::run`]. Criterion measures
+//! `bwrap`, and `standard`, `strict`, `restricted` through [`Sandbox::run`]. `strict` and
+//! `restricted` are runs the pool of helpers made ahead serves (each timed run waits, untimed,
+//! until a helper is ready, as a call that comes after the last one's refill would), and
+//! `strict_cold` is a strict run built on the spot (a `Sandbox` with no pool: the first run of a
+//! new shape, or one that finds the pool drained by a burst). Criterion measures
 //! each (groups `spawn` and `spawn_1gib`); a separate timing loop then prints the
 //! `spawn summary:` lines (medians, p95s and ratios) that the goals are checked against, with
 //! both conditions measured in alternating rounds so that load elsewhere on the machine cannot
@@ -36,7 +40,7 @@ use criterion::Criterion;
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 use tw_core::IsolationLevel;
-use tw_sandbox::process::HELPER_ENV;
+use tw_sandbox::process::{DEFAULT_POOL_SIZE, HELPER_ENV};
 use tw_sandbox::{ProcessSpec, RunOutcome, Sandbox, SandboxConfig};
 
 /// The command every case runs: as little work as a process can do, so what is measured is the
@@ -65,16 +69,19 @@ enum Case {
     BareStd,
     Bwrap,
     Level(IsolationLevel),
+    /// Strict, built on the spot.
+    StrictCold,
 }
 
 impl Case {
-    const ALL: [Case; 6] = [
+    const ALL: [Case; 7] = [
         Case::Bare,
         Case::BareStd,
         Case::Bwrap,
         Case::Level(IsolationLevel::Standard),
         Case::Level(IsolationLevel::Strict),
         Case::Level(IsolationLevel::Restricted),
+        Case::StrictCold,
     ];
 
     fn name(self) -> &'static str {
@@ -86,6 +93,7 @@ impl Case {
             Case::Level(IsolationLevel::Strict) => "strict",
             Case::Level(IsolationLevel::Restricted) => "restricted",
             Case::Level(IsolationLevel::None) => "none",
+            Case::StrictCold => "strict_cold",
         }
     }
 }
@@ -95,6 +103,10 @@ impl Case {
 struct Bench {
     rt: Runtime,
     sandbox: Sandbox,
+    /// The same sandbox with no pool: every strict run built on the spot.
+    cold: Sandbox,
+    /// The pooled case `settle` last readied the pool for.
+    pooled: std::cell::Cell<Option<Case>>,
     workspace: tempfile::TempDir,
     bwrap: Option<Vec<String>>,
 }
@@ -110,10 +122,17 @@ impl Bench {
             helper: Some(helper_path()),
             ..SandboxConfig::default()
         });
+        let cold = Sandbox::with_config(SandboxConfig {
+            helper: Some(helper_path()),
+            pool_size: 0,
+            ..SandboxConfig::default()
+        });
         let workspace = tempfile::TempDir::new().unwrap();
         let mut bench = Self {
             rt,
             sandbox,
+            cold,
+            pooled: std::cell::Cell::new(None),
             workspace,
             bwrap: None,
         };
@@ -190,6 +209,45 @@ impl Bench {
         case != Case::Bwrap || self.bwrap.is_some()
     }
 
+    /// Waits, untimed, until the pool has a helper ready for a pooled case and builds none. Strict and
+    /// restricted are different shapes, and the pool makes helpers for a shape once it came
+    /// twice: a case that follows the other first runs twice untimed. Panics if no helper gets
+    /// ready, so a broken pool never passes for a cold figure.
+    fn settle(&self, case: Case) {
+        if !matches!(
+            case,
+            Case::Level(IsolationLevel::Strict | IsolationLevel::Restricted)
+        ) {
+            return;
+        }
+        if self.pooled.replace(Some(case)) != Some(case) {
+            self.run(case);
+            self.run(case);
+        }
+        let until = Instant::now() + Duration::from_secs(10);
+        self.rt.block_on(async {
+            // Ready, and nothing being built beside the run: a call that comes after the
+            // pool refilled.
+            while !matches!(self.sandbox.helpers_ahead(), (1.., 0)) {
+                assert!(
+                    Instant::now() < until,
+                    "no pooled helper got ready for {}: {:?} (ready, being made)",
+                    case.name(),
+                    self.sandbox.helpers_ahead()
+                );
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
+        });
+    }
+
+    /// One timed run of `case`, after [`Bench::settle`].
+    fn timed(&self, case: Case) -> Duration {
+        self.settle(case);
+        let start = Instant::now();
+        self.run(case);
+        start.elapsed()
+    }
+
     fn spec(&self, level: IsolationLevel, program: &str, args: &[&str]) -> ProcessSpec {
         let mut spec = ProcessSpec::new(program, self.workspace.path());
         spec.args = args.iter().map(|a| (*a).to_owned()).collect();
@@ -227,11 +285,15 @@ impl Bench {
                     .unwrap()
                     .status
             }),
-            Case::Level(level) => {
+            Case::Level(_) | Case::StrictCold => {
+                let (sandbox, level) = match case {
+                    Case::Level(level) => (&self.sandbox, level),
+                    _ => (&self.cold, IsolationLevel::Strict),
+                };
                 let spec = self.spec(level, TRUE, &[]);
                 let outcome = self
                     .rt
-                    .block_on(self.sandbox.run(spec, CancellationToken::new(), None))
+                    .block_on(sandbox.run(spec, CancellationToken::new(), None))
                     .unwrap_or_else(|e| panic!("{} run failed: {e}", case.name()));
                 match outcome {
                     RunOutcome::Exited(o) if o.exit.code == Some(0) => return,
@@ -271,7 +333,9 @@ fn criterion_cases(c: &mut Criterion, bench: &Bench, group: &str) {
         .measurement_time(Duration::from_secs(2));
     for case in Case::ALL {
         if bench.available(case) {
-            g.bench_function(case.name(), |b| b.iter(|| bench.run(case)));
+            g.bench_function(case.name(), |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| bench.timed(case)).sum())
+            });
         }
     }
     g.finish();
@@ -309,9 +373,8 @@ fn summary_samples(bench: &Bench, iters: usize) -> (Figures, Figures) {
                     bench.run(*case);
                 }
                 for _ in 0..per_round {
-                    let start = Instant::now();
-                    bench.run(*case);
-                    ms[usize::from(heavy)][i].push(start.elapsed().as_secs_f64() * 1e3);
+                    let took = bench.timed(*case);
+                    ms[usize::from(heavy)][i].push(took.as_secs_f64() * 1e3);
                 }
             }
             drop(black_box(held));
@@ -387,6 +450,17 @@ impl Figures {
             None => println!("spawn summary:   strict/bwrap median ratio: n/a (no bwrap)"),
         }
         println!("spawn summary:   strict p95 {strict_p95:.3} ms (goal <= 3 ms)");
+        if let Some((cold, cold_p95)) = self.get(Case::StrictCold) {
+            let bare = self.get(Case::Bare).map_or(f64::NAN, |b| b.0);
+            let bwrap = self.get(Case::Bwrap).map_or(f64::NAN, |b| b.0);
+            println!(
+                "spawn summary:   strict_cold (built on the spot, no pool) median {cold:.3} ms, \
+                 p95 {cold_p95:.3} ms: {:.2}x bare, {:.2}x bwrap; pooled/cold {:.2}x",
+                cold / bare,
+                cold / bwrap,
+                strict_median / cold
+            );
+        }
     }
 }
 
@@ -512,7 +586,9 @@ fn memory_overhead(bench: &Bench, level: IsolationLevel, n: usize) {
     let helpers = bench.rt.block_on(async {
         let runs: Vec<_> = (0..n)
             .map(|_| {
-                let sandbox = bench.sandbox.clone();
+                // A pooled run has the same two processes; the pool's idle helpers are measured
+                // on their own (`idle_pool_memory`).
+                let sandbox = bench.cold.clone();
                 let spec = bench.spec(level, "/bin/sleep", &["2"]);
                 tokio::spawn(async move { sandbox.run(spec, CancellationToken::new(), None).await })
             })
@@ -553,6 +629,62 @@ fn memory_overhead(bench: &Bench, level: IsolationLevel, n: usize) {
             kept.rss
         );
     }
+}
+
+/// The memory an idle pooled helper holds (the helper and its namespace's init, confined and
+/// waiting for a run): the pool is filled for strict `/bin/true`, then every helper process
+/// below this one that is not holding the shared namespaces is measured.
+fn idle_pool_memory(bench: &Bench) {
+    bench.settle(Case::Level(IsolationLevel::Strict));
+    bench.run(Case::Level(IsolationLevel::Strict));
+    let until = Instant::now() + Duration::from_secs(10);
+    while bench.sandbox.helpers_ahead() != (DEFAULT_POOL_SIZE, 0) {
+        assert!(Instant::now() < until, "the pool did not fill");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let idle: Vec<u32> = our_helpers()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("--hold-namespaces"))
+        })
+        .collect();
+    let total = sum(&measure(&idle));
+    let per = |kib: u64| kib as f64 / DEFAULT_POOL_SIZE as f64;
+    println!(
+        "spawn summary: memory per idle pooled helper ({} ready, {} processes measured: helper \
+         and init each): {:.0} KiB (PSS), {:.0} KiB (private), {:.0} KiB (RSS)",
+        DEFAULT_POOL_SIZE,
+        idle.len(),
+        per(total.pss),
+        per(total.private),
+        per(total.rss)
+    );
+}
+
+/// Strict runs one after another with no wait for the pool (a burst): each run takes a helper
+/// if one is ready and builds on the spot otherwise, while the pool makes the next ones on the
+/// other core.
+fn burst(bench: &Bench, n: usize) {
+    let mut ms = Vec::with_capacity(n);
+    let mut ahead = 0;
+    for _ in 0..n {
+        let spec = bench.spec(IsolationLevel::Strict, TRUE, &[]);
+        let start = Instant::now();
+        let outcome = bench
+            .rt
+            .block_on(bench.sandbox.run(spec, CancellationToken::new(), None))
+            .unwrap();
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+        ahead += usize::from(outcome.output().metrics.prepared_ahead);
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "spawn summary: strict back to back, no wait for the pool ({n} runs): median {:.3} ms, \
+         p95 {:.3} ms; {ahead} of {n} served by a pooled helper",
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.95)
+    );
 }
 
 /// The helper to measure: `$TOOLWARDEN_SANDBOX_HELPER` (`scripts/bench` points it at the
@@ -617,6 +749,8 @@ fn main() {
     let (plain, heavy) = summary_samples(&bench, iters);
     memory_overhead(&bench, IsolationLevel::Standard, concurrent);
     memory_overhead(&bench, IsolationLevel::Strict, concurrent);
+    idle_pool_memory(&bench);
+    burst(&bench, iters);
 
     plain.print("spawn latency", iters);
     heavy.print(

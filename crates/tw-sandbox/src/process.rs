@@ -31,9 +31,10 @@
 mod cgroup;
 mod host;
 mod interactive;
+mod pool;
 mod spec;
 
-pub use host::{DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
+pub use host::{DEFAULT_POOL_SIZE, DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
 pub use interactive::{Interactive, InteractiveExit};
 
 use std::collections::BTreeMap;
@@ -259,6 +260,9 @@ pub struct RunMetrics {
     /// Processes the kernel killed because the run's tree reached its memory cap (only where
     /// runs get cgroups; a single process meets its rlimit as a failed allocation instead).
     pub oom_kills: u64,
+    /// Whether the run's sandbox was built ahead of it, by the pool of helpers (strict and
+    /// restricted), rather than on the spot.
+    pub prepared_ahead: bool,
 }
 
 /// Everything known about a finished (or stopped) child.
@@ -349,6 +353,12 @@ impl Sandbox {
         }
     }
 
+    /// How many strict and restricted helpers are built and waiting for a run, and how many are
+    /// being built (see [`SandboxConfig::pool_size`]).
+    pub fn helpers_ahead(&self) -> (usize, usize) {
+        self.host.pool().counts()
+    }
+
     /// The configuration in effect, with the helper found (or not).
     pub fn config(&self) -> &SandboxConfig {
         self.host.config()
@@ -378,15 +388,17 @@ impl Sandbox {
         progress: Option<mpsc::Sender<OutputChunk>>,
     ) -> Result<RunOutcome> {
         self.check(spec.isolation).await?;
-        self.run_checked(spec, cancel, progress).await
+        self.run_checked(spec, cancel, progress, true).await
     }
 
-    /// [`Sandbox::run`] without the level check, for the self-test itself.
+    /// [`Sandbox::run`] without the level check, for the self-test itself (which `pool` keeps
+    /// off the pool of helpers made ahead: its one run would only turn the pool to its shape).
     async fn run_checked(
         &self,
         spec: ProcessSpec,
         cancel: CancellationToken,
         progress: Option<mpsc::Sender<OutputChunk>>,
+        pool: bool,
     ) -> Result<RunOutcome> {
         let prepared = self.prepare(&spec, Mode::Batch).await?;
         let level = prepared.level;
@@ -410,11 +422,24 @@ impl Sandbox {
                 peak_memory_bytes: None,
                 killed_leftovers: 0,
                 oom_kills: 0,
+                prepared_ahead: false,
             },
         };
         if cancel.is_cancelled() {
             return Ok(RunOutcome::Cancelled(empty_output(0, Duration::ZERO)));
         }
+        // The pool makes the next helper once this run is over (or failed), not alongside it:
+        // on two cores building a sandbox beside a run slows the run.
+        let _refill = pool.then(|| pool::RefillOnDrop(&self.host));
+        let pooled = match pool {
+            true => self.launch_pooled(&spec, &prepared).await?,
+            false => None,
+        };
+        let prepared_ahead = pooled.is_some();
+        let launched = match pooled {
+            Some(launched) => launched,
+            None => self.launch(&spec, prepared, None).await?,
+        };
         let Launched {
             mut child,
             mut ctl,
@@ -422,7 +447,7 @@ impl Sandbox {
             cgroup,
             pid,
             start,
-        } = self.launch(&spec, prepared, None).await?;
+        } = launched;
         // A helper that died early cannot read; its report says why.
         if let Some(stdin) = &spec.stdin {
             let _ = ctl.write_all(stdin).await;
@@ -448,8 +473,19 @@ impl Sandbox {
         let mut drain_until: Option<Instant> = None;
 
         loop {
-            if status.is_some() && stdout.is_none() && stderr.is_none() && report.is_none() {
-                break;
+            if stdout.is_none() && stderr.is_none() && report.is_none() {
+                if status.is_some() {
+                    break;
+                }
+                // The report ended (the helper and its init closed the socket on their way
+                // out) and says the tool's whole tree ended and was reaped: the run is over.
+                // The helper's own exit, after a strict one's namespaces are torn down, is not
+                // waited for; tokio reaps it.
+                if finished_in(&messages) {
+                    wall_time = start.elapsed();
+                    guard.armed = false;
+                    break;
+                }
             }
             tokio::select! {
                 r = read_some(&mut stdout, &mut obuf), if stdout.is_some() => match r {
@@ -486,6 +522,13 @@ impl Sandbox {
                         }
                     }
                     if !take_report(r, &rbuf, &mut messages) {
+                        report = None;
+                    } else if finished_in(&messages) {
+                        // The tool's whole tree ended and was reaped: what it wrote is in the
+                        // pipes already, and only the helper and its init, which write nothing
+                        // there, still hold them. Read it now instead of waiting for their exit.
+                        drain_now(&mut stdout, &mut obuf, &mut out, &mut progress, OutputChunk::Stdout);
+                        drain_now(&mut stderr, &mut ebuf, &mut err, &mut progress, OutputChunk::Stderr);
                         report = None;
                     }
                 },
@@ -531,6 +574,7 @@ impl Sandbox {
             }
         }
         let mut output = empty_output(pid, wall_time);
+        output.metrics.prepared_ahead = prepared_ahead;
         output.exit = exit_info(finished, status);
         output.stdout = out.data;
         output.stderr = err.data;
@@ -591,9 +635,6 @@ impl Sandbox {
         let request = self
             .host
             .request(spec, level, program.clone(), shared.is_some(), mode);
-        let frame = wire::encode_request(&request).map_err(|e| {
-            SandboxError::InvalidSpec(format!("the run cannot be described to the helper: {e}"))
-        })?;
         let sandbox_id = format!(
             "{}-{}-{}",
             spec.isolation,
@@ -606,7 +647,7 @@ impl Sandbox {
             env,
             program,
             shared,
-            frame,
+            request,
             sandbox_id,
         })
     }
@@ -626,93 +667,33 @@ impl Sandbox {
             env,
             program,
             shared,
-            frame,
+            request,
             sandbox_id,
         } = prepared;
-        let (ours, theirs) =
-            std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Spawn {
-                program: spec.program.clone(),
-                source,
-            })?;
-        // The frame's header waits in the socket for the helper, with the descriptors attached
-        // in the order the request names them (see `Host::request`); the body follows once it
-        // runs (it may not fit in the socket's buffer).
+        let frame = wire::encode_request(&request).map_err(|e| {
+            SandboxError::InvalidSpec(format!("the run cannot be described to the helper: {e}"))
+        })?;
+        // The descriptors go in the order the request names them (see `Host::request`).
         let mut fds: Vec<RawFd> = shared
             .map(|ns| vec![ns.userns.as_raw_fd(), ns.netns.as_raw_fd()])
             .unwrap_or_default();
         fds.extend(stdin_pipe.as_ref().map(AsRawFd::as_raw_fd));
-        let (header, body) = frame.split_at(4);
-        crate::helper::send_with_fds(ours.as_raw_fd(), header, &fds).map_err(|source| {
-            SandboxError::Spawn {
-                program: spec.program.clone(),
-                source,
-            }
-        })?;
+        let start = Instant::now();
+        let started = start_helper(helper, &frame, &fds, Some(&env));
         // The pipe's read end is in flight to the helper; one kept here would leave a writer
         // blocked on a full pipe instead of failing once the tool is gone.
         drop(stdin_pipe);
-        let mut cmd = Command::new(helper);
-        cmd.arg0("tw-sandbox-helper")
-            .env_clear()
-            .envs(&env)
-            .current_dir("/")
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(false);
-        let start = Instant::now();
-        let spawned = cmd.spawn();
-        // The command holds the helper's end of the socket; it must go for EOF to arrive.
-        drop(cmd);
-        let child = spawned.map_err(|source| SandboxError::Spawn {
+        let (child, mut ctl) = started.map_err(|source| SandboxError::Spawn {
             program: spec.program.clone(),
-            source: io::Error::new(
-                source.kind(),
-                format!(
-                    "the sandbox helper {} did not start: {source}",
-                    helper.display()
-                ),
-            ),
+            source,
         })?;
         let pid = child.id().unwrap_or(0);
-        let Some(helper_pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
-            return Err(SandboxError::Child {
-                pid,
-                source: io::Error::other("the helper has no usable process id"),
-            });
-        };
-        let guard = HelperGuard {
-            pid: helper_pid,
-            armed: true,
-        };
+        let guard = HelperGuard::new(pid)?;
         // Into the run's cgroups before it reads its request, so before it starts anything.
-        let cgroup = match self.host.cgroups() {
-            None => None,
-            Some(c) => {
-                let limits = host::Host::limits(spec, level);
-                let made = c
-                    .take(
-                        limits.memory_bytes,
-                        limits.max_processes,
-                        if level == Level::Standard { 1 } else { 2 },
-                    )
-                    .and_then(|cg| cg.enter(pid).map(|()| cg));
-                Some(made.map_err(|e| SandboxError::Setup {
-                    level: spec.isolation,
-                    step:
-                        "making the run's cgroups (its tree's memory and process caps)".to_owned(),
-                    error: e.to_string(),
-                })?)
-            }
-        };
+        let cgroup = self.enter_cgroups(spec, level, pid)?;
         tracing::debug!(pid, sandbox_id, program = %program.display(), "spawned sandbox helper");
-
-        let mut ctl = ours
-            .set_nonblocking(true)
-            .and_then(|()| tokio::net::UnixStream::from_std(ours))
-            .map_err(|source| SandboxError::Child { pid, source })?;
         // A helper that died early cannot read; its report says why.
-        let _ = ctl.write_all(body).await;
+        let _ = ctl.write_all(&frame[4..]).await;
         Ok(Launched {
             child,
             ctl,
@@ -722,6 +703,116 @@ impl Sandbox {
             start,
         })
     }
+
+    /// Hands a prepared run to a helper the pool made ahead (see [`pool`]), already in the run's
+    /// cgroups: sends it the run. `None` when the pool had no helper
+    /// for the run's shape, or the run is not one the pool serves (the caller builds it on the
+    /// spot); the pool then makes the next helper in the background.
+    async fn launch_pooled(
+        &self,
+        spec: &ProcessSpec,
+        prepared: &Prepared<'_>,
+    ) -> Result<Option<Launched>> {
+        let servable = prepared.level != Level::Standard
+            && spec.egress.is_none()
+            && spec.stdin.is_none()
+            && prepared.request.stdin_fd.is_none();
+        if !servable {
+            return Ok(None);
+        }
+        let start = Instant::now();
+        let shape = pool::shape(&prepared.request);
+        let mut claimed = self.host.pool().claim(&shape);
+        // One killed while it waited (by hand, by the OOM killer) cannot take the run.
+        while let Some(p) = claimed.as_mut()
+            && !matches!(p.child.try_wait(), Ok(None))
+        {
+            claimed = self.host.pool().claim(&shape);
+        }
+        let Some(pooled) = claimed else {
+            return Ok(None);
+        };
+        let (child, mut ctl, pid, cgroup) = pooled.into_parts();
+        let guard = HelperGuard::new(pid)?;
+        tracing::debug!(pid, sandbox_id = prepared.sandbox_id, program = %prepared.program.display(), "handed the run to a pooled sandbox helper");
+        let run = pool::run_of(&prepared.request, &prepared.env);
+        // A helper that died since cannot read; the run then ends with its report, or without
+        // one as a helper that exited before starting the tool.
+        let _ = pool::send_run(&mut ctl, &run).await;
+        Ok(Some(Launched {
+            child,
+            ctl,
+            guard,
+            cgroup,
+            pid,
+            start,
+        }))
+    }
+
+    /// The run's cgroups, where runs get them, with the helper `pid` moved in.
+    fn enter_cgroups(
+        &self,
+        spec: &ProcessSpec,
+        level: Level,
+        pid: u32,
+    ) -> Result<Option<cgroup::RunCgroup>> {
+        let Some(c) = self.host.cgroups() else {
+            return Ok(None);
+        };
+        let limits = host::Host::limits(spec, level);
+        let made = c
+            .take(
+                limits.memory_bytes,
+                limits.max_processes,
+                if level == Level::Standard { 1 } else { 2 },
+            )
+            .and_then(|cg| cg.enter(pid).map(|()| cg));
+        made.map(Some).map_err(|e| SandboxError::Setup {
+            level: spec.isolation,
+            step: "making the run's cgroups (its tree's memory and process caps)".to_owned(),
+            error: e.to_string(),
+        })
+    }
+}
+
+/// Spawns the sandbox helper with `frame` waiting for it: the frame's header, with `fds`
+/// attached, is in the socket before the helper starts; the body (which may not fit in the
+/// socket's buffer) is the caller's to write, once the helper is in its cgroups. The helper's
+/// environment is `env` (the tool's, at a run built on the spot) or empty (a pooled helper,
+/// told the tool's with its run).
+fn start_helper(
+    helper: &Path,
+    frame: &[u8],
+    fds: &[RawFd],
+    env: Option<&BTreeMap<String, String>>,
+) -> io::Result<(tokio::process::Child, tokio::net::UnixStream)> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    crate::helper::send_with_fds(ours.as_raw_fd(), frame.get(..4).unwrap_or_default(), fds)?;
+    let mut cmd = Command::new(helper);
+    cmd.arg0("tw-sandbox-helper")
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false);
+    if let Some(env) = env {
+        cmd.envs(env);
+    }
+    let spawned = cmd.spawn();
+    // The command holds the helper's end of the socket; it must go for EOF to arrive.
+    drop(cmd);
+    let child = spawned.map_err(|source| {
+        io::Error::new(
+            source.kind(),
+            format!(
+                "the sandbox helper {} did not start: {source}",
+                helper.display()
+            ),
+        )
+    })?;
+    ours.set_nonblocking(true)?;
+    Ok((child, tokio::net::UnixStream::from_std(ours)?))
 }
 
 /// Which kind of run a request is for.
@@ -742,7 +833,7 @@ struct Prepared<'a> {
     env: BTreeMap<String, String>,
     program: PathBuf,
     shared: Option<&'a host::SharedNamespaces>,
-    frame: Vec<u8>,
+    request: wire::Request,
     sandbox_id: String,
 }
 
@@ -805,7 +896,9 @@ fn failure(m: &Message, spec: &ProcessSpec, level: Level) -> Option<SandboxError
                 source: io::Error::new(source.kind(), format!("{error}{hint}")),
             })
         }
-        Message::Started | Message::Listening { .. } | Message::Finished(_) => None,
+        Message::Started | Message::Ready | Message::Listening { .. } | Message::Finished(_) => {
+            None
+        }
     }
 }
 
@@ -824,6 +917,34 @@ fn exit_info(finished: Option<Finished>, status: Option<ExitStatus>) -> ExitInfo
             code: None,
             signal: None,
         },
+    }
+}
+
+/// Whether the helper's report so far says the tool's tree ended.
+fn finished_in(messages: &[u8]) -> bool {
+    wire::parse_messages(messages)
+        .iter()
+        .any(|m| matches!(m, Message::Finished(_)))
+}
+
+/// Reads what `stream` holds right now, to the cap like the run's loop, and closes it.
+fn drain_now<R: std::os::fd::AsFd>(
+    stream: &mut Option<R>,
+    buf: &mut [u8],
+    capture: &mut Capture,
+    progress: &mut Option<mpsc::Sender<OutputChunk>>,
+    wrap: fn(Vec<u8>) -> OutputChunk,
+) {
+    let Some(s) = stream.take() else {
+        return;
+    };
+    // The descriptor is non-blocking (tokio's): a read of an empty pipe says so at once.
+    while let Ok(n) = rustix::io::read(&s, &mut *buf) {
+        if n == 0 {
+            break;
+        }
+        let kept = capture.push(&buf[..n]);
+        forward(progress, kept, wrap);
     }
 }
 
@@ -886,6 +1007,16 @@ struct HelperGuard {
 }
 
 impl HelperGuard {
+    fn new(pid: u32) -> Result<Self> {
+        match i32::try_from(pid).ok().and_then(Pid::from_raw) {
+            Some(pid) => Ok(Self { pid, armed: true }),
+            None => Err(SandboxError::Child {
+                pid,
+                source: io::Error::other("the helper has no usable process id"),
+            }),
+        }
+    }
+
     fn signal(&self, sig: Signal) {
         // ESRCH only means the helper has already exited.
         if let Err(e) = rustix::process::kill_process(self.pid, sig)
@@ -987,5 +1118,7 @@ async fn sleep_until(at: Option<Instant>) {
 mod egress_tests;
 #[cfg(test)]
 mod interactive_tests;
+#[cfg(test)]
+mod pool_tests;
 #[cfg(test)]
 mod tests;

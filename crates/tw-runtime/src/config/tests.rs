@@ -344,7 +344,7 @@ fn session_limits_are_read_and_kept_in_range() {
 #[test]
 fn sandbox_and_commands_sections() {
     let c = Config::parse(
-        "[sandbox]\nread_only = [\"~/.cargo\", \"tools\"]\nuid = 5000\nhelper = \"bin/h\"\n\
+        "[sandbox]\nread_only = [\"~/.cargo\", \"tools\"]\nuid = 5000\nhelper = \"bin/h\"\npool = 4\n\
          [commands]\ntest = [\"cargo\", \"test\"]\nenv_allow = [\"MY_*\"]\n",
         Path::new("/etc/tw/config.toml"),
         Some(Path::new("/home/u")),
@@ -359,6 +359,7 @@ fn sandbox_and_commands_sections() {
                 PathBuf::from("/home/u/.cargo"),
                 PathBuf::from("/etc/tw/tools")
             ],
+            pool: Some(4),
         }
     );
     assert_eq!(
@@ -376,6 +377,12 @@ fn sandbox_and_commands_sections() {
         ),
     );
     check(
+        "[sandbox]\npool = 17\n",
+        Err(
+            "/etc/tw/config.toml:2:8: sandbox.pool is 17; at most 16 sandboxes are kept ready (each idle one holds two small processes)",
+        ),
+    );
+    check(
         "[commands]\ntest = []\n",
         Err(
             "/etc/tw/config.toml:2:8: commands: a command is a non-empty argv list whose first element names the program",
@@ -384,7 +391,7 @@ fn sandbox_and_commands_sections() {
     check(
         "[sandbox]\nnetwork = true\n",
         Err(
-            "/etc/tw/config.toml:2:1: unknown field `network`, expected one of `helper`, `uid`, `gid`, `read_only`",
+            "/etc/tw/config.toml:2:1: unknown field `network`, expected one of `helper`, `uid`, `gid`, `read_only`, `pool`",
         ),
     );
 }

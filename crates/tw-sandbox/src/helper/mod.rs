@@ -40,7 +40,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use self::sys::{Errno, check};
-use self::wire::{Finished, Level, Message, Request, SETUP_FAILED};
+use self::wire::{Finished, Level, Message, Request, Run, SETUP_FAILED};
 
 /// How long a stopping tool gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_millis(300);
@@ -178,6 +178,12 @@ fn run(ctl: &Control) -> Step<i32> {
             Ok(exit_code(&finished))
         }
         Level::Strict | Level::Restricted => {
+            if req.pooled && (req.stdin || req.stdin_fd.is_some() || req.stop_on_close) {
+                return Err(Failure::new(
+                    "reading the request",
+                    "a helper made ahead runs only batch runs without standard input",
+                ));
+            }
             let listener = confine::enter_namespaces(&req, &fds)?;
             drop(fds);
             if let (Some(listener), Some(port)) = (listener, req.proxy_port) {
@@ -192,7 +198,13 @@ fn run(ctl: &Control) -> Step<i32> {
             match unsafe { libc::fork() } {
                 -1 => Err(Failure::new("forking the namespace's init", Errno::last())),
                 0 => {
-                    let code = match namespace_init(ctl, &req, stdin) {
+                    let init = if req.pooled {
+                        drop(stdin);
+                        pooled_init(ctl, &req)
+                    } else {
+                        namespace_init(ctl, &req, stdin)
+                    };
+                    let code = match init {
                         Ok(code) => code,
                         Err(failure) => {
                             ctl.send(&Message::SetupFailed {
@@ -250,6 +262,54 @@ fn tool_stdin(ctl: &Control, req: &Request, fds: &[OwnedFd]) -> Step<OwnedFd> {
 
 /// Pid 1 of the sandbox's pid namespace.
 fn namespace_init(ctl: &Control, req: &Request, stdin: OwnedFd) -> Step<i32> {
+    enter_init(req)?;
+    let tool = match spawn_tool(req, &stdin) {
+        Ok(pid) => pid,
+        Err(m) => {
+            ctl.send(&m);
+            return Ok(SETUP_FAILED);
+        }
+    };
+    drop(stdin);
+    Ok(supervise_init(ctl, tool))
+}
+
+/// Pid 1 of a pooled helper's namespace (see [`Request::pooled`]): it confines itself exactly as
+/// [`namespace_init`] does before a tool starts, says [`Message::Ready`], and waits for its
+/// [`Run`]. The runtime closing the socket first (a pool dropped, a runtime gone) ends it
+/// without running anything.
+fn pooled_init(ctl: &Control, req: &Request) -> Step<i32> {
+    enter_init(req)?;
+    confine_self(req)?;
+    ctl.send(&Message::Ready);
+    let mut len = [0u8; 4];
+    match (&*ctl).read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+        Err(e) => return Err(Failure::new("reading the run", e)),
+    }
+    let run: Run = wire::read_body(u32::from_le_bytes(len), &mut &*ctl).at("reading the run")?;
+    if run.stdin {
+        return Err(Failure::new(
+            "reading the run",
+            "a helper made ahead runs only tools without standard input",
+        ));
+    }
+    let stdin = sys::open_dev_null().at("opening /dev/null")?;
+    let tool = match start(&run.program, &run.argv, Some(&run.env), &run.cwd, &stdin) {
+        Ok(pid) => pid,
+        Err(m) => {
+            ctl.send(&m);
+            return Ok(SETUP_FAILED);
+        }
+    };
+    drop(stdin);
+    Ok(supervise_init(ctl, tool))
+}
+
+/// What init does before anything else: dies with the helper, mounts the namespace's `/proc`
+/// and drops to the sandbox uid when the runtime is root.
+fn enter_init(req: &Request) -> Step<()> {
     // If the helper above dies, so does init, and with it the whole namespace.
     check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })
         .at("prctl(PR_SET_PDEATHSIG)")?;
@@ -259,19 +319,16 @@ fn namespace_init(ctl: &Control, req: &Request, stdin: OwnedFd) -> Step<i32> {
         check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) })
             .at("prctl(PR_SET_DUMPABLE)")?;
     }
-    let tool = match spawn_tool(req, &stdin) {
-        Ok(pid) => pid,
-        Err(m) => {
-            ctl.send(&m);
-            return Ok(SETUP_FAILED);
-        }
-    };
-    drop(stdin);
+    Ok(())
+}
+
+/// Init's part once the tool runs: reports the start, waits for the tool and reports how it
+/// ended. The helper above watches the socket and passes a hangup down as SIGTERM.
+fn supervise_init(ctl: &Control, tool: libc::pid_t) -> i32 {
     ctl.send(&Message::Started);
-    // The helper above watches the socket and passes a hangup down as SIGTERM.
     let finished = supervise(tool, Reaper::Init, Hangup(None));
     ctl.send(&Message::Finished(finished));
-    Ok(exit_code(&finished))
+    exit_code(&finished)
 }
 
 /// Starts the tool. The caller (the helper at standard, the namespace's init above it) first
@@ -279,39 +336,50 @@ fn namespace_init(ctl: &Control, req: &Request, stdin: OwnedFd) -> Step<i32> {
 /// tool inherits; then the tool is started with `posix_spawn` (through std), so no copy of this
 /// process is made. A failure is the message to report.
 fn spawn_tool(req: &Request, stdin: &OwnedFd) -> Result<libc::pid_t, Message> {
-    let setup = |f: Failure| Message::SetupFailed {
+    confine_self(req).map_err(|f| Message::SetupFailed {
         step: f.step.to_owned(),
         error: f.error,
-    };
-    // Only stdin, stdout and stderr cross into the tool.
-    sys::cloexec_from(3).at("close_range").map_err(setup)?;
-    sys::chdir(&req.cwd)
-        .at("entering the working directory")
-        .map_err(setup)?;
-    sys::set_limits(&req.limits)
-        .at("setting resource limits")
-        .map_err(setup)?;
+    })?;
+    start(&req.program, &req.argv, None, &req.cwd, stdin)
+}
+
+/// Confines this process the way the tool will be: only stdin, stdout and stderr cross into
+/// it, the limits, `no_new_privs` and, at strict, Landlock and seccomp.
+fn confine_self(req: &Request) -> Step<()> {
+    sys::cloexec_from(3).at("close_range")?;
+    sys::set_limits(&req.limits).at("setting resource limits")?;
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })
-        .at("prctl(PR_SET_NO_NEW_PRIVS)")
-        .map_err(setup)?;
+        .at("prctl(PR_SET_NO_NEW_PRIVS)")?;
     if req.level != Level::Standard {
         confine::Plan::new(req)
-            .at("preparing the confinement")
-            .map_err(setup)?
-            .apply()
-            .map_err(setup)?;
+            .at("preparing the confinement")?
+            .apply()?;
     }
-    let argv0 = [req.program.to_string_lossy().into_owned()];
-    let argv = if req.argv.is_empty() {
-        &argv0[..]
-    } else {
-        &req.argv[..]
-    };
-    sys::spawn(&req.program, argv, stdin.as_raw_fd()).map_err(|e| Message::ExecFailed {
+    Ok(())
+}
+
+/// Enters `cwd` and starts `program` (see [`sys::spawn`]), in this process's environment unless
+/// `env` gives one.
+fn start(
+    program: &std::path::Path,
+    argv: &[String],
+    env: Option<&[String]>,
+    cwd: &std::path::Path,
+    stdin: &OwnedFd,
+) -> Result<libc::pid_t, Message> {
+    sys::chdir(cwd)
+        .at("entering the working directory")
+        .map_err(|f| Message::SetupFailed {
+            step: f.step.to_owned(),
+            error: f.error,
+        })?;
+    let argv0 = [program.to_string_lossy().into_owned()];
+    let argv = if argv.is_empty() { &argv0[..] } else { argv };
+    sys::spawn(program, argv, env, stdin.as_raw_fd()).map_err(|e| Message::ExecFailed {
         errno: e.0,
         error: format!(
             "cannot execute {}: {}",
-            req.program.to_string_lossy(),
+            program.to_string_lossy(),
             io::Error::from_raw_os_error(e.0)
         ),
     })

@@ -484,18 +484,36 @@ pub(crate) fn setns(fd: RawFd, nstype: libc::c_int) -> Result<(), Errno> {
     check(unsafe { libc::setns(fd, nstype) }).map(drop)
 }
 
-/// Starts `program` (an absolute path) with `argv` and this process's environment, standard
+/// Starts `program` (an absolute path) with `argv` and `env` (`NAME=value` each; `None` for
+/// this process's environment), standard
 /// input from `stdin`, in a process group of its own, with no signal blocked and every signal
 /// at its default action. The helper blocks the signals it waits for, and whoever started
 /// Toolwarden may have ignored some (SIGXFSZ, SIGPIPE); a tool that inherited either would
 /// behave differently (a shell's `wait` would never wake; a file-size limit would be an error
 /// instead of a kill). It is `posix_spawn`, so no copy of this process is made. Returns the
 /// pid, or the errno of the failed `exec`.
-pub(crate) fn spawn(program: &Path, argv: &[String], stdin: RawFd) -> Result<libc::pid_t, Errno> {
+pub(crate) fn spawn(
+    program: &Path,
+    argv: &[String],
+    env: Option<&[String]>,
+    stdin: RawFd,
+) -> Result<libc::pid_t, Errno> {
     let path = cstring(program)?;
     let args = argv.iter().map(cstring).collect::<Result<Vec<_>, _>>()?;
     let mut ptrs: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
     ptrs.push(std::ptr::null_mut());
+    let vars = env
+        .unwrap_or_default()
+        .iter()
+        .map(cstring)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut env_ptrs: Vec<*mut libc::c_char> = vars.iter().map(|v| v.as_ptr().cast_mut()).collect();
+    env_ptrs.push(std::ptr::null_mut());
+    let envp = if env.is_some() {
+        env_ptrs.as_ptr()
+    } else {
+        environ()
+    };
     unsafe {
         let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
         let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
@@ -535,7 +553,7 @@ pub(crate) fn spawn(program: &Path, argv: &[String], stdin: RawFd) -> Result<lib
                     &actions,
                     &attr,
                     ptrs.as_ptr(),
-                    environ(),
+                    envp,
                 ))
                 .map(|()| pid)
             });

@@ -98,6 +98,28 @@ pub struct Request {
     /// The seccomp program for strict and restricted, built by the runtime (one `u64` per BPF
     /// instruction).
     pub seccomp: Vec<u64>,
+    /// A helper made ahead of its run (strict and restricted batch runs; see
+    /// `process::pool`): it builds the whole sandbox, namespaces, mounts, limits, Landlock and
+    /// seccomp, says [`Message::Ready`], and only then waits for the [`Run`] that names the
+    /// program. `program`, `argv`, `cwd` and `stdin` are then empty here.
+    #[serde(default)]
+    pub pooled: bool,
+}
+
+/// What a pooled helper (see [`Request::pooled`]) learns when its run comes: a second frame on
+/// the socket, then the tool's standard input when `stdin` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// Absolute path of the program to execute.
+    pub program: PathBuf,
+    /// The full argv, `argv[0]` included.
+    pub argv: Vec<String>,
+    /// Working directory for the tool.
+    pub cwd: PathBuf,
+    /// The tool's whole environment, as `NAME=value` (a helper made ahead has none of its own).
+    pub env: Vec<String>,
+    /// Whether the tool's standard input follows this frame (otherwise it is `/dev/null`).
+    pub stdin: bool,
 }
 
 /// What the helper reports back.
@@ -107,6 +129,8 @@ pub enum Message {
     /// The sandbox is built and the tool is running (always the first message of a run that
     /// started; an interactive run waits for it before handing out the tool's streams).
     Started,
+    /// A pooled helper's sandbox is built, confined and waiting for its [`Run`].
+    Ready,
     /// The listener of [`Request::proxy_port`], inside the tool's network namespace, is
     /// attached to this message's first byte (sent before the tool starts).
     Listening {
@@ -146,8 +170,8 @@ pub struct Finished {
     pub killed_leftovers: u32,
 }
 
-/// Encodes a request as a frame.
-pub fn encode_request(req: &Request) -> io::Result<Vec<u8>> {
+/// Encodes a request (or a pooled helper's [`Run`]) as a frame.
+pub fn encode_request<T: Serialize>(req: &T) -> io::Result<Vec<u8>> {
     let body = serde_json::to_vec(req).map_err(io::Error::other)?;
     let len = u32::try_from(body.len())
         .ok()
@@ -159,8 +183,8 @@ pub fn encode_request(req: &Request) -> io::Result<Vec<u8>> {
     Ok(frame)
 }
 
-/// Reads a request's body, given the length from its frame header.
-pub fn read_body(len: u32, r: &mut impl Read) -> io::Result<Request> {
+/// Reads a request's (or a [`Run`]'s) body, given the length from its frame header.
+pub fn read_body<T: serde::de::DeserializeOwned>(len: u32, r: &mut impl Read) -> io::Result<T> {
     if len > MAX_REQUEST {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

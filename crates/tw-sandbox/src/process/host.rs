@@ -28,6 +28,9 @@ pub const HELPER_ENV: &str = "TOOLWARDEN_SANDBOX_HELPER";
 /// The uid and gid strict tools run as when Toolwarden runs as root: unused by any distribution,
 /// outside the ranges `useradd`, systemd's dynamic users and container subuids hand out.
 pub const DEFAULT_SANDBOX_ID: u32 = 2_147_000_000;
+/// How many helpers [`SandboxConfig::pool_size`] keeps ready by default: one for the next run
+/// and one being made or waiting behind it.
+pub const DEFAULT_POOL_SIZE: usize = 2;
 
 pub(crate) const NONE_REASON: &str = "it means running inside the Toolwarden process, which only \
     built-in tools can do; a command always runs as a sandboxed child process. Declare the tool \
@@ -74,6 +77,9 @@ pub struct SandboxConfig {
     pub extra_read_only: Vec<PathBuf>,
     /// Where the self-test puts its scratch files.
     pub scratch_dir: PathBuf,
+    /// How many strict and restricted helpers are kept built ahead of their runs, for the
+    /// shape of run seen last (see `process::pool`); 0 builds every sandbox on the spot.
+    pub pool_size: usize,
 }
 
 impl Default for SandboxConfig {
@@ -83,6 +89,7 @@ impl Default for SandboxConfig {
             sandbox_ids: (DEFAULT_SANDBOX_ID, DEFAULT_SANDBOX_ID),
             extra_read_only: Vec::new(),
             scratch_dir: std::env::temp_dir(),
+            pool_size: DEFAULT_POOL_SIZE,
         }
     }
 }
@@ -174,11 +181,14 @@ pub(crate) struct Host {
     seccomp: std::result::Result<Vec<u64>, String>,
     /// The parents of the runs' cgroups, where runs can have their own.
     cgroups: Option<Arc<Cgroups>>,
+    /// Strict and restricted helpers made ahead of their runs.
+    pool: super::pool::Pool,
 }
 
 impl Host {
     pub(crate) fn new(config: SandboxConfig) -> Self {
         let helper = find_helper(config.helper.as_deref());
+        let config_pool = config.pool_size;
         let mut system_read: Vec<PathBuf> = SYSTEM_READ
             .iter()
             .map(PathBuf::from)
@@ -207,7 +217,12 @@ impl Host {
             shared: OnceCell::new(),
             seccomp: crate::helper::compiled_seccomp(),
             cgroups: Cgroups::detect().map(Arc::new),
+            pool: super::pool::Pool::new(config_pool),
         }
+    }
+
+    pub(crate) fn pool(&self) -> &super::pool::Pool {
+        &self.pool
     }
 
     pub(crate) fn cgroups(&self) -> Option<&Arc<Cgroups>> {
@@ -427,6 +442,7 @@ impl Host {
             } else {
                 Vec::new()
             },
+            pooled: false,
         }
     }
 
@@ -793,7 +809,7 @@ async fn try_self_test(sandbox: &Sandbox) -> std::result::Result<Vec<SelfTestCas
     spec.timeout = Duration::from_secs(20);
     spec.fs.read_only.push(helper.clone());
     let outcome = sandbox
-        .run_checked(spec, CancellationToken::new(), None)
+        .run_checked(spec, CancellationToken::new(), None, false)
         .await
         .map_err(|e| match e {
             SandboxError::Setup { step, error, .. } => {

@@ -389,6 +389,7 @@ impl Supervisor {
             peak_memory_bytes: None,
             killed_leftovers: 0,
             oom_kills: 0,
+            prepared_ahead: false,
         };
         self.sandbox.measure(&mut metrics, finished, cgroup);
         Ok(InteractiveExit {

@@ -1,0 +1,388 @@
+//! Strict and restricted helpers made ahead of their runs. Building a strict sandbox (a helper
+//! process, namespaces, mounts, a fresh `/proc`, Landlock, seccomp) costs a few times a bare
+//! spawn; a pooled helper has done all of it before its run comes, and waits with its namespace's
+//! init confined for the [`Run`] that names the program (see [`Request::pooled`]). A run takes a
+//! ready helper and the pool makes the next one in the background, off the run's path, once the
+//! same shape of run came twice.
+//!
+//! What a pooled run keeps from a run built on the spot:
+//! - **Nothing is shared between runs.** A helper serves one run and exits with it: its
+//!   namespaces, its private `/tmp` and `/dev/shm` and its `/proc` are its own.
+//! - **The sandbox is the one the run asks for.** The pool keeps helpers for one *shape*, the
+//!   run's request without what only the run names (program, arguments, working directory,
+//!   environment); a run whose shape differs (another tool's limits, a changed policy, a
+//!   forbidden file that appeared since) is built on the spot, and the pool turns to its shape.
+//! - **The host paths are the ones there now.** A helper's mounts pin the files and directories
+//!   they cover when it is made. Each path the sandbox names (workspace, masks, system paths,
+//!   hidden directories) is recorded by device and inode before the helper is made and compared
+//!   when a run takes it: a workspace swapped for another directory, or a masked file deleted
+//!   and made again (which detaches its mask in every namespace), sends the run to a helper
+//!   built on the spot.
+//! - **Limits and cgroups.** The tool's rlimits and the tree's caps are in the shape; the helper
+//!   enters the run's cgroups before it reads its request, as a run built on the spot does, so
+//!   its init and the tool are born in them.
+//!
+//! Only batch runs without standard input and without an egress port are pooled (an egress
+//! listener belongs to one run's proxy; an interactive run's stdin pipe comes with its request).
+//! Idle helpers exit when the pool drops them or the runtime's end of their socket closes; their
+//! cgroups then go back for reuse.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+use super::cgroup::{Cgroups, RunCgroup};
+use super::host::Host;
+use crate::helper::wire::{self, Message, Request, Run};
+
+/// How long a helper may take to say it is ready before the pool gives up on it.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// The helpers made ahead for one shape of run.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    /// How many ready helpers the pool keeps; 0 turns pooling off.
+    size: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The request (see [`shape`]) the helpers are made for.
+    shape: Option<Request>,
+    /// Bumped with each new shape, so a helper finished for an older one is dropped.
+    generation: u64,
+    /// How many runs of this shape came so far (up to 2): helpers are made only for a shape
+    /// seen twice, so a one-shot process (`toolwarden call`) makes none it would throw away.
+    seen: u8,
+    ready: Vec<Pooled>,
+    /// Helpers being made.
+    filling: usize,
+    /// A helper for this shape failed to get ready: no more are made until the shape changes
+    /// (a run built on the spot reports the failure itself).
+    broken: bool,
+}
+
+/// A helper that built its sandbox and waits for its run. Dropping it closes the runtime's end
+/// of its socket, on which its init, waiting to read the run, exits, and the helper with it.
+#[derive(Debug)]
+pub(crate) struct Pooled {
+    pub(crate) child: tokio::process::Child,
+    /// The runtime's end of the control socket.
+    pub(crate) ctl: tokio::net::UnixStream,
+    /// The helper's process id.
+    pub(crate) pid: u32,
+    /// The run's cgroups (where runs get them), which the helper entered before it read its
+    /// request, as at a run built on the spot: its init and the tool are born in them.
+    cgroup: Kept,
+    /// The host paths the sandbox names, by device and inode, taken before it was made.
+    marks: Vec<Option<Mark>>,
+}
+
+impl Pooled {
+    /// The helper, the runtime's end of its socket, its pid and its cgroups, for its run.
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        tokio::process::Child,
+        tokio::net::UnixStream,
+        u32,
+        Option<RunCgroup>,
+    ) {
+        let Pooled {
+            child,
+            ctl,
+            pid,
+            mut cgroup,
+            ..
+        } = self;
+        (child, ctl, pid, cgroup.0.take().map(|(_, cg)| cg))
+    }
+}
+
+/// An unused helper's cgroups, which go back for reuse once it has exited (the runtime's end of
+/// its socket closing ends it).
+#[derive(Debug)]
+struct Kept(Option<(Arc<Cgroups>, RunCgroup)>);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if let Some((cgroups, cg)) = self.0.take() {
+            cgroups.give_back(cg);
+        }
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(size: usize) -> Self {
+        Self {
+            size,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A ready helper for `shape` whose paths are still the ones it was made with, if the pool
+    /// has one; otherwise the pool turns to `shape` (dropping helpers of another) and the run is
+    /// built on the spot. Either way [`Pool::refill`] should follow.
+    pub(crate) fn claim(&self, shape: &Request) -> Option<Pooled> {
+        if self.size == 0 {
+            return None;
+        }
+        let stale = {
+            let mut state = self.state();
+            if state.shape.as_ref() != Some(shape) {
+                state.shape = Some(shape.clone());
+                state.generation += 1;
+                state.broken = false;
+                state.seen = 1;
+                std::mem::take(&mut state.ready)
+            } else if state.ready.is_empty() {
+                state.seen = 2;
+                return None;
+            } else {
+                state.seen = 2;
+                let now = marks(shape);
+                let mut taken = None;
+                let mut stale = Vec::new();
+                while let Some(p) = state.ready.pop() {
+                    if p.marks == now {
+                        taken = Some(p);
+                        break;
+                    }
+                    stale.push(p);
+                }
+                if let Some(p) = taken {
+                    drop(state);
+                    drop(stale);
+                    return Some(p);
+                }
+                stale
+            }
+        };
+        // Killed outside the lock.
+        drop(stale);
+        None
+    }
+
+    /// Makes helpers in the background until the pool holds `size` of its current shape.
+    pub(crate) fn refill(host: &Arc<Host>) {
+        let pool = host.pool();
+        let wanted = {
+            let state = pool.state();
+            pool.size > 0
+                && !state.broken
+                && state.seen >= 2
+                && state.shape.is_some()
+                && state.ready.len() + state.filling < pool.size
+        };
+        if !wanted {
+            return;
+        }
+        let host = Arc::clone(host);
+        tokio::spawn(async move {
+            let pool = host.pool();
+            loop {
+                let (shape, generation) = {
+                    let mut state = pool.state();
+                    let Some(shape) = state.shape.clone() else {
+                        return;
+                    };
+                    if state.broken
+                        || state.seen < 2
+                        || state.ready.len() + state.filling >= pool.size
+                    {
+                        return;
+                    }
+                    state.filling += 1;
+                    (shape, state.generation)
+                };
+                let made = make(&host, &shape).await;
+                let mut state = pool.state();
+                state.filling -= 1;
+                match made {
+                    Ok(p) if state.generation == generation => state.ready.push(p),
+                    Ok(_) => {}
+                    Err(e) => {
+                        if state.generation == generation {
+                            state.broken = true;
+                        }
+                        tracing::warn!(error = %e, "could not make a sandbox helper ahead of its run; runs build theirs on the spot");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// The process ids of the ready helpers.
+    #[cfg(test)]
+    pub(crate) fn ready_pids(&self) -> Vec<i32> {
+        self.state()
+            .ready
+            .iter()
+            .filter_map(|p| i32::try_from(p.pid).ok())
+            .collect()
+    }
+
+    /// How many helpers are ready, and how many are being made.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let state = self.state();
+        (state.ready.len(), state.filling)
+    }
+}
+
+/// Calls [`Pool::refill`] when dropped: at the end of a run, however it ends.
+pub(crate) struct RefillOnDrop<'a>(pub(crate) &'a Arc<Host>);
+
+impl Drop for RefillOnDrop<'_> {
+    fn drop(&mut self) {
+        Pool::refill(self.0);
+    }
+}
+
+/// The part of a run's request a pooled helper is made for: all of it but the program, its
+/// arguments and working directory (sent in the [`Run`]), and marked as pooled.
+pub(crate) fn shape(request: &Request) -> Request {
+    Request {
+        program: PathBuf::new(),
+        argv: Vec::new(),
+        cwd: PathBuf::new(),
+        pooled: true,
+        ..request.clone()
+    }
+}
+
+/// What a pooled helper is told when its run comes.
+pub(crate) fn run_of(request: &Request, env: &std::collections::BTreeMap<String, String>) -> Run {
+    Run {
+        program: request.program.clone(),
+        argv: request.argv.clone(),
+        cwd: request.cwd.clone(),
+        env: env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        stdin: request.stdin,
+    }
+}
+
+/// Who each host path `shape` names is (see [`mark`]), `None` for one that does not exist.
+fn marks(shape: &Request) -> Vec<Option<Mark>> {
+    let whole = shape
+        .read_only
+        .iter()
+        .chain(&shape.read_write)
+        .chain(&shape.hidden)
+        .map(|p| mark(p, false));
+    whole
+        .chain(shape.masked.iter().map(|p| mark(p, true)))
+        .collect()
+}
+
+/// A file's identity: device, inode and birth time. A mask is mounted *on* its path, and
+/// deleting the file there detaches the mask and frees the inode, whose number the filesystem
+/// may give the next file at once (ext4 does): so for a masked path the change time counts too,
+/// which a file made again cannot keep. (Where the filesystem records no birth time, the change
+/// time counts for every path.)
+type Mark = (u64, u64, i128, i128);
+
+fn mark(path: &Path, masked: bool) -> Option<Mark> {
+    let m = std::fs::metadata(path).ok()?;
+    let nanos = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(-1, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+    };
+    let changed = i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec());
+    let born = m.created().ok().map(nanos);
+    Some((
+        m.dev(),
+        m.ino(),
+        born.unwrap_or(changed),
+        if masked || born.is_none() { changed } else { 0 },
+    ))
+}
+
+/// Starts a helper for `shape` and waits until it says it is ready.
+async fn make(host: &Host, shape: &Request) -> std::io::Result<Pooled> {
+    let helper = host
+        .helper()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let shared = host.shared_namespaces().await;
+    let marks = marks(shape);
+    let frame = wire::encode_request(shape)?;
+    let fds: Vec<std::os::fd::RawFd> = shared
+        .map(|ns| vec![ns.userns.as_raw_fd(), ns.netns.as_raw_fd()])
+        .unwrap_or_default();
+    let (mut child, mut ctl) = super::start_helper(helper, &frame, &fds, None)?;
+    let pid = child.id().unwrap_or(0);
+    // Into the run's cgroups before it reads its request, as a run built on the spot.
+    let cgroup = match host.cgroups() {
+        None => None,
+        Some(c) => {
+            let made = c
+                .take(shape.limits.memory_bytes, shape.limits.max_processes, 2)
+                .and_then(|cg| cg.enter(pid).map(|()| cg));
+            match made {
+                Ok(cg) => Some((Arc::clone(c), cg)),
+                Err(e) => {
+                    let _ = child.start_kill();
+                    return Err(e);
+                }
+            }
+        }
+    };
+    let mut line = Vec::new();
+    let ready = async {
+        ctl.write_all(frame.get(4..).unwrap_or_default()).await?;
+        read_line(&mut ctl, &mut line).await
+    };
+    let said = match tokio::time::timeout(READY_WITHIN, ready).await {
+        Err(_) => Err("it was not ready in time".to_owned()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(())) => match wire::parse_messages(&line).first() {
+            Some(Message::Ready) => Ok(()),
+            Some(Message::SetupFailed { step, error }) => Err(format!("{step} failed: {error}")),
+            other => Err(format!("it said {other:?} instead of ready")),
+        },
+    };
+    if let Err(why) = said {
+        // Reaped by tokio once it is gone.
+        let _ = child.start_kill();
+        return Err(std::io::Error::other(why));
+    }
+    Ok(Pooled {
+        child,
+        ctl,
+        pid,
+        cgroup: Kept(cgroup),
+        marks,
+    })
+}
+
+/// Reads one line (the helper's first message) without reading past it.
+async fn read_line(ctl: &mut tokio::net::UnixStream, line: &mut Vec<u8>) -> std::io::Result<()> {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    loop {
+        if ctl.read(&mut byte).await? == 0 {
+            return Err(std::io::Error::other(
+                "the helper exited before it was ready",
+            ));
+        }
+        line.push(byte[0]);
+        if byte[0] == b'\n' {
+            return Ok(());
+        }
+    }
+}
+
+/// Sends a pooled helper its run.
+pub(crate) async fn send_run(ctl: &mut tokio::net::UnixStream, run: &Run) -> std::io::Result<()> {
+    let frame = wire::encode_request(run)?;
+    ctl.write_all(&frame).await
+}

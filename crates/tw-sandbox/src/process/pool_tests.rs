@@ -1,0 +1,266 @@
+//! Tests of the strict helpers made ahead of their runs (`pool.rs`), as attacks on what a pooled
+//! run must keep: a sandbox of its own each run, and the masks and paths of the moment it runs,
+//! not of the moment its helper was made.
+
+use pretty_assertions::assert_eq;
+use tempfile::TempDir;
+
+use super::tests::{Summary, spec};
+use super::*;
+
+/// How long a test waits for the pool to have a helper ready.
+const READY_WITHIN: Duration = Duration::from_secs(20);
+
+async fn strict(sandbox: &Sandbox, mut spec: ProcessSpec) -> ProcessOutput {
+    spec.isolation = IsolationLevel::Strict;
+    match sandbox
+        .run(spec, CancellationToken::new(), None)
+        .await
+        .unwrap()
+    {
+        RunOutcome::Exited(o) => o,
+        other => panic!("the run did not exit: {other:?}"),
+    }
+}
+
+/// Waits until the pool holds a ready helper.
+async fn ready(sandbox: &Sandbox) {
+    let until = Instant::now() + READY_WITHIN;
+    while sandbox.helpers_ahead().0 == 0 {
+        assert!(
+            Instant::now() < until,
+            "no helper got ready within {READY_WITHIN:?}: {:?}",
+            sandbox.helpers_ahead()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn text(o: &ProcessOutput) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pooled_run_has_fresh_namespaces_an_empty_tmp_and_its_own_program() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    let script = "ls -A /dev/shm; test ! -e /tmp/left || echo /tmp/left is there; \
+                  echo left > /tmp/left; echo left > /dev/shm/left; \
+                  readlink /proc/self/ns/mnt /proc/self/ns/pid /proc/self/ns/ipc >&2; \
+                  echo $$; echo \"$GREETING\" \"$0\" \"$1\"; pwd";
+    let mut namespaces = Vec::new();
+    // The pool makes helpers for a shape once it came twice.
+    for round in 0..5 {
+        if round > 1 {
+            ready(&sandbox).await;
+        }
+        let mut s = spec(&dir, "sh", &["-c", script, "argv0", &format!("run{round}")]);
+        s.env.insert("GREETING".to_owned(), format!("hello{round}"));
+        let out = strict(&sandbox, s).await;
+        // Nothing left by an earlier run. The tool is the first process after its namespace's
+        // init.
+        let expect = format!(
+            "2\nhello{round} argv0 run{round}\n{}\n",
+            dir.path().display()
+        );
+        assert_eq!(
+            (text(&out), out.metrics.prepared_ahead),
+            (expect, round > 1),
+            "round {round}: {out:?}"
+        );
+        namespaces.push(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let mut distinct = namespaces.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        namespaces.len(),
+        "namespaces reused: {namespaces:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_masked_file_made_again_after_its_helper_was_built_stays_masked() {
+    let dir = TempDir::new().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "old secret\n").unwrap();
+    let sandbox = Sandbox::new();
+    let masked = |s: &mut ProcessSpec| s.fs.masked = vec![secret.clone()];
+    for _ in 0..2 {
+        let mut first = spec(&dir, "cat", &["secret"]);
+        masked(&mut first);
+        assert_eq!(text(&strict(&sandbox, first).await), "");
+    }
+    ready(&sandbox).await;
+    // Deleting a mount point's file detaches its mounts in every namespace: the helper made
+    // ahead would show whatever takes its place.
+    std::fs::remove_file(&secret).unwrap();
+    std::fs::write(&secret, "new secret\n").unwrap();
+    let mut again = spec(&dir, "cat", &["secret"]);
+    masked(&mut again);
+    let out = strict(&sandbox, again).await;
+    assert_eq!(
+        (text(&out), out.metrics.prepared_ahead),
+        (String::new(), false),
+        "{out:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_to_mask_that_appeared_after_its_helper_was_built_is_masked() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    for _ in 0..2 {
+        strict(&sandbox, spec(&dir, "true", &[])).await;
+    }
+    ready(&sandbox).await;
+    let env = dir.path().join(".env");
+    std::fs::write(&env, "TOKEN=hunter2\n").unwrap();
+    let mut s = spec(&dir, "cat", &[".env"]);
+    s.fs.masked = vec![env];
+    let out = strict(&sandbox, s).await;
+    assert_eq!(
+        (text(&out), out.metrics.prepared_ahead),
+        (String::new(), false),
+        "{out:?}"
+    );
+    // The pool turned to the new shape: once it came twice, its runs are served ahead.
+    for ahead in [false, true] {
+        if ahead {
+            ready(&sandbox).await;
+        }
+        let mut s = spec(&dir, "cat", &[".env"]);
+        s.fs.masked = vec![dir.path().join(".env")];
+        let out = strict(&sandbox, s).await;
+        assert_eq!(
+            (text(&out), out.metrics.prepared_ahead),
+            (String::new(), ahead),
+            "{out:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_swapped_for_another_directory_is_the_one_a_pooled_run_sees() {
+    let base = TempDir::new().unwrap();
+    let ws = base.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("which"), "first\n").unwrap();
+    let sandbox = Sandbox::new();
+    let run = || {
+        let mut s = ProcessSpec::new("cat", &ws);
+        s.args = vec!["which".to_owned()];
+        s
+    };
+    for _ in 0..2 {
+        assert_eq!(text(&strict(&sandbox, run()).await), "first\n");
+    }
+    ready(&sandbox).await;
+    std::fs::rename(&ws, base.path().join("old")).unwrap();
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("which"), "second\n").unwrap();
+    let out = strict(&sandbox, run()).await;
+    assert_eq!(
+        (text(&out), out.metrics.prepared_ahead),
+        ("second\n".to_owned(), false),
+        "{out:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_helper_killed_while_it_waited_leaves_the_run_to_one_built_on_the_spot() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::with_config(SandboxConfig {
+        pool_size: 1,
+        ..SandboxConfig::default()
+    });
+    for _ in 0..2 {
+        strict(&sandbox, spec(&dir, "true", &[])).await;
+    }
+    ready(&sandbox).await;
+    let pid = sandbox.host.pool().ready_pids()[0];
+    rustix::process::kill_process(Pid::from_raw(pid).unwrap(), Signal::KILL).unwrap();
+    // Reaped by tokio in the background; the claim must not hand the run to it meanwhile.
+    let out = strict(&sandbox, spec(&dir, "echo", &["ran"])).await;
+    assert_eq!(
+        (
+            Summary::of(&RunOutcome::Exited(out.clone())),
+            out.metrics.prepared_ahead
+        ),
+        (Summary::exited(0, "ran\n", ""), false)
+    );
+}
+
+#[tokio::test]
+async fn a_pool_of_none_builds_every_sandbox_on_the_spot() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::with_config(SandboxConfig {
+        pool_size: 0,
+        ..SandboxConfig::default()
+    });
+    for _ in 0..3 {
+        let out = strict(&sandbox, spec(&dir, "true", &[])).await;
+        assert!(!out.metrics.prepared_ahead, "{out:?}");
+    }
+    assert_eq!(sandbox.helpers_ahead(), (0, 0));
+}
+
+#[tokio::test]
+async fn a_shape_seen_once_gets_no_helpers_made_ahead() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    strict(&sandbox, spec(&dir, "true", &[])).await;
+    let mut other = spec(&dir, "true", &[]);
+    other.limits.max_open_files = Some(100);
+    strict(&sandbox, other).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(sandbox.helpers_ahead(), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_other_limits_gets_its_own_not_those_of_the_helpers_made_ahead() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    let with_files = |n: u64| {
+        let mut s = spec(&dir, "sh", &["-c", "ulimit -n"]);
+        s.limits.max_open_files = Some(n);
+        s
+    };
+    for _ in 0..2 {
+        assert_eq!(text(&strict(&sandbox, with_files(200)).await), "200\n");
+    }
+    ready(&sandbox).await;
+    let out = strict(&sandbox, with_files(100)).await;
+    assert_eq!(
+        (text(&out), out.metrics.prepared_ahead),
+        ("100\n".to_owned(), false),
+        "{out:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_written_just_before_the_tool_ends_is_read_to_the_end() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    // More than a pipe holds, on both streams, the last of it written as the tool exits: the
+    // run ends on the helper's report, and must still read everything the tool wrote.
+    let script = "head -c 300000 /dev/zero | tr '\\0' o; head -c 200000 /dev/zero | tr '\\0' e >&2";
+    for round in 0..3 {
+        if round == 2 {
+            ready(&sandbox).await;
+        }
+        let out = strict(&sandbox, spec(&dir, "sh", &["-c", script])).await;
+        assert_eq!(
+            (
+                out.stdout.len(),
+                out.stdout.iter().all(|b| *b == b'o'),
+                out.stderr.len(),
+                out.stderr.iter().all(|b| *b == b'e'),
+                out.metrics.prepared_ahead,
+            ),
+            (300_000, true, 200_000, true, round == 2),
+            "round {round}"
+        );
+    }
+}

@@ -311,15 +311,23 @@ fn pooled_init(ctl: &Control, req: &Request) -> Step<i32> {
 /// and drops to the sandbox uid when the runtime is root.
 fn enter_init(req: &Request) -> Step<()> {
     // If the helper above dies, so does init, and with it the whole namespace.
-    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })
-        .at("prctl(PR_SET_PDEATHSIG)")?;
+    die_with_parent()?;
     confine::init_namespace(req)?;
     if let Some((uid, gid)) = req.run_as {
         sys::drop_to(uid, gid).at("switching to the sandbox uid")?;
         check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) })
             .at("prctl(PR_SET_DUMPABLE)")?;
+        // A change of uid clears the parent-death signal (prctl(2)): armed again, or a helper
+        // killed from outside would leave init, and the tool, running.
+        die_with_parent()?;
     }
     Ok(())
+}
+
+fn die_with_parent() -> Step<()> {
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })
+        .at("prctl(PR_SET_PDEATHSIG)")
+        .map(drop)
 }
 
 /// Init's part once the tool runs: reports the start, waits for the tool and reports how it

@@ -183,11 +183,15 @@ impl Pool {
                 && state.shape.is_some()
                 && state.ready.len() + state.filling < pool.size
         };
+        // A run dropped as its runtime shuts down has nowhere to build helpers, and needs none.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         if !wanted {
             return;
         }
         let host = Arc::clone(host);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let pool = host.pool();
             loop {
                 let (shape, generation) = {

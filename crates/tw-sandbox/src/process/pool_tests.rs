@@ -181,7 +181,15 @@ async fn a_pooled_helper_killed_while_it_waited_leaves_the_run_to_one_built_on_t
     ready(&sandbox).await;
     let pid = sandbox.host.pool().ready_pids()[0];
     rustix::process::kill_process(Pid::from_raw(pid).unwrap(), Signal::KILL).unwrap();
-    // Reaped by tokio in the background; the claim must not hand the run to it meanwhile.
+    // Its exit (not yet reaped: a zombie) takes its init with it.
+    let until = Instant::now() + READY_WITHIN;
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    }) {
+        assert!(Instant::now() < until, "the helper did not die");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let out = strict(&sandbox, spec(&dir, "echo", &["ran"])).await;
     assert_eq!(
         (
@@ -263,4 +271,58 @@ async fn output_written_just_before_the_tool_ends_is_read_to_the_end() {
             "round {round}"
         );
     }
+}
+
+/// The parent of `pid`, from `/proc`.
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(") ").unwrap();
+    rest.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_tool_dies_with_its_helper_when_the_helper_is_killed_from_outside() {
+    let dir = TempDir::new().unwrap();
+    // A sleep no other test runs marks the tool.
+    let marker = format!("1{}.75", std::process::id());
+    let mut s = spec(&dir, "sleep", &[&marker]);
+    s.isolation = IsolationLevel::Strict;
+    let run = tokio::spawn(async move {
+        let sandbox = Sandbox::new();
+        sandbox.run(s, CancellationToken::new(), None).await
+    });
+    let until = Instant::now() + READY_WITHIN;
+    let tool = loop {
+        let found = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c == format!("sleep\0{marker}\0").as_bytes())
+            });
+        if let Some(pid) = found {
+            break pid;
+        }
+        assert!(Instant::now() < until, "the tool never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let init = parent_of(tool);
+    let helper = parent_of(init);
+    // As root, init drops to the sandbox uid, which clears a parent-death signal set before.
+    rustix::process::kill_process(
+        Pid::from_raw(i32::try_from(helper).unwrap()).unwrap(),
+        Signal::KILL,
+    )
+    .unwrap();
+    assert!(
+        super::tests::dies(tool) && super::tests::dies(init),
+        "init {init} or the tool {tool} outlived the helper {helper}"
+    );
+    let outcome = run.await.unwrap().unwrap();
+    assert_eq!(
+        outcome.output().exit.signal,
+        Some(libc::SIGKILL),
+        "{outcome:?}"
+    );
 }

@@ -97,7 +97,7 @@ pub(super) fn alive(pid: u32) -> bool {
 
 /// Whether `pid` is dead within a few seconds: SIGKILL is delivered asynchronously, so a
 /// process signalled a moment ago may not have run its exit path yet on a busy machine.
-fn dies(pid: u32) -> bool {
+pub(super) fn dies(pid: u32) -> bool {
     let deadline = StdInstant::now() + Duration::from_secs(5);
     while alive(pid) {
         if StdInstant::now() > deadline {

@@ -322,7 +322,7 @@ async fn make(host: &Host, shape: &Request) -> std::io::Result<Pooled> {
     let fds: Vec<std::os::fd::RawFd> = shared
         .map(|ns| vec![ns.userns.as_raw_fd(), ns.netns.as_raw_fd()])
         .unwrap_or_default();
-    let (mut child, mut ctl) = super::start_helper(helper, &frame, &fds, None)?;
+    let (mut child, mut ctl) = super::launch::start_helper(helper, &frame, &fds, None)?;
     let pid = child.id().unwrap_or(0);
     // Into the run's cgroups before it reads its request, as a run built on the spot.
     let cgroup = match host.cgroups() {

@@ -43,6 +43,8 @@ fn doctor_reports_every_level_and_a_contained_self_test() {
             .unwrap()
             .ends_with("tw-sandbox-helper")
     );
+    // The pool's size (the default here); a one-shot command builds none ahead.
+    assert_eq!(report["built_ahead"], json!([2, 0]), "{report:#}");
 
     // Every protection strict needs is listed, and held on the machines this is tested on.
     let mut protections: Vec<(String, bool)> = report["protections"]

@@ -73,6 +73,16 @@ fn facts_table(d: &Doctor) -> Table {
         },
     ]);
     facts.row(vec![
+        "built ahead".into(),
+        match d.built_ahead {
+            (0, _) => "off: every strict sandbox is built on the spot ([sandbox] pool = 0)".into(),
+            (n, ready) => format!(
+                "up to {n} strict sandboxes kept ready for the last kind of run seen twice \
+                 ({ready} ready in this process)"
+            ),
+        },
+    ]);
+    facts.row(vec![
         "bubblewrap".into(),
         d.bubblewrap.as_ref().map_or("not installed".into(), |p| {
             format!("{} (not used; for comparison)", p.display())

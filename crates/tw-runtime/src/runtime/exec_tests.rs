@@ -503,3 +503,39 @@ async fn redirection_table_matches_what_bash_and_dash_do() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Whether each of `n` exec calls, a pause apart, ran in a sandbox built ahead (the audit
+/// record's `sandbox_prepared_ahead`), stopping at the first that did.
+async fn prepared_ahead(f: &Fixture, n: usize) -> Vec<bool> {
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        let r = f.call("exec", json!({"argv": ["true"]})).await;
+        assert_eq!(r.status, ToolStatus::Success, "{r:?}");
+        let ahead = f.facts(&r).await["sandbox_prepared_ahead"] == json!(true);
+        seen.push(ahead);
+        if ahead {
+            break;
+        }
+        // Room for the pool to build the next one, as an agent's think time gives it.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_exec_calls_run_in_sandboxes_built_ahead_and_their_records_say_so() {
+    let f = Fixture::new("").await;
+    let seen = prepared_ahead(&f, 20).await;
+    // The first two build their own (the pool starts on a shape of run seen twice); one of the
+    // next is served ahead.
+    assert!(
+        seen.len() > 2 && seen[..2] == [false, false] && seen.last() == Some(&true),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_none_in_the_config_builds_every_sandbox_on_the_spot() {
+    let f = Fixture::new("[sandbox]\npool = 0\n").await;
+    assert_eq!(prepared_ahead(&f, 5).await, vec![false; 5]);
+}

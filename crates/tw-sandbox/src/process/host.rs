@@ -147,6 +147,9 @@ pub struct Doctor {
     /// Where each run's memory and process caps over its whole tree live (cgroup v1), or why
     /// the caps are per process only.
     pub tree_limits: std::result::Result<String, String>,
+    /// How many strict and restricted sandboxes are kept built ahead of their runs (0: each is
+    /// built on the spot), and how many are ready now.
+    pub built_ahead: (usize, usize),
     /// Each protection strict and restricted need, held or missing.
     pub protections: Vec<Protection>,
     /// Each level's status.
@@ -354,6 +357,7 @@ impl Host {
                         .to_owned(),
                 ),
             },
+            built_ahead: (self.config.pool_size, self.pool.counts().0),
             levels,
             self_test: self
                 .strict

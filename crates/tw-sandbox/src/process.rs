@@ -392,14 +392,14 @@ impl Sandbox {
         self.run_checked(spec, cancel, progress, true).await
     }
 
-    /// [`Sandbox::run`] without the level check, for the self-test itself (which `pool` keeps
-    /// off the pool of helpers made ahead: its one run would only turn the pool to its shape).
+    /// [`Sandbox::run`] without the level check, for the self-test itself (which `use_pool`
+    /// keeps off the helpers made ahead: its one run would only turn the pool to its shape).
     async fn run_checked(
         &self,
         spec: ProcessSpec,
         cancel: CancellationToken,
         progress: Option<mpsc::Sender<OutputChunk>>,
-        pool: bool,
+        use_pool: bool,
     ) -> Result<RunOutcome> {
         let prepared = self.prepare(&spec, Mode::Batch).await?;
         let level = prepared.level;
@@ -431,10 +431,11 @@ impl Sandbox {
         }
         // The pool makes the next helper once this run is over (or failed), not alongside it:
         // on two cores building a sandbox beside a run slows the run.
-        let _refill = pool.then(|| pool::RefillOnDrop(&self.host));
-        let pooled = match pool {
-            true => self.launch_pooled(&spec, &prepared).await?,
-            false => None,
+        let _refill = use_pool.then(|| pool::RefillOnDrop(&self.host));
+        let pooled = if use_pool {
+            self.launch_pooled(&spec, &prepared).await?
+        } else {
+            None
         };
         let prepared_ahead = pooled.is_some();
         let launched = match pooled {
@@ -478,10 +479,10 @@ impl Sandbox {
                 if status.is_some() {
                     break;
                 }
-                // The report ended (the helper and its init closed the socket on their way
-                // out) and says the tool's whole tree ended and was reaped: the run is over.
-                // The helper's own exit, after a strict one's namespaces are torn down, is not
-                // waited for; tokio reaps it.
+                // The helper's report says the tool's whole tree ended and was reaped, and its
+                // streams were read to their end then: the run is over. The helper's own exit,
+                // after a strict one's namespaces are torn down, is not waited for; tokio reaps
+                // it.
                 if finished_in(&messages) {
                     wall_time = start.elapsed();
                     guard.armed = false;

@@ -14,10 +14,10 @@
 //!   forbidden file that appeared since) is built on the spot, and the pool turns to its shape.
 //! - **The host paths are the ones there now.** A helper's mounts pin the files and directories
 //!   they cover when it is made. Each path the sandbox names (workspace, masks, system paths,
-//!   hidden directories) is recorded by device and inode before the helper is made and compared
-//!   when a run takes it: a workspace swapped for another directory, or a masked file deleted
-//!   and made again (which detaches its mask in every namespace), sends the run to a helper
-//!   built on the spot.
+//!   hidden directories) is marked (see [`Mark`]) before the helper is made and compared when a
+//!   run takes it: a workspace swapped for another directory, or a masked file deleted and made
+//!   again (which detaches its mask in every namespace), sends the run to a helper built on the
+//!   spot.
 //! - **Limits and cgroups.** The tool's rlimits and the tree's caps are in the shape; the helper
 //!   enters the run's cgroups before it reads its request, as a run built on the spot does, so
 //!   its init and the tool are born in them.
@@ -79,7 +79,7 @@ pub(crate) struct Pooled {
     /// The run's cgroups (where runs get them), which the helper entered before it read its
     /// request, as at a run built on the spot: its init and the tool are born in them.
     cgroup: Kept,
-    /// The host paths the sandbox names, by device and inode, taken before it was made.
+    /// The host paths the sandbox names (see [`Mark`]), taken before it was made.
     marks: Vec<Option<Mark>>,
 }
 
@@ -167,13 +167,17 @@ impl Pool {
                 stale
             }
         };
-        // Killed outside the lock.
+        // Closed outside the lock: each exits on its own, and its cgroups go back.
         drop(stale);
         None
     }
 
     /// Makes helpers in the background until the pool holds `size` of its current shape.
     pub(crate) fn refill(host: &Arc<Host>) {
+        // A run dropped as its runtime shuts down has nowhere to build helpers, and needs none.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let pool = host.pool();
         let wanted = {
             let state = pool.state();
@@ -182,10 +186,6 @@ impl Pool {
                 && state.seen >= 2
                 && state.shape.is_some()
                 && state.ready.len() + state.filling < pool.size
-        };
-        // A run dropped as its runtime shuts down has nowhere to build helpers, and needs none.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
         };
         if !wanted {
             return;

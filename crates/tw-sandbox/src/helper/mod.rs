@@ -77,10 +77,7 @@ pub fn main() -> ! {
     match run(&ctl) {
         Ok(code) => sys::exit(code),
         Err(failure) => {
-            ctl.send(&Message::SetupFailed {
-                step: failure.step.to_owned(),
-                error: failure.error,
-            });
+            ctl.send(&failure.into());
             sys::exit(SETUP_FAILED)
         }
     }
@@ -116,6 +113,16 @@ impl Failure {
         Self {
             step,
             error: error.to_string(),
+        }
+    }
+}
+
+impl From<Failure> for Message {
+    /// How the runtime hears of it.
+    fn from(f: Failure) -> Self {
+        Message::SetupFailed {
+            step: f.step.to_owned(),
+            error: f.error,
         }
     }
 }
@@ -207,10 +214,7 @@ fn run(ctl: &Control) -> Step<i32> {
                     let code = match init {
                         Ok(code) => code,
                         Err(failure) => {
-                            ctl.send(&Message::SetupFailed {
-                                step: failure.step.to_owned(),
-                                error: failure.error,
-                            });
+                            ctl.send(&failure.into());
                             SETUP_FAILED
                         }
                     };
@@ -263,15 +267,8 @@ fn tool_stdin(ctl: &Control, req: &Request, fds: &[OwnedFd]) -> Step<OwnedFd> {
 /// Pid 1 of the sandbox's pid namespace.
 fn namespace_init(ctl: &Control, req: &Request, stdin: OwnedFd) -> Step<i32> {
     enter_init(req)?;
-    let tool = match spawn_tool(req, &stdin) {
-        Ok(pid) => pid,
-        Err(m) => {
-            ctl.send(&m);
-            return Ok(SETUP_FAILED);
-        }
-    };
-    drop(stdin);
-    Ok(supervise_init(ctl, tool))
+    let started = spawn_tool(req, &stdin);
+    Ok(supervise_init(ctl, started, stdin))
 }
 
 /// Pid 1 of a pooled helper's namespace (see [`Request::pooled`]): it confines itself exactly as
@@ -289,22 +286,9 @@ fn pooled_init(ctl: &Control, req: &Request) -> Step<i32> {
         Err(e) => return Err(Failure::new("reading the run", e)),
     }
     let run: Run = wire::read_body(u32::from_le_bytes(len), &mut &*ctl).at("reading the run")?;
-    if run.stdin {
-        return Err(Failure::new(
-            "reading the run",
-            "a helper made ahead runs only tools without standard input",
-        ));
-    }
     let stdin = sys::open_dev_null().at("opening /dev/null")?;
-    let tool = match start(&run.program, &run.argv, Some(&run.env), &run.cwd, &stdin) {
-        Ok(pid) => pid,
-        Err(m) => {
-            ctl.send(&m);
-            return Ok(SETUP_FAILED);
-        }
-    };
-    drop(stdin);
-    Ok(supervise_init(ctl, tool))
+    let started = start(&run.program, &run.argv, Some(&run.env), &run.cwd, &stdin);
+    Ok(supervise_init(ctl, started, stdin))
 }
 
 /// What init does before anything else: dies with the helper, mounts the namespace's `/proc`
@@ -330,9 +314,18 @@ fn die_with_parent() -> Step<()> {
         .map(drop)
 }
 
-/// Init's part once the tool runs: reports the start, waits for the tool and reports how it
-/// ended. The helper above watches the socket and passes a hangup down as SIGTERM.
-fn supervise_init(ctl: &Control, tool: libc::pid_t) -> i32 {
+/// Init's part once the tool is started (or could not be: that is reported and ends init):
+/// lets go of the tool's stdin, reports the start, waits for the tool and reports how it ended.
+/// The helper above watches the socket and passes a hangup down as SIGTERM.
+fn supervise_init(ctl: &Control, started: Result<libc::pid_t, Message>, stdin: OwnedFd) -> i32 {
+    drop(stdin);
+    let tool = match started {
+        Ok(pid) => pid,
+        Err(m) => {
+            ctl.send(&m);
+            return SETUP_FAILED;
+        }
+    };
     ctl.send(&Message::Started);
     let finished = supervise(tool, Reaper::Init, Hangup(None));
     ctl.send(&Message::Finished(finished));
@@ -344,10 +337,7 @@ fn supervise_init(ctl: &Control, tool: libc::pid_t) -> i32 {
 /// tool inherits; then the tool is started with `posix_spawn` (through std), so no copy of this
 /// process is made. A failure is the message to report.
 fn spawn_tool(req: &Request, stdin: &OwnedFd) -> Result<libc::pid_t, Message> {
-    confine_self(req).map_err(|f| Message::SetupFailed {
-        step: f.step.to_owned(),
-        error: f.error,
-    })?;
+    confine_self(req)?;
     start(&req.program, &req.argv, None, &req.cwd, stdin)
 }
 
@@ -375,12 +365,7 @@ fn start(
     cwd: &std::path::Path,
     stdin: &OwnedFd,
 ) -> Result<libc::pid_t, Message> {
-    sys::chdir(cwd)
-        .at("entering the working directory")
-        .map_err(|f| Message::SetupFailed {
-            step: f.step.to_owned(),
-            error: f.error,
-        })?;
+    sys::chdir(cwd).at("entering the working directory")?;
     let argv0 = [program.to_string_lossy().into_owned()];
     let argv = if argv.is_empty() { &argv0[..] } else { argv };
     sys::spawn(program, argv, env, stdin.as_raw_fd()).map_err(|e| Message::ExecFailed {

@@ -107,7 +107,7 @@ pub struct Request {
 }
 
 /// What a pooled helper (see [`Request::pooled`]) learns when its run comes: a second frame on
-/// the socket, then the tool's standard input when `stdin` is set.
+/// the socket. The tool's standard input is `/dev/null` (a run with input is built on the spot).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
     /// Absolute path of the program to execute.
@@ -118,8 +118,6 @@ pub struct Run {
     pub cwd: PathBuf,
     /// The tool's whole environment, as `NAME=value` (a helper made ahead has none of its own).
     pub env: Vec<String>,
-    /// Whether the tool's standard input follows this frame (otherwise it is `/dev/null`).
-    pub stdin: bool,
 }
 
 /// What the helper reports back.

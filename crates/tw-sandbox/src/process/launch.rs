@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio::time::Instant;
 
-use super::{Level, Prepared, ProcessSpec, Sandbox, cgroup, host, pool};
+use super::{Level, Prepared, ProcessSpec, ResourceLimits, Sandbox, cgroup, host, pool};
 use crate::error::{Result, SandboxError};
 use crate::helper::wire;
 
@@ -122,23 +122,29 @@ impl Sandbox {
         level: Level,
         pid: u32,
     ) -> Result<Option<cgroup::RunCgroup>> {
-        let Some(c) = self.host.cgroups() else {
-            return Ok(None);
-        };
         let limits = host::Host::limits(spec, level);
-        let made = c
-            .take(
-                limits.memory_bytes,
-                limits.max_processes,
-                if level == Level::Standard { 1 } else { 2 },
-            )
-            .and_then(|cg| cg.enter(pid).map(|()| cg));
-        made.map(Some).map_err(|e| SandboxError::Setup {
+        run_cgroups(&self.host, &limits, level, pid).map_err(|e| SandboxError::Setup {
             level: spec.isolation,
             step: "making the run's cgroups (its tree's memory and process caps)".to_owned(),
             error: e.to_string(),
         })
     }
+}
+
+/// Cgroups for a run at `level` with `limits` (where runs get them), with its helper `pid`
+/// moved in; the process cap leaves room for the helper and, above standard, its init.
+pub(super) fn run_cgroups(
+    host: &host::Host,
+    limits: &ResourceLimits,
+    level: Level,
+    pid: u32,
+) -> io::Result<Option<cgroup::RunCgroup>> {
+    let Some(c) = host.cgroups() else {
+        return Ok(None);
+    };
+    let helpers = if level == Level::Standard { 1 } else { 2 };
+    c.take(limits.memory_bytes, limits.max_processes, helpers)
+        .and_then(|cg| cg.enter(pid).map(|()| Some(cg)))
 }
 
 /// Spawns the sandbox helper with `frame` waiting for it: the frame's header, with `fds`

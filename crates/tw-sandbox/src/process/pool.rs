@@ -271,7 +271,6 @@ pub(crate) fn run_of(request: &Request, env: &std::collections::BTreeMap<String,
         argv: request.argv.clone(),
         cwd: request.cwd.clone(),
         env: env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-        stdin: request.stdin,
     }
 }
 
@@ -325,19 +324,11 @@ async fn make(host: &Host, shape: &Request) -> std::io::Result<Pooled> {
     let (mut child, mut ctl) = super::launch::start_helper(helper, &frame, &fds, None)?;
     let pid = child.id().unwrap_or(0);
     // Into the run's cgroups before it reads its request, as a run built on the spot.
-    let cgroup = match host.cgroups() {
-        None => None,
-        Some(c) => {
-            let made = c
-                .take(shape.limits.memory_bytes, shape.limits.max_processes, 2)
-                .and_then(|cg| cg.enter(pid).map(|()| cg));
-            match made {
-                Ok(cg) => Some((Arc::clone(c), cg)),
-                Err(e) => {
-                    let _ = child.start_kill();
-                    return Err(e);
-                }
-            }
+    let cgroup = match super::launch::run_cgroups(host, &shape.limits, shape.level, pid) {
+        Ok(cg) => Kept(host.cgroups().cloned().zip(cg)),
+        Err(e) => {
+            let _ = child.start_kill();
+            return Err(e);
         }
     };
     let mut line = Vec::new();
@@ -363,7 +354,7 @@ async fn make(host: &Host, shape: &Request) -> std::io::Result<Pooled> {
         child,
         ctl,
         pid,
-        cgroup: Kept(cgroup),
+        cgroup,
         marks,
     })
 }

@@ -77,8 +77,8 @@ pub struct SandboxConfig {
     pub extra_read_only: Vec<PathBuf>,
     /// Where the self-test puts its scratch files.
     pub scratch_dir: PathBuf,
-    /// How many strict and restricted helpers are kept built ahead of their runs, for the
-    /// shape of run seen last (see `process::pool`); 0 builds every sandbox on the spot.
+    /// How many strict and restricted helpers are kept built ahead of their runs, for each of
+    /// the last few shapes of run (see `process::pool`); 0 builds every sandbox on the spot.
     pub pool_size: usize,
 }
 

@@ -3,15 +3,16 @@
 //! spawn; a pooled helper has done all of it before its run comes, and waits with its namespace's
 //! init confined for the [`Run`] that names the program (see [`Request::pooled`]). A run takes a
 //! ready helper and the pool makes the next one in the background, off the run's path, once the
-//! same shape of run came twice.
+//! same shape of run came twice. It keeps helpers for the last [`SHAPES`] shapes that ran.
 //!
 //! What a pooled run keeps from a run built on the spot:
 //! - **Nothing is shared between runs.** A helper serves one run and exits with it: its
 //!   namespaces, its private `/tmp` and `/dev/shm` and its `/proc` are its own.
-//! - **The sandbox is the one the run asks for.** The pool keeps helpers for one *shape*, the
-//!   run's request without what only the run names (program, arguments, working directory,
-//!   environment); a run whose shape differs (another tool's limits, a changed policy, a
-//!   forbidden file that appeared since) is built on the spot, and the pool turns to its shape.
+//! - **The sandbox is the one the run asks for.** The pool keeps helpers per *shape*, the run's
+//!   request without what only the run names (program, arguments, working directory,
+//!   environment); a run takes only a helper of its own shape, and one whose shape the pool has
+//!   no helper for (another tool's limits, a changed policy, a forbidden file that appeared
+//!   since) is built on the spot.
 //! - **The host paths are the ones there now.** A helper's mounts pin the files and directories
 //!   they cover when it is made. Each path the sandbox names (workspace, masks, system paths,
 //!   hidden directories) is marked (see [`Mark`]) before the helper is made and compared when a
@@ -42,29 +43,49 @@ use crate::helper::wire::{self, Message, Request, Run};
 /// How long a helper may take to say it is ready before the pool gives up on it.
 const READY_WITHIN: Duration = Duration::from_secs(10);
 
-/// The helpers made ahead for one shape of run.
+/// Shapes the pool keeps helpers for at once, the most recently run first: an agent that
+/// alternates between a few tools (each tool's limits and policy make a shape of its own) finds
+/// helpers for each, and the least recently run shape's go when one more comes.
+pub(crate) const SHAPES: usize = 4;
+
+/// The helpers made ahead for the last few shapes of run.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    /// How many ready helpers the pool keeps; 0 turns pooling off.
+    /// How many ready helpers the pool keeps per shape; 0 turns pooling off.
     size: usize,
     state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
 struct State {
+    /// At most [`SHAPES`], the most recently run first.
+    slots: Vec<Slot>,
+    /// The id the next new slot gets.
+    next_id: u64,
+}
+
+/// The helpers for one shape.
+#[derive(Debug)]
+struct Slot {
     /// The request (see [`shape`]) the helpers are made for.
-    shape: Option<Request>,
-    /// Bumped with each new shape, so a helper finished for an older one is dropped.
-    generation: u64,
+    shape: Request,
+    /// Never reused, so a helper finished for a slot the pool has since let go is dropped.
+    id: u64,
     /// How many runs of this shape came so far (up to 2): helpers are made only for a shape
     /// seen twice, so a one-shot process (`toolwarden call`) makes none it would throw away.
     seen: u8,
     ready: Vec<Pooled>,
     /// Helpers being made.
     filling: usize,
-    /// A helper for this shape failed to get ready: no more are made until the shape changes
-    /// (a run built on the spot reports the failure itself).
+    /// A helper for this shape failed to get ready: no more are made for it (a run built on
+    /// the spot reports the failure itself) until the pool lets the shape go.
     broken: bool,
+}
+
+impl State {
+    fn slot(&mut self, id: u64) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|s| s.id == id)
+    }
 }
 
 /// A helper that built its sandbox and waits for its run. Dropping it closes the runtime's end
@@ -130,41 +151,62 @@ impl Pool {
     }
 
     /// A ready helper for `shape` whose paths are still the ones it was made with, if the pool
-    /// has one; otherwise the pool turns to `shape` (dropping helpers of another) and the run is
-    /// built on the spot. Either way [`Pool::refill`] should follow.
+    /// has one; otherwise the run is built on the spot, and the pool counts the shape (letting
+    /// the least recently run one go if it now holds more than [`SHAPES`]). Either way
+    /// [`Pool::refill`] should follow.
     pub(crate) fn claim(&self, shape: &Request) -> Option<Pooled> {
         if self.size == 0 {
             return None;
         }
         let stale = {
-            let mut state = self.state();
-            if state.shape.as_ref() != Some(shape) {
-                state.shape = Some(shape.clone());
-                state.generation += 1;
-                state.broken = false;
-                state.seen = 1;
-                std::mem::take(&mut state.ready)
-            } else if state.ready.is_empty() {
-                state.seen = 2;
-                return None;
-            } else {
-                state.seen = 2;
-                let now = marks(shape);
-                let mut taken = None;
-                let mut stale = Vec::new();
-                while let Some(p) = state.ready.pop() {
-                    if p.marks == now {
-                        taken = Some(p);
-                        break;
+            let mut guard = self.state();
+            let state = &mut *guard;
+            match state.slots.iter().position(|s| &s.shape == shape) {
+                None => {
+                    let id = state.next_id;
+                    state.next_id += 1;
+                    state.slots.insert(
+                        0,
+                        Slot {
+                            shape: shape.clone(),
+                            id,
+                            seen: 1,
+                            ready: Vec::new(),
+                            filling: 0,
+                            broken: false,
+                        },
+                    );
+                    state
+                        .slots
+                        .drain(SHAPES.min(state.slots.len())..)
+                        .flat_map(|s| s.ready)
+                        .collect()
+                }
+                Some(at) => {
+                    let slot = state.slots.remove(at);
+                    state.slots.insert(0, slot);
+                    let slot = &mut state.slots[0];
+                    slot.seen = 2;
+                    if slot.ready.is_empty() {
+                        return None;
                     }
-                    stale.push(p);
+                    let now = marks(shape);
+                    let mut taken = None;
+                    let mut stale = Vec::new();
+                    while let Some(p) = slot.ready.pop() {
+                        if p.marks == now {
+                            taken = Some(p);
+                            break;
+                        }
+                        stale.push(p);
+                    }
+                    if let Some(p) = taken {
+                        drop(guard);
+                        drop(stale);
+                        return Some(p);
+                    }
+                    stale
                 }
-                if let Some(p) = taken {
-                    drop(state);
-                    drop(stale);
-                    return Some(p);
-                }
-                stale
             }
         };
         // Closed outside the lock: each exits on its own, and its cgroups go back.
@@ -172,54 +214,54 @@ impl Pool {
         None
     }
 
-    /// Makes helpers in the background until the pool holds `size` of its current shape.
+    /// The slot that most needs a helper, the most recently run first: its shape and id.
+    fn wanting(&self, state: &State) -> Option<(Request, u64)> {
+        state
+            .slots
+            .iter()
+            .find(|s| !s.broken && s.seen >= 2 && s.ready.len() + s.filling < self.size)
+            .map(|s| (s.shape.clone(), s.id))
+    }
+
+    /// Makes helpers in the background until the pool holds `size` for each shape it keeps
+    /// that came twice.
     pub(crate) fn refill(host: &Arc<Host>) {
         // A run dropped as its runtime shuts down has nowhere to build helpers, and needs none.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let pool = host.pool();
-        let wanted = {
-            let state = pool.state();
-            pool.size > 0
-                && !state.broken
-                && state.seen >= 2
-                && state.shape.is_some()
-                && state.ready.len() + state.filling < pool.size
-        };
-        if !wanted {
+        if pool.size == 0 || pool.wanting(&pool.state()).is_none() {
             return;
         }
         let host = Arc::clone(host);
         runtime.spawn(async move {
             let pool = host.pool();
             loop {
-                let (shape, generation) = {
+                let (shape, id) = {
                     let mut state = pool.state();
-                    let Some(shape) = state.shape.clone() else {
+                    let Some((shape, id)) = pool.wanting(&state) else {
                         return;
                     };
-                    if state.broken
-                        || state.seen < 2
-                        || state.ready.len() + state.filling >= pool.size
-                    {
-                        return;
+                    if let Some(slot) = state.slot(id) {
+                        slot.filling += 1;
                     }
-                    state.filling += 1;
-                    (shape, state.generation)
+                    (shape, id)
                 };
                 let made = make(&host, &shape).await;
                 let mut state = pool.state();
-                state.filling -= 1;
+                let Some(slot) = state.slot(id) else {
+                    // Let go while it was being made: dropped (outside the lock).
+                    drop(state);
+                    drop(made);
+                    continue;
+                };
+                slot.filling -= 1;
                 match made {
-                    Ok(p) if state.generation == generation => state.ready.push(p),
-                    Ok(_) => {}
+                    Ok(p) => slot.ready.push(p),
                     Err(e) => {
-                        if state.generation == generation {
-                            state.broken = true;
-                        }
+                        slot.broken = true;
                         tracing::warn!(error = %e, "could not make a sandbox helper ahead of its run; runs build theirs on the spot");
-                        return;
                     }
                 }
             }
@@ -230,16 +272,19 @@ impl Pool {
     #[cfg(test)]
     pub(crate) fn ready_pids(&self) -> Vec<i32> {
         self.state()
-            .ready
+            .slots
             .iter()
+            .flat_map(|s| &s.ready)
             .filter_map(|p| i32::try_from(p.pid).ok())
             .collect()
     }
 
-    /// How many helpers are ready, and how many are being made.
+    /// How many helpers are ready, and how many are being made, over every shape.
     pub(crate) fn counts(&self) -> (usize, usize) {
         let state = self.state();
-        (state.ready.len(), state.filling)
+        state.slots.iter().fold((0, 0), |(ready, filling), s| {
+            (ready + s.ready.len(), filling + s.filling)
+        })
     }
 }
 

@@ -125,10 +125,10 @@ async fn a_file_to_mask_that_appeared_after_its_helper_was_built_is_masked() {
         (String::new(), false),
         "{out:?}"
     );
-    // The pool turned to the new shape: once it came twice, its runs are served ahead.
+    // The new shape gets helpers of its own once it came twice (the first shape keeps its).
     for ahead in [false, true] {
         if ahead {
-            ready(&sandbox).await;
+            settled(&sandbox, 2 * DEFAULT_POOL_SIZE).await;
         }
         let mut s = spec(&dir, "cat", &[".env"]);
         s.fs.masked = vec![dir.path().join(".env")];
@@ -245,6 +245,87 @@ async fn a_run_with_other_limits_gets_its_own_not_those_of_the_helpers_made_ahea
         ("100\n".to_owned(), false),
         "{out:?}"
     );
+}
+
+/// Waits until the pool has at least `n` helpers ready and is making none.
+async fn settled(sandbox: &Sandbox, n: usize) {
+    let until = Instant::now() + READY_WITHIN;
+    while !matches!(sandbox.helpers_ahead(), (ready, 0) if ready >= n) {
+        assert!(
+            Instant::now() < until,
+            "{n} helpers did not get ready within {READY_WITHIN:?}: {:?}",
+            sandbox.helpers_ahead()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_alternating_between_shapes_each_take_a_helper_of_their_own_shape() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    let with_files = |n: u64| {
+        let mut s = spec(&dir, "sh", &["-c", "ulimit -n"]);
+        s.limits.max_open_files = Some(n);
+        s
+    };
+    // Each shape came twice: the pool keeps helpers for both.
+    for n in [200, 100, 200, 100] {
+        assert_eq!(
+            text(&strict(&sandbox, with_files(n)).await),
+            format!("{n}\n")
+        );
+    }
+    for _ in 0..3 {
+        for n in [200, 100] {
+            settled(&sandbox, 2 * DEFAULT_POOL_SIZE).await;
+            let out = strict(&sandbox, with_files(n)).await;
+            assert_eq!(
+                (text(&out), out.metrics.prepared_ahead),
+                (format!("{n}\n"), true),
+                "{out:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_least_recently_run_shape_loses_its_helpers_when_one_shape_too_many_comes() {
+    let dir = TempDir::new().unwrap();
+    let sandbox = Sandbox::new();
+    let with_files = |n: u64| {
+        let mut s = spec(&dir, "true", &[]);
+        s.limits.max_open_files = Some(n);
+        s
+    };
+    let shapes: Vec<u64> = (0..=pool::SHAPES as u64).map(|i| 100 + i).collect();
+    // The first SHAPES shapes, twice each: helpers for every one of them.
+    for &n in &shapes[..pool::SHAPES] {
+        for _ in 0..2 {
+            strict(&sandbox, with_files(n)).await;
+        }
+    }
+    settled(&sandbox, pool::SHAPES * DEFAULT_POOL_SIZE).await;
+    let before = sandbox.host.pool().ready_pids();
+    // One more shape: the first one's helpers go (and exit), the others stay.
+    strict(&sandbox, with_files(shapes[pool::SHAPES])).await;
+    let after = sandbox.host.pool().ready_pids();
+    assert_eq!(
+        after.len(),
+        (pool::SHAPES - 1) * DEFAULT_POOL_SIZE,
+        "{after:?}"
+    );
+    assert!(
+        after.iter().all(|p| before.contains(p)),
+        "{before:?} {after:?}"
+    );
+    // The first shape comes again: built on the spot, as a shape seen for the first time.
+    let out = strict(&sandbox, with_files(shapes[0])).await;
+    assert!(!out.metrics.prepared_ahead, "{out:?}");
+    // That let the next least recently run one go; the newer ones are still served ahead.
+    settled(&sandbox, (pool::SHAPES - 2) * DEFAULT_POOL_SIZE).await;
+    let out = strict(&sandbox, with_files(shapes[pool::SHAPES - 1])).await;
+    assert!(out.metrics.prepared_ahead, "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -287,8 +287,8 @@ pub struct SandboxSettings {
     pub ids: Option<(u32, u32)>,
     /// Extra paths strict tools may read and execute.
     pub read_only: Vec<PathBuf>,
-    /// How many strict sandboxes are kept built ahead of their calls (default
-    /// `tw_sandbox::DEFAULT_POOL_SIZE`; 0 builds each on the spot).
+    /// How many sandboxes are kept built ahead of their calls, for each of the last few shapes
+    /// of call (default `tw_sandbox::DEFAULT_POOL_SIZE`; 0 builds each on the spot).
     pub pool: Option<usize>,
 }
 
@@ -484,7 +484,7 @@ enum SyncDoc {
 /// The longest name a config section gives something agents pick by name (a validation
 /// profile, a log root): it is an enum value in a tool's schema and a word in messages.
 const MAX_SHORT_NAME: usize = 64;
-/// The most strict sandboxes `[sandbox] pool` may keep built ahead.
+/// The most sandboxes `[sandbox] pool` may keep built ahead per shape of call.
 const MAX_SANDBOX_POOL: usize = 16;
 
 /// Whether `n` is such a name: 1 to [`MAX_SHORT_NAME`] lowercase letters, digits, `_` and `-`,
@@ -599,7 +599,8 @@ impl Config {
                             Some(n.span().start),
                             format!(
                                 "sandbox.pool is {}; at most {MAX_SANDBOX_POOL} sandboxes are \
-                                 kept ready (each idle one holds two small processes)",
+                                 kept ready per shape of call (each idle one holds one or two \
+                                 small processes)",
                                 n.get_ref()
                             ),
                         ));

@@ -14,10 +14,10 @@
 //!
 //! The cases: `bare` (`tokio::process::Command`, the baseline the goals use, since the runtime
 //! spawns through tokio too), `bare_std` (a blocking `std::process::Command`, for scale),
-//! `bwrap`, and `standard`, `strict`, `restricted` through [`Sandbox::run`]. `strict` and
-//! `restricted` are runs the pool of helpers made ahead serves (each timed run waits, untimed,
-//! until a helper is ready, as a call that comes after the last one's refill would), and
-//! `strict_cold` is a strict run built on the spot (a `Sandbox` with no pool: the first run of a
+//! `bwrap`, and `standard`, `strict`, `restricted` through [`Sandbox::run`]. Those three are runs
+//! the pool of helpers made ahead serves (each timed run waits, untimed, until a helper is
+//! ready, as a call that comes after the last one's refill would), and `strict_cold` and
+//! `standard_cold` are runs built on the spot (a `Sandbox` with no pool: the first run of a
 //! new shape, or one that finds the pool drained by a burst). Criterion measures
 //! each (groups `spawn` and `spawn_1gib`); a separate timing loop then prints the
 //! `spawn summary:` lines (medians, p95s and ratios) that the goals are checked against, with
@@ -73,10 +73,12 @@ enum Case {
     Level(IsolationLevel),
     /// Strict, built on the spot.
     StrictCold,
+    /// Standard, built on the spot.
+    StandardCold,
 }
 
 impl Case {
-    const ALL: [Case; 7] = [
+    const ALL: [Case; 8] = [
         Case::Bare,
         Case::BareStd,
         Case::Bwrap,
@@ -84,6 +86,7 @@ impl Case {
         Case::Level(IsolationLevel::Strict),
         Case::Level(IsolationLevel::Restricted),
         Case::StrictCold,
+        Case::StandardCold,
     ];
 
     fn name(self) -> &'static str {
@@ -96,6 +99,7 @@ impl Case {
             Case::Level(IsolationLevel::Restricted) => "restricted",
             Case::Level(IsolationLevel::None) => "none",
             Case::StrictCold => "strict_cold",
+            Case::StandardCold => "standard_cold",
         }
     }
 }
@@ -211,15 +215,12 @@ impl Bench {
         case != Case::Bwrap || self.bwrap.is_some()
     }
 
-    /// Waits, untimed, until the pool has a helper ready for a pooled case and builds none. Strict and
-    /// restricted are different shapes, and the pool makes helpers for a shape once it came
-    /// twice: a case that follows the other first runs twice untimed. Panics if no helper gets
+    /// Waits, untimed, until the pool has a helper ready for a pooled case and builds none. Each
+    /// level is a shape of its own, and the pool makes helpers for a shape once it came twice: a
+    /// case that follows another first runs twice untimed. Panics if no helper gets
     /// ready, so a broken pool never passes for a cold figure.
     fn settle(&self, case: Case) {
-        if !matches!(
-            case,
-            Case::Level(IsolationLevel::Strict | IsolationLevel::Restricted)
-        ) {
+        if !matches!(case, Case::Level(_)) {
             return;
         }
         if self.pooled.replace(Some(case)) != Some(case) {
@@ -287,9 +288,10 @@ impl Bench {
                     .unwrap()
                     .status
             }),
-            Case::Level(_) | Case::StrictCold => {
+            Case::Level(_) | Case::StrictCold | Case::StandardCold => {
                 let (sandbox, level) = match case {
                     Case::Level(level) => (&self.sandbox, level),
+                    Case::StandardCold => (&self.cold, IsolationLevel::Standard),
                     _ => (&self.cold, IsolationLevel::Strict),
                 };
                 let spec = self.spec(level, TRUE, &[]);
@@ -417,12 +419,12 @@ impl Figures {
              alternating with the other condition)"
         );
         println!(
-            "spawn summary:   {:<11} {:>9} {:>9}",
+            "spawn summary:   {:<13} {:>9} {:>9}",
             "case", "median", "p95"
         );
         for (case, median, p95) in &self.rows {
             println!(
-                "spawn summary:   {:<11} {:>6.3} ms {:>6.3} ms",
+                "spawn summary:   {:<13} {:>6.3} ms {:>6.3} ms",
                 case.name(),
                 median,
                 p95
@@ -461,6 +463,19 @@ impl Figures {
                 cold / bare,
                 cold / bwrap,
                 strict_median / cold
+            );
+        }
+        if let (Some((standard, _)), Some((cold, _)), Some((bare, _))) = (
+            self.get(Case::Level(IsolationLevel::Standard)),
+            self.get(Case::StandardCold),
+            self.get(Case::Bare),
+        ) {
+            println!(
+                "spawn summary:   standard pooled {:.2}x bare, standard_cold (built on the spot) \
+                 {:.2}x bare; pooled/cold {:.2}x (no goal)",
+                standard / bare,
+                cold / bare,
+                standard / cold
             );
         }
     }
@@ -827,7 +842,7 @@ fn main() {
     for (case, median, _) in &heavy.rows {
         if let Some((before, _)) = plain.get(*case) {
             println!(
-                "spawn summary:   {:<11} median with 1 GiB / without: {:.2}x (goal: unchanged)",
+                "spawn summary:   {:<13} median with 1 GiB / without: {:.2}x (goal: unchanged)",
                 case.name(),
                 median / before
             );

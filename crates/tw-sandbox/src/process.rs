@@ -354,7 +354,7 @@ impl Sandbox {
         }
     }
 
-    /// How many strict and restricted helpers are built and waiting for a run, and how many are
+    /// How many helpers are built and waiting for a run, and how many are
     /// being built (see [`SandboxConfig::pool_size`]).
     pub fn helpers_ahead(&self) -> (usize, usize) {
         self.host.pool().counts()

@@ -379,7 +379,7 @@ fn sandbox_and_commands_sections() {
     check(
         "[sandbox]\npool = 17\n",
         Err(
-            "/etc/tw/config.toml:2:8: sandbox.pool is 17; at most 16 sandboxes are kept ready (each idle one holds two small processes)",
+            "/etc/tw/config.toml:2:8: sandbox.pool is 17; at most 16 sandboxes are kept ready per shape of call (each idle one holds one or two small processes)",
         ),
     );
     check(

@@ -165,12 +165,29 @@ fn run(ctl: &Control) -> Step<i32> {
         .at("prctl(PR_SET_DUMPABLE)")?;
     sys::watch_signals(&WATCHED).at("blocking signals")?;
     let hangup = Hangup::watch(ctl, &req)?;
+    if req.pooled && (req.stdin || req.stdin_fd.is_some() || req.stop_on_close) {
+        return Err(Failure::new(
+            "reading the request",
+            "a helper made ahead runs only batch runs without standard input",
+        ));
+    }
     match req.level {
         Level::Standard => {
             drop(fds);
             check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
                 .at("prctl(PR_SET_CHILD_SUBREAPER)")?;
-            let tool = match spawn_tool(&req, &stdin) {
+            let started = if req.pooled {
+                // Confined as for its tool, then waiting for the run that names it.
+                confine_self(&req)?;
+                ctl.send(&Message::Ready);
+                let Some(run) = read_run(ctl)? else {
+                    return Ok(0);
+                };
+                start(&run.program, &run.argv, Some(&run.env), &run.cwd, &stdin)
+            } else {
+                spawn_tool(&req, &stdin)
+            };
+            let tool = match started {
                 Ok(pid) => pid,
                 Err(m) => {
                     ctl.send(&m);
@@ -185,12 +202,6 @@ fn run(ctl: &Control) -> Step<i32> {
             Ok(exit_code(&finished))
         }
         Level::Strict | Level::Restricted => {
-            if req.pooled && (req.stdin || req.stdin_fd.is_some() || req.stop_on_close) {
-                return Err(Failure::new(
-                    "reading the request",
-                    "a helper made ahead runs only batch runs without standard input",
-                ));
-            }
             let listener = confine::enter_namespaces(&req, &fds)?;
             drop(fds);
             if let (Some(listener), Some(port)) = (listener, req.proxy_port) {
@@ -273,22 +284,30 @@ fn namespace_init(ctl: &Control, req: &Request, stdin: OwnedFd) -> Step<i32> {
 
 /// Pid 1 of a pooled helper's namespace (see [`Request::pooled`]): it confines itself exactly as
 /// [`namespace_init`] does before a tool starts, says [`Message::Ready`], and waits for its
-/// [`Run`]. The runtime closing the socket first (a pool dropped, a runtime gone) ends it
-/// without running anything.
+/// [`Run`] (see [`read_run`]). (At standard the helper itself does the same.)
 fn pooled_init(ctl: &Control, req: &Request) -> Step<i32> {
     enter_init(req)?;
     confine_self(req)?;
     ctl.send(&Message::Ready);
-    let mut len = [0u8; 4];
-    match (&*ctl).read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
-        Err(e) => return Err(Failure::new("reading the run", e)),
-    }
-    let run: Run = wire::read_body(u32::from_le_bytes(len), &mut &*ctl).at("reading the run")?;
+    let Some(run) = read_run(ctl)? else {
+        return Ok(0);
+    };
     let stdin = sys::open_dev_null().at("opening /dev/null")?;
     let started = start(&run.program, &run.argv, Some(&run.env), &run.cwd, &stdin);
     Ok(supervise_init(ctl, started, stdin))
+}
+
+/// A pooled helper's [`Run`], once it comes; `None` when the runtime closed the socket first (a
+/// pool dropped, a runtime gone): nothing is run then.
+fn read_run(ctl: &Control) -> Step<Option<Run>> {
+    let mut len = [0u8; 4];
+    match (&*ctl).read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(Failure::new("reading the run", e)),
+    }
+    let run: Run = wire::read_body(u32::from_le_bytes(len), &mut &*ctl).at("reading the run")?;
+    Ok(Some(run))
 }
 
 /// What init does before anything else: dies with the helper, mounts the namespace's `/proc`

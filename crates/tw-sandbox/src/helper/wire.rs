@@ -98,10 +98,11 @@ pub struct Request {
     /// The seccomp program for strict and restricted, built by the runtime (one `u64` per BPF
     /// instruction).
     pub seccomp: Vec<u64>,
-    /// A helper made ahead of its run (strict and restricted batch runs; see
-    /// `process::pool`): it builds the whole sandbox, namespaces, mounts, limits, Landlock and
-    /// seccomp, says [`Message::Ready`], and only then waits for the [`Run`] that names the
-    /// program. `program`, `argv`, `cwd` and `stdin` are then empty here.
+    /// A helper made ahead of its run (batch runs without standard input; see
+    /// `process::pool`): it builds the whole sandbox (at strict and restricted namespaces,
+    /// mounts, Landlock and seccomp; at every level the limits), says [`Message::Ready`], and
+    /// only then waits for the [`Run`] that names the program. `program`, `argv`, `cwd` and
+    /// `stdin` are then empty here.
     #[serde(default)]
     pub pooled: bool,
 }

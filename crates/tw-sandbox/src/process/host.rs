@@ -77,7 +77,7 @@ pub struct SandboxConfig {
     pub extra_read_only: Vec<PathBuf>,
     /// Where the self-test puts its scratch files.
     pub scratch_dir: PathBuf,
-    /// How many strict and restricted helpers are kept built ahead of their runs, for each of
+    /// How many helpers are kept built ahead of their runs (at every level), for each of
     /// the last few shapes of run (see `process::pool`); 0 builds every sandbox on the spot.
     pub pool_size: usize,
 }
@@ -184,7 +184,7 @@ pub(crate) struct Host {
     seccomp: std::result::Result<Vec<u64>, String>,
     /// The parents of the runs' cgroups, where runs can have their own.
     cgroups: Option<Arc<Cgroups>>,
-    /// Strict and restricted helpers made ahead of their runs.
+    /// Helpers made ahead of their runs.
     pool: super::pool::Pool,
 }
 

@@ -79,10 +79,8 @@ impl Sandbox {
         spec: &ProcessSpec,
         prepared: &Prepared<'_>,
     ) -> Result<Option<Launched>> {
-        let servable = prepared.level != Level::Standard
-            && spec.egress.is_none()
-            && spec.stdin.is_none()
-            && prepared.request.stdin_fd.is_none();
+        let servable =
+            spec.egress.is_none() && spec.stdin.is_none() && prepared.request.stdin_fd.is_none();
         if !servable {
             return Ok(None);
         }

@@ -1,7 +1,8 @@
-//! Strict and restricted helpers made ahead of their runs. Building a strict sandbox (a helper
-//! process, namespaces, mounts, a fresh `/proc`, Landlock, seccomp) costs a few times a bare
-//! spawn; a pooled helper has done all of it before its run comes, and waits with its namespace's
-//! init confined for the [`Run`] that names the program (see [`Request::pooled`]). A run takes a
+//! Sandbox helpers made ahead of their runs. Building a strict sandbox (a helper process,
+//! namespaces, mounts, a fresh `/proc`, Landlock, seccomp) costs a few times a bare spawn, and
+//! even a standard run pays for starting its helper before its tool; a pooled helper has done
+//! all of it before its run comes, and waits confined (at strict and restricted, as its
+//! namespace's init) for the [`Run`] that names the program (see [`Request::pooled`]). A run takes a
 //! ready helper and the pool makes the next one in the background, off the run's path, once the
 //! same shape of run came twice. It keeps helpers for the last [`SHAPES`] shapes that ran.
 //!
@@ -360,7 +361,11 @@ async fn make(host: &Host, shape: &Request) -> std::io::Result<Pooled> {
     let helper = host
         .helper()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let shared = host.shared_namespaces().await;
+    // As at a run built on the spot: a standard helper enters no namespace.
+    let shared = match shape.level {
+        crate::helper::wire::Level::Standard => None,
+        _ => host.shared_namespaces().await,
+    };
     let marks = marks(shape);
     let frame = wire::encode_request(shape)?;
     let fds: Vec<std::os::fd::RawFd> = shared

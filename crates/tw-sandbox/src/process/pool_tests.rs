@@ -247,6 +247,67 @@ async fn a_run_with_other_limits_gets_its_own_not_those_of_the_helpers_made_ahea
     );
 }
 
+/// One run at `level`, to its exit.
+async fn at(sandbox: &Sandbox, level: IsolationLevel, mut spec: ProcessSpec) -> ProcessOutput {
+    spec.isolation = level;
+    match sandbox
+        .run(spec, CancellationToken::new(), None)
+        .await
+        .unwrap()
+    {
+        RunOutcome::Exited(o) => o,
+        other => panic!("the run did not exit: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standard_runs_are_served_ahead_each_with_its_own_process_program_and_limits() {
+    let dir = TempDir::new().unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let sandbox = Sandbox::new();
+    let script = "echo $$ \"$GREETING\" \"$1\"; pwd; ulimit -n; test -z \"$LEFT\" || echo left";
+    let mut pids = Vec::new();
+    for round in 0..4 {
+        if round > 1 {
+            settled(&sandbox, DEFAULT_POOL_SIZE).await;
+        }
+        let mut s = spec(&dir, "sh", &["-c", script, "argv0", &format!("run{round}")]);
+        s.env.insert("GREETING".to_owned(), format!("hello{round}"));
+        if round % 2 == 1 {
+            s.cwd = sub.clone();
+        }
+        s.limits.max_open_files = Some(64);
+        let out = at(&sandbox, IsolationLevel::Standard, s).await;
+        let text = text(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        let (pid, rest) = lines[0].split_once(' ').unwrap();
+        pids.push(pid.to_owned());
+        let cwd = if round % 2 == 1 { &sub } else { dir.path() };
+        assert_eq!(
+            (rest, lines[1..].to_vec(), out.metrics.prepared_ahead),
+            (
+                format!("hello{round} run{round}").as_str(),
+                vec![cwd.to_str().unwrap(), "64"],
+                round > 1
+            ),
+            "{out:?}"
+        );
+    }
+    pids.sort();
+    pids.dedup();
+    assert_eq!(pids.len(), 4, "every run is a process of its own: {pids:?}");
+    // A run with standard input is built on the spot, and still gets it.
+    let mut s = spec(&dir, "cat", &[]);
+    s.stdin = Some(b"typed".to_vec());
+    settled(&sandbox, 1).await;
+    let out = at(&sandbox, IsolationLevel::Standard, s).await;
+    assert_eq!(
+        (text(&out), out.metrics.prepared_ahead),
+        ("typed".to_owned(), false)
+    );
+}
+
 /// Waits until the pool has at least `n` helpers ready and is making none.
 async fn settled(sandbox: &Sandbox, n: usize) {
     let until = Instant::now() + READY_WITHIN;

@@ -75,10 +75,10 @@ fn facts_table(d: &Doctor) -> Table {
     facts.row(vec![
         "built ahead".into(),
         match d.built_ahead {
-            (0, _) => "off: every strict sandbox is built on the spot ([sandbox] pool = 0)".into(),
+            (0, _) => "off: every sandbox is built on the spot ([sandbox] pool = 0)".into(),
             (n, ready) => format!(
-                "up to {n} strict sandboxes kept ready for the last kind of run seen twice \
-                 ({ready} ready in this process)"
+                "up to {n} sandboxes kept ready for each of the last few kinds of run seen \
+                 twice ({ready} ready in this process)"
             ),
         },
     ]);

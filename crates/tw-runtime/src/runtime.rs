@@ -667,6 +667,7 @@ fn sandbox_for(config: &Config, data_dir: &Path) -> Sandbox {
         extra_read_only: config.sandbox.read_only.clone(),
         scratch_dir: data_dir.to_path_buf(),
         pool_size: config.sandbox.pool.unwrap_or(defaults.pool_size),
+        pool_idle: defaults.pool_idle,
     })
 }
 

@@ -35,7 +35,7 @@ mod launch;
 mod pool;
 mod spec;
 
-pub use host::{DEFAULT_POOL_SIZE, DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
+pub use host::{DEFAULT_POOL_IDLE, DEFAULT_POOL_SIZE, DEFAULT_SANDBOX_ID, HELPER_ENV, HELPER_NAME};
 pub use interactive::{Interactive, InteractiveExit};
 
 use std::collections::BTreeMap;

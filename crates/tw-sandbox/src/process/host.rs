@@ -31,6 +31,9 @@ pub const DEFAULT_SANDBOX_ID: u32 = 2_147_000_000;
 /// How many helpers [`SandboxConfig::pool_size`] keeps ready by default: one for the next run
 /// and one being made or waiting behind it.
 pub const DEFAULT_POOL_SIZE: usize = 2;
+/// How long [`SandboxConfig::pool_idle`] keeps the helpers of a shape no run has taken by
+/// default.
+pub const DEFAULT_POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
 
 pub(crate) const NONE_REASON: &str = "it means running inside the Toolwarden process, which only \
     built-in tools can do; a command always runs as a sandboxed child process. Declare the tool \
@@ -80,6 +83,11 @@ pub struct SandboxConfig {
     /// How many helpers are kept built ahead of their runs (at every level), for each of
     /// the last few shapes of run (see `process::pool`); 0 builds every sandbox on the spot.
     pub pool_size: usize,
+    /// How long the helpers made ahead for a shape of run are kept once no run of that shape
+    /// comes: an idle helper holds two small processes and a cgroup, and a strict one's mounts
+    /// keep the directories they cover busy (a workspace on a removable disk could not be
+    /// unmounted).
+    pub pool_idle: std::time::Duration,
 }
 
 impl Default for SandboxConfig {
@@ -90,6 +98,7 @@ impl Default for SandboxConfig {
             extra_read_only: Vec::new(),
             scratch_dir: std::env::temp_dir(),
             pool_size: DEFAULT_POOL_SIZE,
+            pool_idle: DEFAULT_POOL_IDLE,
         }
     }
 }
@@ -147,8 +156,8 @@ pub struct Doctor {
     /// Where each run's memory and process caps over its whole tree live (cgroup v1), or why
     /// the caps are per process only.
     pub tree_limits: std::result::Result<String, String>,
-    /// How many strict and restricted sandboxes are kept built ahead of their runs (0: each is
-    /// built on the spot), and how many are ready now.
+    /// How many sandboxes are kept built ahead of their runs per shape of run (0: each is built
+    /// on the spot), and how many are ready now over every shape.
     pub built_ahead: (usize, usize),
     /// Each protection strict and restricted need, held or missing.
     pub protections: Vec<Protection>,
@@ -191,7 +200,7 @@ pub(crate) struct Host {
 impl Host {
     pub(crate) fn new(config: SandboxConfig) -> Self {
         let helper = find_helper(config.helper.as_deref());
-        let config_pool = config.pool_size;
+        let (config_pool, pool_idle) = (config.pool_size, config.pool_idle);
         let mut system_read: Vec<PathBuf> = SYSTEM_READ
             .iter()
             .map(PathBuf::from)
@@ -220,7 +229,7 @@ impl Host {
             shared: OnceCell::new(),
             seccomp: crate::helper::compiled_seccomp(),
             cgroups: Cgroups::detect().map(Arc::new),
-            pool: super::pool::Pool::new(config_pool),
+            pool: super::pool::Pool::new(config_pool, pool_idle),
         }
     }
 

@@ -27,13 +27,15 @@
 //! Only batch runs without standard input and without an egress port are pooled (an egress
 //! listener belongs to one run's proxy; an interactive run's stdin pipe comes with its request).
 //! Idle helpers exit when the pool drops them or the runtime's end of their socket closes; their
-//! cgroups then go back for reuse.
+//! cgroups then go back for reuse. The pool drops a shape's helpers once no run of it came for
+//! [`SandboxConfig::pool_idle`](super::SandboxConfig::pool_idle) (5 minutes by default): a
+//! strict helper's mounts keep the directories they cover busy.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
@@ -54,6 +56,8 @@ pub(crate) const SHAPES: usize = 4;
 pub(crate) struct Pool {
     /// How many ready helpers the pool keeps per shape; 0 turns pooling off.
     size: usize,
+    /// How long a shape no run takes keeps its helpers.
+    idle: Duration,
     state: Mutex<State>,
 }
 
@@ -63,6 +67,8 @@ struct State {
     slots: Vec<Slot>,
     /// The id the next new slot gets.
     next_id: u64,
+    /// Whether a task is waiting to let idle shapes go (see [`Pool::sweep`]).
+    sweeping: bool,
 }
 
 /// The helpers for one shape.
@@ -75,6 +81,8 @@ struct Slot {
     /// How many runs of this shape came so far (up to 2): helpers are made only for a shape
     /// seen twice, so a one-shot process (`toolwarden call`) makes none it would throw away.
     seen: u8,
+    /// When a run of this shape last came.
+    last: Instant,
     ready: Vec<Pooled>,
     /// Helpers being made.
     filling: usize,
@@ -140,9 +148,10 @@ impl Drop for Kept {
 }
 
 impl Pool {
-    pub(crate) fn new(size: usize) -> Self {
+    pub(crate) fn new(size: usize, idle: Duration) -> Self {
         Self {
             size,
+            idle,
             state: Mutex::new(State::default()),
         }
     }
@@ -172,6 +181,7 @@ impl Pool {
                             shape: shape.clone(),
                             id,
                             seen: 1,
+                            last: Instant::now(),
                             ready: Vec::new(),
                             filling: 0,
                             broken: false,
@@ -188,6 +198,7 @@ impl Pool {
                     state.slots.insert(0, slot);
                     let slot = &mut state.slots[0];
                     slot.seen = 2;
+                    slot.last = Instant::now();
                     if slot.ready.is_empty() {
                         return None;
                     }
@@ -232,7 +243,11 @@ impl Pool {
             return;
         };
         let pool = host.pool();
-        if pool.size == 0 || pool.wanting(&pool.state()).is_none() {
+        if pool.size == 0 {
+            return;
+        }
+        pool.sweep(host, &runtime);
+        if pool.wanting(&pool.state()).is_none() {
             return;
         }
         let host = Arc::clone(host);
@@ -265,6 +280,46 @@ impl Pool {
                         tracing::warn!(error = %e, "could not make a sandbox helper ahead of its run; runs build theirs on the spot");
                     }
                 }
+            }
+        });
+    }
+
+    /// Lets go of the shapes no run has taken for the pool's idle time, with their helpers, in
+    /// a task that sleeps until the next one is due and ends when the pool keeps no shape.
+    fn sweep(&self, host: &Arc<Host>, runtime: &tokio::runtime::Handle) {
+        {
+            let mut state = self.state();
+            if state.sweeping || state.slots.is_empty() {
+                return;
+            }
+            state.sweeping = true;
+        }
+        // Weak: a sandbox dropped meanwhile is not kept alive by its sweeper.
+        let host = Arc::downgrade(host);
+        runtime.spawn(async move {
+            loop {
+                let due = {
+                    let Some(host) = host.upgrade() else { return };
+                    let pool = host.pool();
+                    let mut state = pool.state();
+                    let now = Instant::now();
+                    let (kept, gone): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut state.slots)
+                        .into_iter()
+                        .partition(|s| now.duration_since(s.last) < pool.idle);
+                    state.slots = kept;
+                    let next = state.slots.iter().map(|s| s.last + pool.idle).min();
+                    if next.is_none() {
+                        state.sweeping = false;
+                    }
+                    drop(state);
+                    // Closed outside the lock: each exits on its own, and its cgroups go back.
+                    drop(gone);
+                    match next {
+                        Some(at) => at,
+                        None => return,
+                    }
+                };
+                tokio::time::sleep_until(due.into()).await;
             }
         });
     }

@@ -1,4 +1,4 @@
-//! Tests of the strict helpers made ahead of their runs (`pool.rs`), as attacks on what a pooled
+//! Tests of the sandbox helpers made ahead of their runs (`pool.rs`), as attacks on what a pooled
 //! run must keep: a sandbox of its own each run, and the masks and paths of the moment it runs,
 //! not of the moment its helper was made.
 
@@ -387,6 +387,87 @@ async fn the_least_recently_run_shape_loses_its_helpers_when_one_shape_too_many_
     settled(&sandbox, (pool::SHAPES - 2) * DEFAULT_POOL_SIZE).await;
     let out = strict(&sandbox, with_files(shapes[pool::SHAPES - 1])).await;
     assert!(out.metrics.prepared_ahead, "{out:?}");
+}
+
+/// Whether process `pid` has exited (gone, or a zombie not yet reaped).
+fn exited(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shape_no_run_took_for_the_idle_time_lets_its_helpers_go_and_the_others_stay() {
+    let dir = TempDir::new().unwrap();
+    let idle = Duration::from_secs(2);
+    let sandbox = Sandbox::with_config(SandboxConfig {
+        pool_idle: idle,
+        ..SandboxConfig::default()
+    });
+    let with_files = |n: u64| {
+        let mut s = spec(&dir, "true", &[]);
+        s.limits.max_open_files = Some(n);
+        s
+    };
+    for _ in 0..2 {
+        strict(&sandbox, with_files(100)).await;
+    }
+    settled(&sandbox, DEFAULT_POOL_SIZE).await;
+    let first = sandbox.host.pool().ready_pids();
+    for _ in 0..2 {
+        strict(&sandbox, with_files(200)).await;
+    }
+    settled(&sandbox, 2 * DEFAULT_POOL_SIZE).await;
+    let second: Vec<i32> = sandbox
+        .host
+        .pool()
+        .ready_pids()
+        .into_iter()
+        .filter(|p| !first.contains(p))
+        .collect();
+    assert_eq!(second.len(), DEFAULT_POOL_SIZE, "{second:?}");
+    // The second shape idles; the first keeps being run, well within the idle time.
+    let until = Instant::now() + idle * 5 / 2;
+    while Instant::now() < until {
+        tokio::time::sleep(idle / 4).await;
+        strict(&sandbox, with_files(100)).await;
+    }
+    settled(&sandbox, DEFAULT_POOL_SIZE).await;
+    let now = sandbox.host.pool().ready_pids();
+    assert_eq!(now.len(), DEFAULT_POOL_SIZE, "{now:?}");
+    assert!(
+        now.iter().all(|p| !second.contains(p)),
+        "{now:?} {second:?}"
+    );
+    // Let go: the idle shape's helpers exit, and its next run is built on the spot.
+    let until = Instant::now() + READY_WITHIN;
+    while !second.iter().all(|&p| exited(p)) {
+        assert!(
+            Instant::now() < until,
+            "idle helpers still running: {second:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let out = strict(&sandbox, with_files(200)).await;
+    assert!(!out.metrics.prepared_ahead, "{out:?}");
+    // Once nothing runs, every shape goes, and no helper is left.
+    let until = Instant::now() + idle + READY_WITHIN;
+    while sandbox.helpers_ahead() != (0, 0) {
+        assert!(
+            Instant::now() < until,
+            "helpers kept past the idle time: {:?}",
+            sandbox.helpers_ahead()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(now.iter().all(|&p| {
+        let until = Instant::now() + READY_WITHIN;
+        while !exited(p) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        exited(p)
+    }));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

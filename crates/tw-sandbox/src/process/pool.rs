@@ -2,9 +2,10 @@
 //! namespaces, mounts, a fresh `/proc`, Landlock, seccomp) costs a few times a bare spawn, and
 //! even a standard run pays for starting its helper before its tool; a pooled helper has done
 //! all of it before its run comes, and waits confined (at strict and restricted, as its
-//! namespace's init) for the [`Run`] that names the program (see [`Request::pooled`]). A run takes a
-//! ready helper and the pool makes the next one in the background, off the run's path, once the
-//! same shape of run came twice. It keeps helpers for the last [`SHAPES`] shapes that ran.
+//! namespace's init) for the [`Run`] that names the program (see [`Request::pooled`]). A run
+//! takes a ready helper and the pool makes the next one in the background, off the run's path,
+//! once the same shape of run came twice. It keeps helpers for the last [`SHAPES`] shapes that
+//! ran.
 //!
 //! What a pooled run keeps from a run built on the spot:
 //! - **Nothing is shared between runs.** A helper serves one run and exits with it: its

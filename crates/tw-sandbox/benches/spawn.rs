@@ -648,45 +648,67 @@ fn memory_overhead(bench: &Bench, level: IsolationLevel, n: usize) {
     }
 }
 
-/// The memory an idle pooled helper holds (the helper and its namespace's init, confined and
-/// waiting for a run): the pool is filled for strict `/bin/true`, then every helper process
-/// below this one that is not holding the shared namespaces is measured.
+/// The memory an idle pooled helper holds: at strict and restricted the helper and its
+/// namespace's init, confined and waiting for a run; at standard the helper alone. The pool is
+/// filled for strict `/bin/true` (the other levels' shapes have their helpers from the cases
+/// before), then every helper process directly below this one that is not holding the shared
+/// namespaces is measured: with its init if it has one, alone otherwise.
 fn idle_pool_memory(bench: &Bench) {
     bench.settle(Case::Level(IsolationLevel::Strict));
     bench.run(Case::Level(IsolationLevel::Strict));
-    // The pool keeps helpers per shape: restricted runs before may have left theirs too, so
-    // every ready helper is measured and the total shared among them.
     let until = Instant::now() + Duration::from_secs(10);
-    let ready = loop {
-        match bench.sandbox.helpers_ahead() {
-            (ready, 0) if ready >= DEFAULT_POOL_SIZE => break ready,
-            _ => {
-                assert!(Instant::now() < until, "the pool did not fill");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-    };
+    while !matches!(bench.sandbox.helpers_ahead(), (ready, 0) if ready >= DEFAULT_POOL_SIZE) {
+        assert!(Instant::now() < until, "the pool did not fill");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // The run's own helper tears its namespaces down after it reported the run's end: let it
     // go before the helpers are listed, so only idle ones are measured.
     std::thread::sleep(Duration::from_millis(200));
-    let idle: Vec<u32> = our_helpers()
+    let me = std::process::id();
+    let parent = |pid: u32| comm_ppid(pid).map(|(_, ppid)| ppid);
+    let helpers: Vec<u32> = our_helpers()
         .into_iter()
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("--hold-namespaces"))
         })
         .collect();
-    let total = sum(&measure(&idle));
-    let per = |kib: u64| kib as f64 / ready as f64;
-    println!(
-        "spawn summary: memory per idle pooled helper ({} ready, {} processes measured: helper \
-         and init each): {:.0} KiB (PSS), {:.0} KiB (private), {:.0} KiB (RSS)",
-        ready,
-        idle.len(),
-        per(total.pss),
-        per(total.private),
-        per(total.rss)
-    );
+    let (top, inits): (Vec<u32>, Vec<u32>) =
+        helpers.iter().partition(|&&pid| parent(pid) == Some(me));
+    let (with_init, alone): (Vec<u32>, Vec<u32>) = top
+        .iter()
+        .partition(|&&pid| inits.iter().any(|&i| parent(i) == Some(pid)));
+    let report = |what: &str, helpers: &[u32], processes: Vec<u32>| {
+        if helpers.is_empty() {
+            println!(
+                "spawn summary: memory per idle pooled helper ({what}): none ready to measure"
+            );
+            return;
+        }
+        let total = sum(&measure(&processes));
+        let per = |kib: u64| kib as f64 / helpers.len() as f64;
+        println!(
+            "spawn summary: memory per idle pooled helper ({what}; {} ready, {} processes \
+             measured): {:.0} KiB (PSS), {:.0} KiB (private), {:.0} KiB (RSS)",
+            helpers.len(),
+            processes.len(),
+            per(total.pss),
+            per(total.private),
+            per(total.rss)
+        );
+    };
+    let strict: Vec<u32> = with_init
+        .iter()
+        .copied()
+        .chain(
+            inits
+                .iter()
+                .copied()
+                .filter(|&i| parent(i).is_some_and(|p| with_init.contains(&p))),
+        )
+        .collect();
+    report("strict and restricted: helper and init", &with_init, strict);
+    report("standard: the helper alone", &alone, alone.clone());
 }
 
 /// Strict runs one after another with no wait for the pool (a burst): each run takes a helper

@@ -393,7 +393,8 @@ impl Sandbox {
     }
 
     /// [`Sandbox::run`] without the level check, for the self-test itself (which `use_pool`
-    /// keeps off the helpers made ahead: its one run would only turn the pool to its shape).
+    /// keeps off the helpers made ahead: its one run would only take a place among the shapes
+    /// the pool keeps).
     async fn run_checked(
         &self,
         spec: ProcessSpec,

@@ -84,9 +84,9 @@ pub struct SandboxConfig {
     /// the last few shapes of run (see `process::pool`); 0 builds every sandbox on the spot.
     pub pool_size: usize,
     /// How long the helpers made ahead for a shape of run are kept once no run of that shape
-    /// comes: an idle helper holds two small processes and a cgroup, and a strict one's mounts
-    /// keep the directories they cover busy (a workspace on a removable disk could not be
-    /// unmounted).
+    /// comes: an idle helper holds one or two small processes and a cgroup, and a strict one's
+    /// mounts keep the directories they cover busy (a workspace on a removable disk could not
+    /// be unmounted).
     pub pool_idle: std::time::Duration,
 }
 

@@ -11,8 +11,9 @@ use super::*;
 /// How long a test waits for the pool to have a helper ready.
 const READY_WITHIN: Duration = Duration::from_secs(20);
 
-async fn strict(sandbox: &Sandbox, mut spec: ProcessSpec) -> ProcessOutput {
-    spec.isolation = IsolationLevel::Strict;
+/// One run at `level`, to its exit.
+async fn at(sandbox: &Sandbox, level: IsolationLevel, mut spec: ProcessSpec) -> ProcessOutput {
+    spec.isolation = level;
     match sandbox
         .run(spec, CancellationToken::new(), None)
         .await
@@ -20,6 +21,34 @@ async fn strict(sandbox: &Sandbox, mut spec: ProcessSpec) -> ProcessOutput {
     {
         RunOutcome::Exited(o) => o,
         other => panic!("the run did not exit: {other:?}"),
+    }
+}
+
+async fn strict(sandbox: &Sandbox, spec: ProcessSpec) -> ProcessOutput {
+    at(sandbox, IsolationLevel::Strict, spec).await
+}
+
+/// `spec` with a limit of `files` open files: each limit is a shape of run of its own.
+fn with_files(mut spec: ProcessSpec, files: u64) -> ProcessSpec {
+    spec.limits.max_open_files = Some(files);
+    spec
+}
+
+/// Whether process `pid` has exited (gone, or a zombie not yet reaped).
+fn exited(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    })
+}
+
+/// Waits until every one of `pids` has exited; fails with `why` if one is still running after
+/// [`READY_WITHIN`].
+async fn until_exited(pids: &[i32], why: &str) {
+    let until = Instant::now() + READY_WITHIN;
+    while !pids.iter().all(|&p| exited(p)) {
+        assert!(Instant::now() < until, "{why}: {pids:?}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -182,14 +211,7 @@ async fn a_pooled_helper_killed_while_it_waited_leaves_the_run_to_one_built_on_t
     let pid = sandbox.host.pool().ready_pids()[0];
     rustix::process::kill_process(Pid::from_raw(pid).unwrap(), Signal::KILL).unwrap();
     // Its exit (not yet reaped: a zombie) takes its init with it.
-    let until = Instant::now() + READY_WITHIN;
-    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    }) {
-        assert!(Instant::now() < until, "the helper did not die");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    until_exited(&[pid], "the helper did not die").await;
     let out = strict(&sandbox, spec(&dir, "echo", &["ran"])).await;
     assert_eq!(
         (
@@ -219,9 +241,7 @@ async fn a_shape_seen_once_gets_no_helpers_made_ahead() {
     let dir = TempDir::new().unwrap();
     let sandbox = Sandbox::new();
     strict(&sandbox, spec(&dir, "true", &[])).await;
-    let mut other = spec(&dir, "true", &[]);
-    other.limits.max_open_files = Some(100);
-    strict(&sandbox, other).await;
+    strict(&sandbox, with_files(spec(&dir, "true", &[]), 100)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(sandbox.helpers_ahead(), (0, 0));
 }
@@ -230,11 +250,7 @@ async fn a_shape_seen_once_gets_no_helpers_made_ahead() {
 async fn a_run_with_other_limits_gets_its_own_not_those_of_the_helpers_made_ahead() {
     let dir = TempDir::new().unwrap();
     let sandbox = Sandbox::new();
-    let with_files = |n: u64| {
-        let mut s = spec(&dir, "sh", &["-c", "ulimit -n"]);
-        s.limits.max_open_files = Some(n);
-        s
-    };
+    let with_files = |n: u64| with_files(spec(&dir, "sh", &["-c", "ulimit -n"]), n);
     for _ in 0..2 {
         assert_eq!(text(&strict(&sandbox, with_files(200)).await), "200\n");
     }
@@ -245,19 +261,6 @@ async fn a_run_with_other_limits_gets_its_own_not_those_of_the_helpers_made_ahea
         ("100\n".to_owned(), false),
         "{out:?}"
     );
-}
-
-/// One run at `level`, to its exit.
-async fn at(sandbox: &Sandbox, level: IsolationLevel, mut spec: ProcessSpec) -> ProcessOutput {
-    spec.isolation = level;
-    match sandbox
-        .run(spec, CancellationToken::new(), None)
-        .await
-        .unwrap()
-    {
-        RunOutcome::Exited(o) => o,
-        other => panic!("the run did not exit: {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,8 +280,7 @@ async fn standard_runs_are_served_ahead_each_with_its_own_process_program_and_li
         if round % 2 == 1 {
             s.cwd = sub.clone();
         }
-        s.limits.max_open_files = Some(64);
-        let out = at(&sandbox, IsolationLevel::Standard, s).await;
+        let out = at(&sandbox, IsolationLevel::Standard, with_files(s, 64)).await;
         let text = text(&out);
         let lines: Vec<&str> = text.lines().collect();
         let (pid, rest) = lines[0].split_once(' ').unwrap();
@@ -325,11 +327,7 @@ async fn settled(sandbox: &Sandbox, n: usize) {
 async fn runs_alternating_between_shapes_each_take_a_helper_of_their_own_shape() {
     let dir = TempDir::new().unwrap();
     let sandbox = Sandbox::new();
-    let with_files = |n: u64| {
-        let mut s = spec(&dir, "sh", &["-c", "ulimit -n"]);
-        s.limits.max_open_files = Some(n);
-        s
-    };
+    let with_files = |n: u64| with_files(spec(&dir, "sh", &["-c", "ulimit -n"]), n);
     // Each shape came twice: the pool keeps helpers for both.
     for n in [200, 100, 200, 100] {
         assert_eq!(
@@ -354,11 +352,7 @@ async fn runs_alternating_between_shapes_each_take_a_helper_of_their_own_shape()
 async fn the_least_recently_run_shape_loses_its_helpers_when_one_shape_too_many_comes() {
     let dir = TempDir::new().unwrap();
     let sandbox = Sandbox::new();
-    let with_files = |n: u64| {
-        let mut s = spec(&dir, "true", &[]);
-        s.limits.max_open_files = Some(n);
-        s
-    };
+    let with_files = |n: u64| with_files(spec(&dir, "true", &[]), n);
     let shapes: Vec<u64> = (0..=pool::SHAPES as u64).map(|i| 100 + i).collect();
     // The first SHAPES shapes, twice each: helpers for every one of them.
     for &n in &shapes[..pool::SHAPES] {
@@ -389,14 +383,6 @@ async fn the_least_recently_run_shape_loses_its_helpers_when_one_shape_too_many_
     assert!(out.metrics.prepared_ahead, "{out:?}");
 }
 
-/// Whether process `pid` has exited (gone, or a zombie not yet reaped).
-fn exited(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-        s.rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z'))
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shape_no_run_took_for_the_idle_time_lets_its_helpers_go_and_the_others_stay() {
     let dir = TempDir::new().unwrap();
@@ -405,11 +391,7 @@ async fn a_shape_no_run_took_for_the_idle_time_lets_its_helpers_go_and_the_other
         pool_idle: idle,
         ..SandboxConfig::default()
     });
-    let with_files = |n: u64| {
-        let mut s = spec(&dir, "true", &[]);
-        s.limits.max_open_files = Some(n);
-        s
-    };
+    let with_files = |n: u64| with_files(spec(&dir, "true", &[]), n);
     for _ in 0..2 {
         strict(&sandbox, with_files(100)).await;
     }
@@ -441,14 +423,7 @@ async fn a_shape_no_run_took_for_the_idle_time_lets_its_helpers_go_and_the_other
         "{now:?} {second:?}"
     );
     // Let go: the idle shape's helpers exit, and its next run is built on the spot.
-    let until = Instant::now() + READY_WITHIN;
-    while !second.iter().all(|&p| exited(p)) {
-        assert!(
-            Instant::now() < until,
-            "idle helpers still running: {second:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_exited(&second, "idle helpers still running").await;
     let out = strict(&sandbox, with_files(200)).await;
     assert!(!out.metrics.prepared_ahead, "{out:?}");
     // Once nothing runs, every shape goes, and no helper is left.
@@ -461,13 +436,7 @@ async fn a_shape_no_run_took_for_the_idle_time_lets_its_helpers_go_and_the_other
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(now.iter().all(|&p| {
-        let until = Instant::now() + READY_WITHIN;
-        while !exited(p) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        exited(p)
-    }));
+    until_exited(&now, "helpers still running past the idle time").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -108,7 +108,8 @@ pub struct ChainRunQuery {
 const COLUMNS: &str = "id, chain, trace_id, agent_id, skill, user_id, status, input, output, \
      error, steps, started_at, completed_at";
 
-/// Records a run as started: on the audit connection, in place (`Writer::write_in_place`).
+/// Records a run as started: on the store file's rusqlite connection, in place
+/// (`Writer::write_in_place`).
 pub(crate) fn start(conn: &rusqlite::Connection, run: &NewChainRun) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO chain_runs (id, chain, trace_id, agent_id, skill, user_id, status, input, \
@@ -143,8 +144,8 @@ pub(crate) fn check_end(end: &ChainRunEnd) -> Result<()> {
     Ok(())
 }
 
-/// Records how a run ended (see [`check_end`]), on the audit connection in place; false if it
-/// was not running.
+/// Records how a run ended (see [`check_end`]), on the store file's rusqlite connection in
+/// place; false if it was not running.
 pub(crate) fn finish(
     conn: &rusqlite::Connection,
     id: &str,

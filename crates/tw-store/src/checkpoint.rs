@@ -421,6 +421,9 @@ pub(crate) async fn heads(
 ) -> Result<(Heads, Option<Last>)> {
     use sqlx::Row as _;
     let mut tx = pool.begin().await?;
+    // The tail is seen before the log: a record a move takes from one to the other meanwhile is
+    // then seen in at least one of them (`tail`).
+    sqlx::query(crate::tail::PIN).fetch_one(&mut *tx).await?;
     let last = sqlx::query(
         "SELECT created_at, audit_head_id, audit_head_hash, audit_count, admin_head_id, \
          admin_head_hash, admin_count, public_key, signature FROM audit_checkpoints \
@@ -534,8 +537,8 @@ pub(crate) async fn heads(
 /// Keeps `c` in the table; false if a checkpoint of the same heads is there already (another
 /// process made it).
 ///
-/// On the audit connection, in place, like the records themselves: a write through the store's
-/// other connection makes the audit connection find the file changed at its next transaction
+/// On the store file's rusqlite connection, in place, like the tail's moves: a write through the
+/// store's other connection makes that connection find the file changed at its next transaction
 /// and start its page cache afresh.
 pub(crate) async fn insert(writer: &Writer, c: &Checkpoint) -> Result<bool> {
     let blob = |hex: &str| unhex(hex).unwrap_or_default();

@@ -87,7 +87,7 @@ pub(crate) async fn report(pool: &SqlitePool, db: &Path, known: Known) -> Result
     let checkpoint: Option<(i64, i64)> = row
         .try_get::<Option<i64>, _>(3)?
         .zip(row.try_get::<Option<i64>, _>(4)?);
-    let size_bytes = ["", "-wal"]
+    let size_bytes = ["", "-wal", ".tail", ".tail-wal"]
         .iter()
         .filter_map(|suffix| std::fs::metadata(crate::beside(db, suffix)).ok())
         .map(|m| m.len())

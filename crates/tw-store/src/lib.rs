@@ -40,6 +40,7 @@ mod search;
 mod settings;
 mod sqlite;
 mod switches;
+mod tail;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod timeline;

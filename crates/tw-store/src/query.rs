@@ -708,16 +708,20 @@ pub(crate) async fn count(pool: &SqlitePool, q: &AuditQuery, indexed: bool) -> R
 }
 
 pub(crate) async fn get(pool: &SqlitePool, execution_id: &str) -> Result<Option<AuditRow>> {
-    // One statement, one snapshot: the record is in the tail or, moved, in the log.
+    // The record is in the tail or, moved, in the log (or in both for a moment). The tail is
+    // seen first, the log second, so a move in between cannot hide it from both (`tail`).
     let sql = format!(
         "SELECT {COLUMNS} FROM audit_tail WHERE execution_id = ?1 \
          UNION ALL SELECT {COLUMNS} FROM audit_log WHERE execution_id = ?1"
     );
+    let mut tx = pool.begin().await?;
+    sqlx::query(crate::tail::PIN).fetch_one(&mut *tx).await?;
     // Built from constants only.
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(execution_id)
-        .fetch_optional(pool)
+        .fetch_optional(&mut *tx)
         .await?;
+    tx.rollback().await?;
     row.as_ref().map(decode_row).transpose()
 }
 

@@ -13,7 +13,7 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::error::{Result, StoreError};
 use crate::options::{StoreOptions, Synchronous};
 use crate::writer::{self, Writer};
-use crate::{ArchiveSummary, archive, chain, search};
+use crate::{ArchiveSummary, archive, chain, search, tail};
 
 /// How long records wait in the audit tail for company before a background move takes them
 /// (a batch waiting moves at once).
@@ -68,10 +68,20 @@ impl Inner {
                 .ok()
             });
         let attach = index.as_ref().map(|p| p.to_string_lossy().into_owned());
+        // The audit tail's file, attached to every read connection too (see `tail`).
+        let tail = tail::prepare(&path)?;
+        let tail_file = tail.to_string_lossy().into_owned();
         let pool = SqlitePoolOptions::new()
             .after_connect(move |conn, _| {
                 let attach = attach.clone();
+                let tail_file = tail_file.clone();
                 Box::pin(async move {
+                    let sql = format!("ATTACH DATABASE ?1 AS {}", tail::SCHEMA);
+                    // Built from constants only; the file name is bound.
+                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .bind(tail_file)
+                        .execute(&mut *conn)
+                        .await?;
                     if let Some(file) = attach {
                         let sql = format!("ATTACH DATABASE ?1 AS {}", search::SCHEMA);
                         // Built from constants only; the file name is bound.
@@ -109,6 +119,7 @@ impl Inner {
             .map_err(|e| classify(&path, e))?;
         let audit = writer::AuditConnection {
             path: &path,
+            tail: &tail,
             synchronous: match options.synchronous {
                 Synchronous::Normal => "NORMAL",
                 Synchronous::Full => "FULL",
@@ -318,7 +329,7 @@ pub(crate) fn create_private(path: &Path) -> Result<()> {
 }
 
 /// `path` with `suffix` added to its file name: the files kept beside the database
-/// (`<database>.lock`, `.search`, `.audit-key`, `.checkpoints`, `-wal`).
+/// (`<database>.lock`, `.tail`, `.search`, `.audit-key`, `.checkpoints`, `-wal`).
 pub(crate) fn beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);

@@ -62,8 +62,23 @@ pub(crate) async fn open(dir: &tempfile::TempDir) -> Store {
         .unwrap()
 }
 
+/// A pool on the store's file from outside the store, with the tail's file attached as the
+/// store attaches it.
 pub(crate) async fn raw(dir: &tempfile::TempDir) -> SqlitePool {
-    SqlitePool::connect(&format!("sqlite://{}", dir.path().join("tw.db").display()))
+    let db = dir.path().join("tw.db");
+    let tail = crate::tail::path(&db).display().to_string();
+    sqlx::sqlite::SqlitePoolOptions::new()
+        .after_connect(move |conn, _| {
+            let tail = tail.clone();
+            Box::pin(async move {
+                sqlx::query("ATTACH DATABASE ?1 AS tail")
+                    .bind(tail)
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(&format!("sqlite://{}", db.display()))
         .await
         .unwrap()
 }
@@ -72,17 +87,29 @@ pub(crate) async fn raw(dir: &tempfile::TempDir) -> SqlitePool {
 async fn a_new_file_is_private_and_in_wal_mode() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
-    let mode = std::fs::metadata(store.path())
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600);
-    let pool = raw(&dir).await;
-    let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(&pool)
+    // The audit tail's file holds the newest records whole: as private as the store's.
+    store
+        .append(record(1, "echo", ToolStatus::Success))
         .await
         .unwrap();
-    assert_eq!(journal, "wal");
+    let tail = crate::tail::path(store.path());
+    for file in [
+        store.path().to_owned(),
+        tail.clone(),
+        crate::beside(&tail, "-wal"),
+    ] {
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+    }
+    let pool = raw(&dir).await;
+    for schema in ["main", "tail"] {
+        let journal: String =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("PRAGMA {schema}.journal_mode")))
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(journal, "wal", "{schema}");
+    }
     store.close().await;
 }
 
@@ -324,6 +351,96 @@ async fn records_a_killed_process_left_in_the_tail_move_when_the_store_opens_aga
         .unwrap_err()
         .to_string();
     assert!(err.contains("UNIQUE"), "{err}");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn records_a_move_cut_short_left_in_both_files_are_read_once_and_leave_the_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let mut ids = Vec::new();
+    for i in 1..=3 {
+        ids.push(
+            store
+                .append(record(i, "echo", ToolStatus::Success))
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 3);
+    store.close().await;
+    // A process killed between a move's two commits: the rows are in audit_log and still in
+    // the tail's file.
+    let pool = raw(&dir).await;
+    sqlx::query(
+        "INSERT INTO tail.audit_tail (id, prev, hash, execution_id, trace_id, tool, agent_id, \
+         skill, user_id, arguments, decision, explanation, status, error_code, error_message, \
+         output, output_sha256, output_bytes, truncated, started_at, completed_at, duration_us, \
+         metadata, violation_type, violation_severity) \
+         SELECT id, prev, hash, execution_id, trace_id, tool, agent_id, skill, user_id, \
+         arguments, decision, explanation, status, error_code, error_message, output, \
+         output_sha256, output_bytes, truncated, started_at, completed_at, duration_us, \
+         metadata, violation_type, violation_severity FROM main.audit_log WHERE id >= ?",
+    )
+    .bind(ids[1])
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(tail_and_log(&pool).await, (2, 3));
+    // Verified as it is: each record once, the chain whole.
+    let report = crate::verify::verify(&dir.path().join("tw.db"), &[]).unwrap();
+    assert!(report.ok(), "{report:?}");
+    let store = open(&dir).await;
+    // Opening moved nothing twice and emptied the tail; the next record follows the last.
+    assert_eq!(tail_and_log(&pool).await, (0, 3));
+    assert_eq!(store.get("exec-00002").await.unwrap().unwrap().id, ids[1]);
+    let next = store
+        .append(record(4, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    assert_eq!(next, ids[2] + 1);
+    assert_eq!(store.count(&AuditQuery::default()).await.unwrap(), 4);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn records_the_tail_held_inside_the_store_move_into_the_log_when_it_gets_its_own_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tw.db");
+    // A store as a build before migration 0018 left it, a record still in its tail.
+    let old = SqlitePool::connect_with(
+        sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&db)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal),
+    )
+    .await
+    .unwrap();
+    crate::sqlite::MIGRATOR.run_to(17, &old).await.unwrap();
+    sqlx::query(
+        "INSERT INTO audit_tail (id, execution_id, trace_id, tool, agent_id, arguments, status, \
+         output_bytes, truncated, started_at, completed_at, duration_us, metadata, prev, hash) \
+         VALUES (1, 'exec-old', 't', 'echo', 'a', '{}', 'success', 0, 0, 1, 2, 1, '{}', \
+         zeroblob(32), zeroblob(32))",
+    )
+    .execute(&old)
+    .await
+    .unwrap();
+    old.close().await;
+    let store = open(&dir).await;
+    assert_eq!(store.get("exec-old").await.unwrap().unwrap().id, 1);
+    let pool = raw(&dir).await;
+    let inside: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM main.sqlite_schema WHERE name = 'audit_tail'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((inside, tail_and_log(&pool).await), (0, (0, 1)));
+    let next = store
+        .append(record(2, "echo", ToolStatus::Success))
+        .await
+        .unwrap();
+    assert_eq!(next, 2);
     store.close().await;
 }
 

@@ -4,10 +4,13 @@
 //! already committed finds its answer waiting and leaves at once. Under load many calls share one
 //! commit; alone, a call pays for one small commit and no hand-off to any other thread.
 //!
-//! The audit append runs on its own connection, opened with rusqlite on the same bundled SQLite
-//! library sqlx links, and is called in place on the caller's thread: a one-row commit in WAL is a
-//! few microseconds of work, less than the two thread hops sqlx's SQLite driver makes per statement
-//! (it runs every connection on a worker thread of its own). Decision 0033 has the measurements.
+//! The audit append runs on its own connection to the tail's own file (`tail`), opened with
+//! rusqlite on the same bundled SQLite library sqlx links, and is called in place on the caller's
+//! thread: a one-row commit in WAL is a few microseconds of work, less than the two thread hops
+//! sqlx's SQLite driver makes per statement (it runs every connection on a worker thread of its
+//! own). Decision 0033 has the measurements. The tail's moves into audit_log run on a second
+//! rusqlite connection, to the store's file, so appends go on while a move writes; only the
+//! delete that ends a move takes the tail's connection, for a moment.
 //! The connection never sleeps in SQLite's busy handler (that would stall a runtime worker
 //! thread): when another process holds the write lock the batch goes back to the head of the
 //! queue and the holder waits asynchronously, up to the store's busy timeout.
@@ -21,12 +24,12 @@
 //! 180 us (`cargo bench -p tw-store --bench append`).
 //!
 //! Every other write the store makes (settings, the admin log, confirmations, grants, rate-limit
-//! events, custom tools) runs on a second connection, sqlx's, under the same lock
-//! ([`Writer::with_conn`], [`Writer::transaction`]), so a process writes through one connection
-//! at a time. Writes from two connections at once in the same process would fight for SQLite's
-//! file lock and lose whole milliseconds in the busy handler's sleeps; taking turns on a tokio
-//! mutex costs microseconds. Other processes are kept in order by SQLite's lock and the busy
-//! timeout.
+//! events, custom tools) runs on sqlx's connection, under the same lock as the moves
+//! ([`Writer::with_conn`], [`Writer::transaction`]), so a process writes each file through one
+//! connection at a time; whoever needs both locks takes the store file's first. Writes from two
+//! connections at once in the same process would fight for SQLite's file lock and lose whole
+//! milliseconds in the busy handler's sleeps; taking turns on a tokio mutex costs microseconds.
+//! Other processes are kept in order by SQLite's lock and the busy timeout.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,18 +58,25 @@ struct Queue {
     closed: bool,
 }
 
-/// The two write connections, used one at a time.
-struct Conns {
-    /// The audit append's.
+/// The connection that writes the tail's file: the audit append's.
+struct TailConn {
+    /// The tail's file as its main database, the store's attached (see `tail`).
     audit: rusqlite::Connection,
+    /// The audit log's last record (id and hash) as this connection last saw it; `None` until
+    /// read, and after a write that may not have gone in.
+    head: Option<Head>,
+}
+
+/// The two connections that write the store's file, used one at a time.
+struct StoreConns {
+    /// The tail's move into audit_log, and the small writes on a call's path
+    /// ([`Writer::write_in_place`]); the store's file as its main database, the tail attached.
+    log: rusqlite::Connection,
     /// Every other write's.
     other: SqliteConnection,
     /// Whether `other` may be inside a transaction [`Writer::transaction`] began and did not
     /// end (its caller went away midway): the next one rolls it back first.
     other_in_tx: bool,
-    /// The audit log's last record (id and hash) as this connection last saw it; `None` until
-    /// read, and after a write that may not have gone in.
-    head: Option<Head>,
 }
 
 /// Ends whatever transaction `conn` is in; SQLite may have ended it already (a failed COMMIT
@@ -82,9 +92,11 @@ async fn rollback(conn: &mut SqliteConnection) {
 /// A record's id and hash.
 type Head = (i64, [u8; 32]);
 
-/// How the audit connection is opened.
+/// How the rusqlite write connections (the tail's and the store file's) are opened.
 pub(crate) struct AuditConnection<'a> {
     pub(crate) path: &'a Path,
+    /// The tail's file ([`crate::tail::prepare`] made it).
+    pub(crate) tail: &'a Path,
     /// `NORMAL` or `FULL`.
     pub(crate) synchronous: &'static str,
     /// How long a commit waits for another process's write lock.
@@ -94,8 +106,10 @@ pub(crate) struct AuditConnection<'a> {
 /// The write side of the store.
 pub(crate) struct Writer {
     queue: Mutex<Queue>,
-    /// `None` once closed.
-    conns: tokio::sync::Mutex<Option<Conns>>,
+    /// The tail's writer; `None` once closed. Taken after `store` by whoever needs both.
+    tail_conn: tokio::sync::Mutex<Option<TailConn>>,
+    /// The store file's writers; `None` once closed.
+    store: tokio::sync::Mutex<Option<StoreConns>>,
     max_batch: usize,
     busy_timeout: Duration,
     /// False after a write failed for a reason other than the record itself, until one succeeds.
@@ -128,23 +142,33 @@ enum Commit {
 }
 
 impl Writer {
-    /// Opens the audit connection and puts both write connections under one lock.
+    /// Opens the tail's connection, and the store file's rusqlite connection beside `other` under
+    /// one lock.
     pub(crate) fn open(
         audit: &AuditConnection<'_>,
         other: SqliteConnection,
         max_batch: usize,
     ) -> Result<Self> {
-        let conn = open_audit(audit).map_err(|e| StoreError::Io {
-            path: audit.path.to_owned(),
+        let io = |path: &Path, e: rusqlite::Error| StoreError::Io {
+            path: path.to_owned(),
             source: std::io::Error::other(e),
-        })?;
+        };
+        let conn =
+            open_write(audit, audit.tail, audit.path, "store").map_err(|e| io(audit.tail, e))?;
+        let log = open_write(audit, audit.path, audit.tail, crate::tail::SCHEMA)
+            .map_err(|e| io(audit.path, e))?;
+        log.pragma_update(None, "foreign_keys", true)
+            .map_err(|e| io(audit.path, e))?;
         Ok(Self {
             queue: Mutex::new(Queue::default()),
-            conns: tokio::sync::Mutex::new(Some(Conns {
+            tail_conn: tokio::sync::Mutex::new(Some(TailConn {
                 audit: conn,
+                head: None,
+            })),
+            store: tokio::sync::Mutex::new(Some(StoreConns {
+                log,
                 other,
                 other_in_tx: false,
-                head: None,
             })),
             max_batch: max_batch.max(1),
             busy_timeout: audit.busy_timeout,
@@ -177,7 +201,7 @@ impl Writer {
         &self,
         work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T>,
     ) -> Result<T> {
-        let mut guard = self.conns.lock().await;
+        let mut guard = self.store.lock().await;
         let conns = guard.as_mut().ok_or(StoreError::WriterClosed)?;
         work(&mut conns.other).await
     }
@@ -199,7 +223,7 @@ impl Writer {
         &self,
         work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T>,
     ) -> Result<T> {
-        let mut guard = self.conns.lock().await;
+        let mut guard = self.store.lock().await;
         let conns = guard.as_mut().ok_or(StoreError::WriterClosed)?;
         let conn = &mut conns.other;
         if conns.other_in_tx {
@@ -222,8 +246,9 @@ impl Writer {
         result
     }
 
-    /// Runs `work` (one statement, or a transaction it makes itself) on the audit connection, in
-    /// place and alone, as the audit append does: no hop to sqlx's worker thread. For the small
+    /// Runs `work` (one statement, or a transaction it makes itself) on the store file's rusqlite
+    /// connection, in place and alone, as the audit append does: no hop to sqlx's worker
+    /// thread. For the small
     /// writes on a call's path that belong to its record, such as a chain run's row. Another
     /// process's write lock is waited out asynchronously, `work` being tried again, up to the
     /// busy timeout; `work` must leave nothing behind when it fails.
@@ -231,11 +256,11 @@ impl Writer {
         &self,
         mut work: impl FnMut(&rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> Result<T> {
-        let mut guard = self.conns.lock().await;
+        let mut guard = self.store.lock().await;
         let mut busy = Backoff::new(self.busy_timeout);
         loop {
             let conns = guard.as_mut().ok_or(StoreError::WriterClosed)?;
-            match work(&conns.audit) {
+            match work(&conns.log) {
                 Ok(out) => return Ok(out),
                 Err(e) if is_busy(&e) => {
                     if !busy.wait().await {
@@ -276,8 +301,8 @@ impl Writer {
         let mut guard = match answer.try_recv() {
             Ok(done) => return done,
             // Dropped unanswered: the file says (below).
-            Err(oneshot::error::TryRecvError::Closed) => self.conns.lock().await,
-            Err(oneshot::error::TryRecvError::Empty) => match self.conns.try_lock() {
+            Err(oneshot::error::TryRecvError::Closed) => self.tail_conn.lock().await,
+            Err(oneshot::error::TryRecvError::Empty) => match self.tail_conn.try_lock() {
                 Ok(guard) => guard,
                 // An owner whose record a holder commits meanwhile leaves with its answer
                 // without ever taking the connections: under load, owners queued for the lock
@@ -288,9 +313,9 @@ impl Writer {
                     done = &mut answer => match done {
                         Ok(done) => return done,
                         // Dropped unanswered: the file says (below).
-                        Err(_) => self.conns.lock().await,
+                        Err(_) => self.tail_conn.lock().await,
                     },
-                    guard = self.conns.lock() => guard,
+                    guard = self.tail_conn.lock() => guard,
                 },
             },
         };
@@ -381,35 +406,36 @@ impl Writer {
         }
     }
 
-    /// Refuses new records, commits what is queued and closes the connections.
+    /// Refuses new records, commits what is queued, moves the tail and closes the connections.
     pub(crate) async fn close(&self) {
         self.queue().closed = true;
-        let mut guard = self.conns.lock().await;
-        if let Some(conns) = guard.as_mut() {
+        if let Some(conns) = self.tail_conn.lock().await.as_mut() {
             let mut busy = Backoff::new(self.busy_timeout);
             loop {
                 match self.commit_queued(&conns.audit, &mut conns.head) {
                     Commit::Done => {}
-                    Commit::Empty => match move_tail(&conns.audit, usize::MAX) {
-                        Ok(_) => break,
-                        Err(e) if is_busy(&e) && busy.wait().await => {}
-                        Err(e) => {
-                            // Still in the tail, which the next store to open moves.
-                            tracing::warn!(error = %e, "moving the audit tail on close failed");
-                            break;
-                        }
-                    },
+                    Commit::Empty => break,
                     Commit::Busy => {
                         if !busy.wait().await {
-                            self.fail_next_batch("another process held the database's write lock");
+                            self.fail_next_batch(LOCK_HELD);
                         }
                     }
                 }
             }
         }
-        if let Some(conns) = guard.take() {
-            if let Err((_, e)) = conns.audit.close() {
-                tracing::warn!(error = %e, "closing the audit writer's connection failed");
+        if let Err(e) = self.settle().await {
+            // Still in the tail, which the next store to open moves.
+            tracing::warn!(error = %e, "moving the audit tail on close failed");
+        }
+        let mut store = self.store.lock().await;
+        if let Some(conns) = self.tail_conn.lock().await.take()
+            && let Err((_, e)) = conns.audit.close()
+        {
+            tracing::warn!(error = %e, "closing the audit writer's connection failed");
+        }
+        if let Some(conns) = store.take() {
+            if let Err((_, e)) = conns.log.close() {
+                tracing::warn!(error = %e, "closing the audit log's write connection failed");
             }
             if let Err(e) = conns.other.close().await {
                 tracing::warn!(error = %e, "closing the store's write connection failed");
@@ -430,14 +456,21 @@ impl Writer {
         }
     }
 
-    /// Moves up to [`MOVE_BATCH`] of the oldest tail rows into audit_log; returns how many.
+    /// Moves up to [`MOVE_BATCH`] of the oldest tail rows into audit_log, then deletes what was
+    /// moved from the tail; returns how many rows moved. Appends go on meanwhile: only the
+    /// delete takes the tail's connection, for a moment.
     pub(crate) async fn move_some(&self) -> Result<usize> {
         let mut busy = Backoff::new(self.busy_timeout);
         loop {
-            let mut guard = self.conns.lock().await;
+            let mut guard = self.store.lock().await;
             let conns = guard.as_mut().ok_or(StoreError::WriterClosed)?;
-            match move_tail(&conns.audit, MOVE_BATCH) {
-                Ok(n) => {
+            match move_tail(&conns.log, MOVE_BATCH) {
+                Ok((n, moved_to)) => {
+                    if let Some(upto) = moved_to {
+                        // The store's lock is still held: whoever takes both takes it first.
+                        self.forget_moved(upto).await;
+                    }
+                    drop(guard);
                     let n64 = n as u64;
                     let _ = self
                         .tail
@@ -463,6 +496,24 @@ impl Writer {
                     )));
                 }
             }
+        }
+    }
+
+    /// Deletes the tail's rows up to `upto`, which audit_log (or an archive) holds now. When
+    /// that fails (another process writes the tail) they stay in both until the next move.
+    async fn forget_moved(&self, upto: i64) {
+        let guard = self.tail_conn.lock().await;
+        let Some(conns) = guard.as_ref() else { return };
+        let done = conns
+            .audit
+            .prepare_cached("DELETE FROM audit_tail WHERE id <= ?1")
+            .and_then(|mut delete| delete.execute([upto]));
+        if let Err(e) = done {
+            tracing::debug!(
+                error = %e,
+                upto,
+                "moved audit records stay in the tail until the next move"
+            );
         }
     }
 
@@ -519,16 +570,23 @@ impl Backoff {
     }
 }
 
-fn open_audit(how: &AuditConnection<'_>) -> rusqlite::Result<rusqlite::Connection> {
-    // The schema exists (sqlx's migrator made it): no CREATE, no URI parsing.
+/// A write connection on `main`, with `attached` attached as `alias` (the store's file and the
+/// tail's, one way round or the other).
+fn open_write(
+    how: &AuditConnection<'_>,
+    main: &Path,
+    attached: &Path,
+    alias: &str,
+) -> rusqlite::Result<rusqlite::Connection> {
+    // The schemas exist (sqlx's migrator and `tail::prepare` made them): no CREATE, no URI
+    // parsing.
     let conn = rusqlite::Connection::open_with_flags(
-        how.path,
+        main,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     // Never sleep in SQLite: a BUSY answer comes back at once and is waited out asynchronously.
     conn.busy_timeout(Duration::ZERO)?;
     conn.pragma_update(None, "synchronous", how.synchronous)?;
-    conn.pragma_update(None, "foreign_keys", true)?;
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
     let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -536,6 +594,10 @@ fn open_audit(how: &AuditConnection<'_>) -> rusqlite::Result<rusqlite::Connectio
             "the database is in journal mode {mode}, not WAL"
         )));
     }
+    conn.execute(
+        &format!("ATTACH DATABASE ?1 AS {alias}"),
+        [attached.to_string_lossy()],
+    )?;
     Ok(conn)
 }
 
@@ -588,18 +650,24 @@ macro_rules! columns {
 }
 
 /// One record into the tail under the id and link the writer gives it (the next after the last
-/// record it knows), unless that is no longer the log's last record (another process appended
-/// or archived since: an archived id is never given again) or audit_log already has its execution id (the tail's own UNIQUE covers the tail). A
-/// statement that inserts nothing says which by the log's head: see [`insert`].
+/// record it knows), unless that is no longer the log's last record: another process appended
+/// since (the id is taken in the tail, or, moved, in audit_log; ids have no gaps, so a later
+/// append took this very id) or archived since (an archived id is never given again). Nor when
+/// audit_log already has its execution id (the tail's own UNIQUE covers the tail). A statement
+/// that inserts nothing says which by the log's head: see [`insert`].
+///
+/// The taken id in the tail is found by its primary key (`ON CONFLICT DO NOTHING`) rather than
+/// by reading the tail: an INSERT whose SELECT reads the table it inserts into goes through a
+/// temporary table, whose making and dropping was a fifth of an append's work.
 const INSERT: &str = concat!(
     "INSERT INTO audit_tail (id, prev, hash, ",
     columns!(),
     ") SELECT ?23, ?24, ?25, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
      ?16, ?17, ?18, ?19, ?20, ?21, ?22 \
-     WHERE NOT EXISTS (SELECT 1 FROM audit_tail WHERE id >= ?23) \
-     AND NOT EXISTS (SELECT 1 FROM audit_log WHERE id >= ?23) \
+     WHERE NOT EXISTS (SELECT 1 FROM audit_log WHERE id >= ?23) \
      AND NOT EXISTS (SELECT 1 FROM audit_archives WHERE last_id >= ?23) \
-     AND NOT EXISTS (SELECT 1 FROM audit_log WHERE execution_id = ?1)"
+     AND NOT EXISTS (SELECT 1 FROM audit_log WHERE execution_id = ?1) \
+     ON CONFLICT (id) DO NOTHING"
 );
 
 /// The audit log's last record ([`crate::chain::AUDIT_HEAD`]), or the genesis link.
@@ -622,38 +690,46 @@ fn read_head(conn: &rusqlite::Connection) -> rusqlite::Result<Head> {
     }
 }
 
-/// The tail's rows up to an id into audit_log, ids kept.
+/// The id up to which the tail's rows are in audit_log or an archive: every tail row at or below
+/// it has been moved (ids only grow, and rows move in id order).
+const MOVED_TO: &str = "SELECT MAX(IFNULL((SELECT MAX(id) FROM audit_log), 0), \
+     IFNULL((SELECT MAX(last_id) FROM audit_archives), 0))";
+
+/// Up to `?2` of the tail's rows above `?1` into audit_log, in id order, ids kept.
 const MOVE: &str = concat!(
     "INSERT INTO audit_log (id, prev, hash, ",
     columns!(),
     ") SELECT id, prev, hash, ",
     columns!(),
-    " FROM audit_tail WHERE id <= ?1 ORDER BY id"
+    " FROM audit_tail WHERE id > ?1 ORDER BY id LIMIT ?2"
 );
 
-/// Rows moved from the tail into audit_log in one transaction. A move holds the write
-/// connections for about 10 us a row (the filter indexes), during which appends wait: a bigger
-/// move delays fewer calls, each for longer.
+/// Rows moved from the tail into audit_log in one transaction: about 10 us a row (the filter
+/// indexes), on the store's file, while appends go on in the tail's.
 pub(crate) const MOVE_BATCH: usize = 512;
 
-/// Moves up to `limit` of the oldest tail rows into audit_log in one transaction; returns how
-/// many.
-fn move_tail(conn: &rusqlite::Connection, limit: usize) -> rusqlite::Result<usize> {
-    use rusqlite::OptionalExtension as _;
-    let upto: Option<i64> = conn
-        .prepare_cached("SELECT MAX(id) FROM (SELECT id FROM audit_tail ORDER BY id LIMIT ?1)")?
-        .query_row([limit as i64], |r| r.get(0))
-        .optional()?
-        .flatten();
-    let Some(upto) = upto else {
-        return Ok(0);
+/// Copies up to `limit` of the oldest unmoved tail rows into audit_log in one transaction on
+/// the store's file (`conn` is the log connection); returns how many, and, when the tail holds
+/// rows audit_log now has (these, or ones a move cut short left), the id up to which to delete
+/// them.
+fn move_tail(conn: &rusqlite::Connection, limit: usize) -> rusqlite::Result<(usize, Option<i64>)> {
+    let moved_to = |conn: &rusqlite::Connection| -> rusqlite::Result<i64> {
+        conn.prepare_cached(MOVED_TO)?.query_row([], |r| r.get(0))
     };
-    in_transaction(conn, false, |tx| {
-        let moved = tx.prepare_cached(MOVE)?.execute([upto])?;
-        tx.prepare_cached("DELETE FROM audit_tail WHERE id <= ?1")?
-            .execute([upto])?;
-        Ok(moved)
-    })
+    // Deferred: IMMEDIATE would take the tail's write lock too. The first statement reads the
+    // store's file, the INSERT then takes its write lock (or fails busy if another process
+    // wrote it since) and reads the tail: the log's view first, the tail's second, so rows
+    // another process moved meanwhile are seen in the log (see `tail`).
+    let moved = in_transaction(conn, false, |tx| {
+        let from = moved_to(tx)?;
+        tx.prepare_cached(MOVE)?
+            .execute(rusqlite::params![from, limit as i64])
+    })?;
+    let upto = moved_to(conn)?;
+    let oldest: Option<i64> = conn
+        .prepare_cached("SELECT MIN(id) FROM audit_tail")?
+        .query_row([], |r| r.get(0))?;
+    Ok((moved, oldest.filter(|&o| o <= upto).map(|_| upto)))
 }
 
 /// Inserts `batch` in one `BEGIN IMMEDIATE` transaction; returns each record's answer, in order.
@@ -670,6 +746,11 @@ fn insert(
     head: &mut Option<Head>,
     batch: &[Pending],
 ) -> rusqlite::Result<Vec<Result<i64>>> {
+    // The head is read before the transaction: a transaction's first statement must be the
+    // INSERT, which takes the tail's write lock and then reads the store's file (see `tail`).
+    if head.is_none() {
+        *head = Some(read_head(conn)?);
+    }
     // One record is one statement, which SQLite commits by itself.
     let done = in_transaction(conn, batch.len() == 1, |tx| {
         let mut answers = Vec::with_capacity(batch.len());
@@ -750,8 +831,10 @@ fn insert(
     done
 }
 
-/// Runs `work` in one `BEGIN IMMEDIATE` transaction, committed if it returns `Ok` and rolled back
-/// otherwise; with `single`, `work` is one statement and runs as its own transaction. Cached
+/// Runs `work` in one transaction, committed if it returns `Ok` and rolled back otherwise; with
+/// `single`, `work` is one statement and runs as its own transaction. The transaction is
+/// deferred: both write connections have the other file attached, and `BEGIN IMMEDIATE` would
+/// take its write lock too; `work`'s first write takes the lock of the file it writes. Cached
 /// statements throughout: rusqlite's `Transaction` parses its BEGIN and COMMIT anew every time,
 /// which a one-row commit notices.
 fn in_transaction<T>(
@@ -762,7 +845,7 @@ fn in_transaction<T>(
     if single {
         return work(conn);
     }
-    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    conn.prepare_cached("BEGIN")?.execute([])?;
     let done = work(conn).and_then(|out| {
         conn.prepare_cached("COMMIT")?.execute([])?;
         Ok(out)

@@ -12,7 +12,8 @@ fn record(id: &str) -> Encoded {
     Encoded::new(record)
 }
 
-/// Another process's connection holding the database's write lock (until COMMIT or ROLLBACK).
+/// Another process's connection holding the write lock of the file at `path` (until COMMIT or
+/// ROLLBACK).
 async fn hold_write_lock(path: &Path) -> sqlx::SqliteConnection {
     let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
         .await
@@ -68,7 +69,7 @@ async fn a_record_whose_committer_vanished_is_answered_from_the_file() {
     let store = Store::open(StoreOptions::new(&path)).await.unwrap();
     let writer = &store.inner().writer;
     // Another process holds the write lock, so the next commit has to wait.
-    let mut other = hold_write_lock(&path).await;
+    let mut other = hold_write_lock(&crate::tail::path(&path)).await;
     // Two records queued; the holder finds the file locked and is abandoned while it waits.
     let mut answers = Vec::new();
     for id in ["first", "second"] {
@@ -116,7 +117,7 @@ async fn a_database_locked_past_the_busy_timeout_fails_the_waiting_records_and_r
     let mut options = StoreOptions::new(&path);
     options.busy_timeout = Duration::from_millis(300);
     let store = Store::open(options).await.unwrap();
-    let mut other = hold_write_lock(&path).await;
+    let mut other = hold_write_lock(&crate::tail::path(&path)).await;
     let started = Instant::now();
     let err = store
         .append(crate::tests::record(1, "echo", ToolStatus::Success))
@@ -196,5 +197,50 @@ async fn a_chain_run_written_in_place_waits_out_another_process_and_fails_closed
         ("completed", Some(serde_json::json!("done")))
     );
     assert_eq!(row.input, serde_json::json!({"q": 1}));
+    store.close().await;
+}
+
+#[tokio::test]
+async fn appends_go_on_while_the_store_file_is_locked_and_move_once_it_is_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tw.db");
+    let mut options = StoreOptions::new(&path);
+    options.busy_timeout = Duration::from_millis(300);
+    let store = Store::open(options).await.unwrap();
+    // Another process (or a move of the tail) holds the store file's write lock: records are
+    // committed into the tail's file all the same, each under the next id.
+    let mut other = hold_write_lock(&path).await;
+    let mut ids = Vec::new();
+    for i in 1..=3 {
+        ids.push(
+            store
+                .append(crate::tests::record(i, "echo", ToolStatus::Success))
+                .await
+                .unwrap(),
+        );
+    }
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+    // A move cannot take them meanwhile, and says why once the timeout is up.
+    let err = store.inner().writer.settle().await.unwrap_err();
+    assert!(err.to_string().contains("write lock"), "{err}");
+    sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    // Free again: every record reaches the indexed log, and the tail is emptied.
+    assert_eq!(store.inner().writer.settle().await.unwrap(), 3);
+    let pool = crate::tests::raw(&dir).await;
+    let counts: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM audit_tail), (SELECT COUNT(*) FROM audit_log)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(counts, (0, 3));
+    for (i, id) in ids.iter().enumerate() {
+        let row = store
+            .get(&format!("exec-{:05}", i + 1))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.id, *id);
+    }
     store.close().await;
 }

@@ -30,8 +30,8 @@ pub(crate) const SCHEMA: &str = "tail";
 /// audit_log (see the module docs).
 pub(crate) const PIN: &str = "SELECT count(*) FROM (SELECT 1 FROM audit_tail LIMIT 1)";
 
-/// The tail file's format (`PRAGMA user_version`). A file of another version that still holds
-/// records is refused rather than touched: its records have not reached audit_log yet.
+/// The tail file's format (`PRAGMA user_version`). A file of another version is refused rather
+/// than touched: the records in it may not have reached audit_log yet.
 const VERSION: i64 = 1;
 
 /// audit_log's columns and checks, and no index but the id and the unique execution id, so a

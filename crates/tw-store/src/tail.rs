@@ -89,7 +89,7 @@ pub(crate) fn prepare(db: &Path) -> Result<PathBuf> {
     let path = path(db);
     crate::sqlite::create_private(&path)?;
     let fail = |e: rusqlite::Error| StoreError::Database(format!("{}: {e}", path.display()));
-    let conn =
+    let mut conn =
         Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(fail)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(fail)?;
@@ -102,35 +102,38 @@ pub(crate) fn prepare(db: &Path) -> Result<PathBuf> {
             path.display()
         )));
     }
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(fail)?;
-    let made = (|| {
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        let exists: bool = conn.query_row(
+    // Under the store's open lock no other process makes the table meanwhile: a file that has
+    // it is only read, and one that has not gets it in one transaction (rolled back on drop if
+    // it fails).
+    let exists: bool = conn
+        .query_row(
             "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'audit_tail')",
             [],
             |r| r.get(0),
-        )?;
-        if !exists {
-            conn.execute_batch(CREATE)?;
-            conn.pragma_update(None, "user_version", VERSION)?;
-            return Ok(None);
-        }
-        Ok((version != VERSION).then_some(version))
-    })();
-    let done = match made {
-        Ok(None) => conn.execute_batch("COMMIT").map_err(fail),
-        Ok(Some(version)) => Err(StoreError::Database(format!(
+        )
+        .map_err(fail)?;
+    if !exists {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(fail)?;
+        tx.execute_batch(CREATE).map_err(fail)?;
+        tx.pragma_update(None, "user_version", VERSION)
+            .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        return Ok(path);
+    }
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(fail)?;
+    if version != VERSION {
+        return Err(StoreError::Database(format!(
             "{}: audit tail of format {version}, not {VERSION}: written by another version of \
              Toolwarden, whose records it may still hold; open the store with that version once \
              (it moves them into the log), or with a newer one",
             path.display()
-        ))),
-        Err(e) => Err(fail(e)),
-    };
-    if done.is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
+        )));
     }
-    done.map(|()| path)
+    Ok(path)
 }
 
 /// Attaches the tail at `tail` to `conn` under [`SCHEMA`].

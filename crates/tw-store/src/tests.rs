@@ -260,6 +260,20 @@ async fn a_bad_record_fails_alone() {
     store.close().await;
 }
 
+/// A new file at `db` with the migrations up to `version` only: as an older build left it.
+async fn migrated_to(db: &std::path::Path, version: i64) -> SqlitePool {
+    let pool = SqlitePool::connect_with(
+        sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(db)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal),
+    )
+    .await
+    .unwrap();
+    sqlite::MIGRATOR.run_to(version, &pool).await.unwrap();
+    pool
+}
+
 /// (rows in audit_tail, rows in audit_log) read straight from the file.
 async fn tail_and_log(pool: &SqlitePool) -> (i64, i64) {
     let count = |table: &'static str| async move {
@@ -408,15 +422,7 @@ async fn records_the_tail_held_inside_the_store_move_into_the_log_when_it_gets_i
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tw.db");
     // A store as a build before migration 0018 left it, a record still in its tail.
-    let old = SqlitePool::connect_with(
-        sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(&db)
-            .create_if_missing(true)
-            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal),
-    )
-    .await
-    .unwrap();
-    crate::sqlite::MIGRATOR.run_to(17, &old).await.unwrap();
+    let old = migrated_to(&db, 17).await;
     sqlx::query(
         "INSERT INTO audit_tail (id, execution_id, trace_id, tool, agent_id, arguments, status, \
          output_bytes, truncated, started_at, completed_at, duration_us, metadata, prev, hash) \
@@ -1289,18 +1295,7 @@ async fn a_log_written_by_the_first_schema_is_upgraded_in_place() {
     let path = dir.path().join("tw.db");
     // Build the file as the previous release did: only the first migration.
     {
-        let pool = SqlitePool::connect_with(
-            sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(&path)
-                .create_if_missing(true),
-        )
-        .await
-        .unwrap();
-        let first = sqlx::migrate::Migrator {
-            migrations: std::borrow::Cow::Owned(sqlite::MIGRATOR.iter().take(1).cloned().collect()),
-            ..sqlx::migrate::Migrator::DEFAULT
-        };
-        first.run(&pool).await.unwrap();
+        let pool = migrated_to(&path, 1).await;
         sqlx::query(
             "INSERT INTO audit_log (execution_id, trace_id, tool, agent_id, arguments, status, \
              output_bytes, truncated, started_at, completed_at, duration_us, metadata) \

@@ -25,6 +25,13 @@ async fn hold_write_lock(path: &Path) -> sqlx::SqliteConnection {
     other
 }
 
+/// A store at `path` that gives up on another process's write lock after 300 ms.
+async fn quick_to_give_up(path: &Path) -> Store {
+    let mut options = StoreOptions::new(path);
+    options.busy_timeout = Duration::from_millis(300);
+    Store::open(options).await.unwrap()
+}
+
 /// A waker that counts its wakes.
 struct Counted(std::sync::atomic::AtomicUsize);
 
@@ -114,9 +121,7 @@ async fn a_record_whose_committer_vanished_is_answered_from_the_file() {
 async fn a_database_locked_past_the_busy_timeout_fails_the_waiting_records_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tw.db");
-    let mut options = StoreOptions::new(&path);
-    options.busy_timeout = Duration::from_millis(300);
-    let store = Store::open(options).await.unwrap();
+    let store = quick_to_give_up(&path).await;
     let mut other = hold_write_lock(&crate::tail::path(&path)).await;
     let started = Instant::now();
     let err = store
@@ -144,9 +149,7 @@ async fn a_database_locked_past_the_busy_timeout_fails_the_waiting_records_and_r
 async fn a_chain_run_written_in_place_waits_out_another_process_and_fails_closed_after() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tw.db");
-    let mut options = StoreOptions::new(&path);
-    options.busy_timeout = Duration::from_millis(300);
-    let store = Store::open(options).await.unwrap();
+    let store = quick_to_give_up(&path).await;
     let run = |id: &str| crate::NewChainRun {
         id: id.to_owned(),
         chain: "c".to_owned(),
@@ -204,9 +207,7 @@ async fn a_chain_run_written_in_place_waits_out_another_process_and_fails_closed
 async fn appends_go_on_while_the_store_file_is_locked_and_move_once_it_is_free() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tw.db");
-    let mut options = StoreOptions::new(&path);
-    options.busy_timeout = Duration::from_millis(300);
-    let store = Store::open(options).await.unwrap();
+    let store = quick_to_give_up(&path).await;
     // Another process (or a move of the tail) holds the store file's write lock: records are
     // committed into the tail's file all the same, each under the next id.
     let mut other = hold_write_lock(&path).await;
